@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package tools pins the control-plane main packages that hack/build-control-plane.sh builds.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+)
