@@ -1,1 +1,176 @@
+//! The provider contract (design 007's `Provider` with `Convert` and `ApplyReferent`, and ESO's
+//! `SecretsClient`).
+//!
+//! Everything that crosses this boundary is owned data (JSON specs, plain request structs), so
+//! a provider can later run behind a gRPC adapter without the reconcilers noticing.
 
+mod registry;
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use api::providers::Capabilities;
+pub use registry::Registry;
+
+/// Who asks for a client. It decides which namespace a credential reference without an explicit
+/// namespace resolves to (ESO's referent authentication).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Caller {
+    SecretStore,
+    ClusterSecretStore,
+    Provider,
+    ClusterProvider,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The remote secret is absent; drives ExternalSecret `deletionPolicy`.
+    #[error("Secret does not exist")]
+    NoSecret,
+    #[error("invalid provider configuration: {0}")]
+    InvalidSpec(String),
+    #[error("{0}")]
+    Backend(String),
+    #[error("{operation} is not supported by the {provider} provider")]
+    Unsupported {
+        provider: &'static str,
+        operation: &'static str,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Deserializes a provider spec, naming what was wrong with it.
+pub fn parse_spec<T: DeserializeOwned>(spec: &Value) -> Result<T> {
+    serde_json::from_value(spec.clone()).map_err(|e| Error::InvalidSpec(e.to_string()))
+}
+
+/// Where the spec a client is built from came from: identifies the provider object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ProviderIdentity {
+    pub kind: String,
+    /// `None` for a cluster-scoped provider object.
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// Everything needed to build a client.
+#[derive(Clone, Debug)]
+pub struct ClientRequest {
+    pub provider: ProviderIdentity,
+    /// The provider object's spec after `apply_referent`.
+    pub spec: Value,
+    /// The namespace the client works for (the consumer's namespace).
+    pub namespace: String,
+}
+
+/// A Kubernetes Secret a client's credentials were read from. The client manager watches its
+/// resourceVersion so that rotated credentials give a new client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CredentialRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Outcome of a spec check that needs no backend.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpecReport {
+    pub warnings: Vec<String>,
+}
+
+/// Outcome of `SecretsClient::validate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Validation {
+    Ready,
+    /// The backend cannot be checked from here (e.g. referent credentials); the store is usable.
+    Unknown,
+}
+
+/// ESO's `ExternalSecretDataRemoteRef`, the parts a provider sees.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RemoteRef {
+    pub key: String,
+    pub property: Option<String>,
+    pub version: Option<String>,
+}
+
+/// ESO's `ExternalSecretFind`, the parts a provider sees.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FindRequest {
+    pub path: Option<String>,
+    pub name_regexp: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Where a pushed value goes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PushRemoteRef {
+    pub remote_key: String,
+    pub property: Option<String>,
+}
+
+/// One value to push.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PushRequest {
+    pub remote: PushRemoteRef,
+    /// The source Secret's key, or `None` when the whole Secret is pushed as a JSON object.
+    pub secret_key: Option<String>,
+    pub value: Vec<u8>,
+    /// Provider-specific metadata from the PushSecret.
+    pub metadata: Option<Value>,
+}
+
+/// ESO's provider interface with design 007's additions.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// The provider kind, e.g. `Fake`; also the kind of its CRDs in both provider groups.
+    fn kind(&self) -> &'static str;
+
+    /// The plural resource name of the provider's CRDs, e.g. `fakes`.
+    fn plural(&self) -> &'static str;
+
+    /// The key under a store's `spec.provider`, e.g. `fake`.
+    fn store_key(&self) -> &'static str;
+
+    fn capabilities(&self) -> Capabilities;
+
+    /// Turns a store's inline `spec.provider.<key>` into the provider object's spec. Today the
+    /// two share one schema, so the default only checks that the spec parses.
+    fn convert(&self, inline: &Value) -> Result<Value> {
+        self.validate_spec(inline)?;
+        Ok(inline.clone())
+    }
+
+    /// Resolves namespaces of credential references for `caller` working in `namespace`.
+    fn apply_referent(&self, spec: Value, caller: Caller, namespace: &str) -> Result<Value>;
+
+    /// Static checks; errors name the offending field.
+    fn validate_spec(&self, spec: &Value) -> Result<SpecReport>;
+
+    /// Secrets the client built from `spec` for `namespace` reads its credentials from.
+    fn credential_refs(&self, _spec: &Value, _namespace: &str) -> Vec<CredentialRef> {
+        Vec::new()
+    }
+
+    async fn new_client(
+        &self,
+        request: ClientRequest,
+        kube: kube::Client,
+    ) -> Result<Box<dyn SecretsClient>>;
+}
+
+/// ESO's `SecretsClient`.
+#[async_trait]
+pub trait SecretsClient: Send + Sync {
+    async fn get_secret(&self, remote: &RemoteRef) -> Result<Vec<u8>>;
+    async fn get_secret_map(&self, remote: &RemoteRef) -> Result<BTreeMap<String, Vec<u8>>>;
+    async fn get_all_secrets(&self, find: &FindRequest) -> Result<BTreeMap<String, Vec<u8>>>;
+    async fn push_secret(&self, push: &PushRequest) -> Result<()>;
+    async fn delete_secret(&self, remote: &PushRemoteRef) -> Result<()>;
+    async fn secret_exists(&self, remote: &PushRemoteRef) -> Result<bool>;
+    async fn validate(&self) -> Result<Validation>;
+    async fn close(&self) -> Result<()>;
+}

@@ -1,0 +1,29 @@
+//! Design 007's `RefRegister`: providers looked up by kind or by inline store key.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::Provider;
+
+#[derive(Clone, Default)]
+pub struct Registry {
+    by_kind: BTreeMap<&'static str, Arc<dyn Provider>>,
+}
+
+impl Registry {
+    pub fn register(&mut self, provider: Arc<dyn Provider>) {
+        self.by_kind.insert(provider.kind(), provider);
+    }
+
+    pub fn by_kind(&self, kind: &str) -> Option<&Arc<dyn Provider>> {
+        self.by_kind.get(kind)
+    }
+
+    pub fn by_store_key(&self, key: &str) -> Option<&Arc<dyn Provider>> {
+        self.by_kind.values().find(|p| p.store_key() == key)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Provider>> {
+        self.by_kind.values()
+    }
+}
