@@ -1,9 +1,11 @@
 //! The `external-secrets` binary: a thin front over the workspace's crates.
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use anyhow::Context;
-use clap::{Parser, Subcommand};
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(name = "external-secrets", about = "Keeps Kubernetes Secrets in sync with external secret managers")]
@@ -20,19 +22,83 @@ enum Command {
         #[arg(long, default_value = "crds")]
         out: PathBuf,
     },
+    /// Run the operator.
+    Controller(ControllerArgs),
+}
+
+#[derive(clap::Args)]
+struct ControllerArgs {
+    /// Reconciles run in parallel per controller.
+    #[arg(long, default_value_t = 4, env = "ES_CONCURRENT")]
+    concurrent: u16,
+    /// Handle only stores whose spec.controller is empty or equal to this.
+    #[arg(long, default_value = "default")]
+    controller_class: String,
+    /// Watch only this namespace; cluster-scoped kinds are then ignored.
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Revalidation period of stores without spec.refreshInterval (Go duration).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    store_requeue_interval: Duration,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    controllers::duration::parse(s)
 }
 
 fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    match cli.command {
         Command::Crds { out } => write_crds(&out),
+        Command::Controller(args) => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(controller(args))
+        }
     }
 }
 
-fn write_crds(out: &std::path::Path) -> anyhow::Result<()> {
+fn write_crds(out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (name, yaml) in api::crds::files()? {
         let path = out.join(name);
         std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
     }
+    Ok(())
+}
+
+async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let subscriber = tracing_subscriber::fmt().with_env_filter(filter);
+    match args.log_format {
+        LogFormat::Json => subscriber.json().init(),
+        LogFormat::Text => subscriber.init(),
+    }
+    // The gitlab crate forces aws-lc-rs; one provider for the whole process avoids rustls'
+    // "no process-level CryptoProvider" panic.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let config = kube::Config::infer().await.context("loading kubeconfig")?;
+    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+    let settings = controllers::Settings {
+        controller_class: args.controller_class,
+        namespace: args.namespace,
+        concurrency: args.concurrent,
+        store_requeue_interval: args.store_requeue_interval,
+    };
+    let operator = controllers::Operator::new(client, settings, controllers::default_registry());
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    operator.run(Some(args.metrics_addr), shutdown).await;
     Ok(())
 }

@@ -1,1 +1,299 @@
+//! The client manager: from a store reference and the namespace of the caller to a secrets
+//! client, as design 007 describes.
+//!
+//! Unlike ESO, which rebuilds provider clients on every reconcile, clients are kept across
+//! reconciles. An entry is keyed by the provider object and the caller, and fingerprinted by the
+//! provider object's uid and generation and by the resourceVersions of the Secrets its
+//! credentials came from, so any of those changing yields a fresh client and closes the old one.
 
+mod conditions;
+mod metrics;
+mod resolve;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use provider::{Caller, ClientRequest, CredentialRef, ProviderIdentity, Registry, SecretsClient};
+use tracing::debug;
+
+pub use conditions::namespace_allowed;
+pub use metrics::Metrics;
+pub use resolve::{
+    LoadedStore, ProviderObject, StoreKind, StoreRef, derived_provider_ref, inline_provider,
+    provider_crd_name, provider_resource,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("could not get {kind} {name:?}: {source}")]
+    StoreGet {
+        kind: StoreKind,
+        name: String,
+        source: kube::Error,
+    },
+    #[error("using cluster store {name:?} is not allowed from namespace {namespace:?}: denied by spec.condition")]
+    Denied { name: String, namespace: String },
+    #[error("could not check spec.conditions of cluster store {name:?}: {reason}")]
+    Conditions { name: String, reason: String },
+    /// The store belongs to another operator instance (`spec.controller`); not an error to report.
+    #[error("{kind} {name:?} is handled by controller class {class:?}")]
+    OtherController {
+        kind: StoreKind,
+        name: String,
+        class: String,
+    },
+    #[error("{kind} {name:?} is not ready")]
+    NotReady { kind: StoreKind, name: String },
+    #[error("spec.provider of {kind} {name:?} must set exactly one provider")]
+    NoProvider { kind: StoreKind, name: String },
+    #[error("provider kind {kind:?} ({api_version}) is not supported by this operator")]
+    UnknownProviderKind { api_version: String, kind: String },
+    #[error("provider {kind} is not installed: CRD {crd} does not exist")]
+    ProviderNotInstalled { kind: String, crd: String },
+    #[error("{kind} {name:?} referenced by spec.providerRef does not exist")]
+    ProviderObjectMissing { kind: String, name: String },
+    #[error("could not get {kind} {name:?}: {source}")]
+    ProviderGet {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
+    #[error("could not read credentials Secret {namespace}/{name}: {source}")]
+    Credentials {
+        namespace: String,
+        name: String,
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Provider(#[from] provider::Error),
+}
+
+impl Error {
+    /// A bounded label for metrics and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::StoreGet { .. } => "StoreGet",
+            Self::Denied { .. } => "Denied",
+            Self::Conditions { .. } => "Conditions",
+            Self::OtherController { .. } => "OtherController",
+            Self::NotReady { .. } => "NotReady",
+            Self::NoProvider { .. } => "NoProvider",
+            Self::UnknownProviderKind { .. } => "UnknownProviderKind",
+            Self::ProviderNotInstalled { .. } => "ProviderNotInstalled",
+            Self::ProviderObjectMissing { .. } => "ProviderObjectMissing",
+            Self::ProviderGet { .. } => "ProviderGet",
+            Self::Credentials { .. } => "Credentials",
+            Self::Provider(_) => "Provider",
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Slot {
+    provider: ProviderIdentity,
+    caller: Caller,
+    namespace: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Fingerprint {
+    uid: Option<String>,
+    generation: Option<i64>,
+    credentials: BTreeMap<CredentialRef, Option<String>>,
+}
+
+struct Cached {
+    fingerprint: Fingerprint,
+    client: Arc<dyn SecretsClient>,
+}
+
+/// A client together with what it was built from.
+#[derive(Clone)]
+pub struct Handle {
+    pub client: Arc<dyn SecretsClient>,
+    pub provider: Arc<dyn provider::Provider>,
+    pub identity: ProviderIdentity,
+}
+
+pub struct ClientManager {
+    kube: kube::Client,
+    registry: Arc<Registry>,
+    flood_gate: bool,
+    controller_class: String,
+    cache: Mutex<HashMap<Slot, Cached>>,
+    metrics: Metrics,
+}
+
+impl ClientManager {
+    pub fn new(
+        kube: kube::Client,
+        registry: Arc<Registry>,
+        flood_gate: bool,
+        controller_class: String,
+        metrics: Metrics,
+    ) -> Self {
+        Self {
+            kube,
+            registry,
+            flood_gate,
+            controller_class,
+            cache: Mutex::default(),
+            metrics,
+        }
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// A client for `store`, used from `namespace`: the path of ExternalSecrets and PushSecrets.
+    /// Enforces ClusterSecretStore `conditions` and refuses stores that are not Ready.
+    pub async fn get(&self, store: &StoreRef, namespace: &str) -> Result<Handle> {
+        let loaded = resolve::load_store(&self.kube, store, namespace).await?;
+        if let Some(class) = loaded.spec.controller.as_deref().filter(|c| !c.is_empty()) {
+            if class != self.controller_class {
+                return Err(Error::OtherController {
+                    kind: store.kind,
+                    name: store.name.clone(),
+                    class: class.to_owned(),
+                });
+            }
+        }
+        if let StoreKind::ClusterSecretStore = store.kind {
+            conditions::check(&self.kube, &store.name, &loaded.spec, namespace).await?;
+        }
+        if self.flood_gate && !loaded.ready {
+            return Err(Error::NotReady {
+                kind: store.kind,
+                name: store.name.clone(),
+            });
+        }
+        let caller = match store.kind {
+            StoreKind::SecretStore => Caller::SecretStore,
+            StoreKind::ClusterSecretStore => Caller::ClusterSecretStore,
+        };
+        let object = self.provider_object(&loaded).await?;
+        self.client(object, caller, namespace).await
+    }
+
+    /// The provider object a store points at, through `spec.providerRef` or derived from the
+    /// store's own name and inline provider.
+    pub async fn provider_object(&self, store: &LoadedStore) -> Result<ProviderObject> {
+        let reference = match &store.spec.provider_ref {
+            Some(r) => r.clone(),
+            None => derived_provider_ref(&self.registry, store.kind, &store.name, &store.spec)?,
+        };
+        resolve::load_provider(&self.kube, &self.registry, &reference, store.namespace.as_deref()).await
+    }
+
+    /// A client for a loaded provider object on behalf of `caller` in `namespace`.
+    pub async fn client(&self, object: ProviderObject, caller: Caller, namespace: &str) -> Result<Handle> {
+        let provider = object.provider.clone();
+        let spec = provider.apply_referent(object.spec, caller, namespace)?;
+        let mut credentials = BTreeMap::new();
+        for cred in provider.credential_refs(&spec, namespace) {
+            let version = self.credential_version(&cred).await?;
+            credentials.insert(cred, version);
+        }
+        let fingerprint = Fingerprint {
+            uid: object.uid,
+            generation: object.generation,
+            credentials,
+        };
+        let slot = Slot {
+            provider: object.identity.clone(),
+            caller,
+            namespace: namespace.to_owned(),
+        };
+        let kind = provider.kind();
+        let stale = {
+            let mut cache = self.cache.lock().expect("client cache lock poisoned");
+            match cache.get(&slot) {
+                Some(c) if c.fingerprint == fingerprint => {
+                    self.metrics.hit(kind);
+                    return Ok(Handle {
+                        client: c.client.clone(),
+                        provider,
+                        identity: object.identity,
+                    });
+                }
+                Some(_) => cache.remove(&slot).map(|c| c.client),
+                None => None,
+            }
+        };
+        self.metrics.miss(kind);
+        if let Some(old) = stale {
+            self.metrics.evicted(kind, "changed");
+            close(old).await;
+        }
+        debug!(provider = kind, name = %slot.provider.name, namespace, "building secrets client");
+        let client: Arc<dyn SecretsClient> = Arc::from(
+            provider
+                .new_client(
+                    ClientRequest {
+                        provider: object.identity.clone(),
+                        spec,
+                        namespace: namespace.to_owned(),
+                    },
+                    self.kube.clone(),
+                )
+                .await?,
+        );
+        let replaced = self
+            .cache
+            .lock()
+            .expect("client cache lock poisoned")
+            .insert(
+                slot,
+                Cached {
+                    fingerprint,
+                    client: client.clone(),
+                },
+            );
+        if let Some(old) = replaced {
+            // Another reconcile built the same client concurrently; keep the newest.
+            self.metrics.evicted(kind, "replaced");
+            close(old.client).await;
+        }
+        Ok(Handle {
+            client,
+            provider,
+            identity: object.identity,
+        })
+    }
+
+    /// Drops and closes every client built from `identity`, e.g. when its object was deleted.
+    pub async fn forget(&self, identity: &ProviderIdentity) {
+        let evicted: Vec<_> = {
+            let mut cache = self.cache.lock().expect("client cache lock poisoned");
+            let slots: Vec<_> = cache.keys().filter(|s| &s.provider == identity).cloned().collect();
+            slots.into_iter().filter_map(|s| cache.remove(&s)).collect()
+        };
+        for c in evicted {
+            self.metrics.evicted(&identity.kind, "deleted");
+            close(c.client).await;
+        }
+    }
+
+    async fn credential_version(&self, cred: &CredentialRef) -> Result<Option<String>> {
+        let api: Api<Secret> = Api::namespaced(self.kube.clone(), &cred.namespace);
+        match api.get_metadata_opt(&cred.name).await {
+            Ok(meta) => Ok(meta.and_then(|m| m.metadata.resource_version)),
+            Err(source) => Err(Error::Credentials {
+                namespace: cred.namespace.clone(),
+                name: cred.name.clone(),
+                source,
+            }),
+        }
+    }
+}
+
+async fn close(client: Arc<dyn SecretsClient>) {
+    if let Err(e) = client.close().await {
+        debug!(error = %e, "closing an evicted secrets client failed");
+    }
+}

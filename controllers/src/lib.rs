@@ -1,1 +1,14 @@
+//! The operator's reconcilers and the loop that runs them.
 
+pub mod backoff;
+pub mod context;
+pub mod duration;
+pub mod externalsecret;
+pub mod http;
+pub mod metrics;
+pub mod provider;
+mod run;
+pub mod secretstore;
+
+pub use context::{Context, Settings};
+pub use run::{Operator, default_registry};

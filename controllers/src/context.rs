@@ -1,0 +1,87 @@
+//! State shared by every reconciler.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clientmanager::ClientManager;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use tracing::warn;
+
+use crate::backoff::Backoff;
+use crate::metrics::Metrics;
+
+/// Operator settings that reconcilers read.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Stores whose `spec.controller` is set to another class are left alone.
+    pub controller_class: String,
+    /// Single-namespace mode: watch only this namespace (cluster-scoped kinds are then skipped).
+    pub namespace: Option<String>,
+    pub concurrency: u16,
+    /// Revalidation period of stores without `spec.refreshInterval`.
+    pub store_requeue_interval: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            controller_class: "default".into(),
+            namespace: None,
+            concurrency: 4,
+            store_requeue_interval: Duration::from_secs(300),
+        }
+    }
+}
+
+pub struct Context {
+    pub client: kube::Client,
+    pub manager: ClientManager,
+    pub metrics: Metrics,
+    pub settings: Settings,
+    pub backoff: Backoff,
+    recorder: Recorder,
+}
+
+/// The field manager of everything this operator writes that is not per-ExternalSecret.
+pub const FIELD_MANAGER: &str = "external-secrets";
+
+impl Context {
+    pub fn new(client: kube::Client, manager: ClientManager, metrics: Metrics, settings: Settings) -> Arc<Self> {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: FIELD_MANAGER.into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        Arc::new(Self {
+            client,
+            manager,
+            metrics,
+            settings,
+            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(420)),
+            recorder,
+        })
+    }
+
+    /// Whether this operator handles an object with this controller class.
+    pub fn owns_class(&self, class: Option<&str>) -> bool {
+        class.is_none_or(|c| c.is_empty() || c == self.settings.controller_class)
+    }
+
+    /// Publishes an event; a failure to publish is logged and otherwise ignored, since the
+    /// reconcile outcome does not depend on it.
+    pub async fn event(&self, object: &ObjectReference, type_: EventType, reason: &str, note: String) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: reason.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, object).await {
+            warn!(error = %e, reason, "could not publish event");
+        }
+    }
+}

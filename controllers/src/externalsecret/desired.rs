@@ -1,0 +1,207 @@
+//! Pure desired-state code: from an ExternalSecret, what was fetched and the Secret that exists,
+//! to the Secret we want, and whether a refresh is due. Nothing here talks to the API server.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use api::external_secret::{CreationPolicy, ExternalSecret, RefreshPolicy};
+use base64::Engine;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::hash;
+
+pub const MANAGED_LABEL: &str = "reconcile.external-secrets.io/managed";
+pub const CREATED_BY_LABEL: &str = "reconcile.external-secrets.io/created-by";
+pub const DATA_HASH_ANNOTATION: &str = "reconcile.external-secrets.io/data-hash";
+const DEFAULT_REFRESH: Duration = Duration::from_secs(3600);
+
+/// ESO's field manager for an ExternalSecret's target, so both operators own the same fields.
+pub fn field_manager(es_name: &str) -> String {
+    let name = format!("externalsecrets.external-secrets.io/{es_name}");
+    if name.len() > 63 {
+        use sha3::Digest;
+        let digest = sha3::Sha3_224::digest(es_name.as_bytes());
+        format!("externalsecrets.external-secrets.io/sha3/{}", hex::encode(digest))
+    } else {
+        name
+    }
+}
+
+pub fn target_name(es: &ExternalSecret) -> String {
+    es.spec
+        .target
+        .as_ref()
+        .and_then(|t| t.name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| es.name_any())
+}
+
+pub fn creation_policy(es: &ExternalSecret) -> CreationPolicy {
+    es.spec
+        .target
+        .as_ref()
+        .and_then(|t| t.creation_policy)
+        .unwrap_or(CreationPolicy::Owner)
+}
+
+/// `status.syncedResourceVersion`: the generation plus a hash of labels and annotations.
+pub fn synced_resource_version(es: &ExternalSecret) -> String {
+    format!(
+        "{}-{}",
+        es.meta().generation.unwrap_or_default(),
+        hash::meta_hash(es.labels(), es.annotations())
+    )
+}
+
+pub fn refresh_interval(es: &ExternalSecret) -> Result<Duration, String> {
+    match es.spec.refresh_interval.as_deref() {
+        None | Some("") => Ok(DEFAULT_REFRESH),
+        Some(s) => crate::duration::parse(s).map_err(|e| format!("spec.refreshInterval: {e}")),
+    }
+}
+
+/// ESO's refresh decision (reference §3.2), without sync windows.
+pub fn should_refresh(es: &ExternalSecret, now: Timestamp) -> bool {
+    let status = es.status.as_ref();
+    let synced = status.and_then(|s| s.synced_resource_version.as_deref());
+    let refreshed = status.and_then(|s| s.refresh_time.as_ref()).map(|t| t.0);
+    let (Some(synced), Some(refreshed)) = (synced, refreshed) else {
+        return true;
+    };
+    let changed = synced != synced_resource_version(es);
+    match es.spec.refresh_policy {
+        Some(RefreshPolicy::CreatedOnce) => false,
+        Some(RefreshPolicy::OnChange) => changed,
+        _ => {
+            if changed || refreshed > now {
+                return true;
+            }
+            match refresh_interval(es) {
+                Ok(i) if i.is_zero() => false,
+                Ok(i) => refreshed + i <= now,
+                Err(_) => true,
+            }
+        }
+    }
+}
+
+/// Time until the next periodic refresh; `None` when the ExternalSecret never refreshes.
+pub fn requeue_after(es: &ExternalSecret, now: Timestamp) -> Option<Duration> {
+    if matches!(
+        es.spec.refresh_policy,
+        Some(RefreshPolicy::CreatedOnce | RefreshPolicy::OnChange)
+    ) {
+        return None;
+    }
+    let interval = refresh_interval(es).ok().filter(|i| !i.is_zero())?;
+    let refreshed = es.status.as_ref().and_then(|s| s.refresh_time.as_ref()).map(|t| t.0).unwrap_or(now);
+    let elapsed = now.duration_since(refreshed).unsigned_abs();
+    Some(interval.saturating_sub(elapsed).max(Duration::from_secs(1)))
+}
+
+/// Whether the existing Secret still holds what we last wrote. A missing Secret, a missing
+/// managed label or a data hash that does not match (a hand edit) force a refresh.
+pub fn secret_is_valid(es: &ExternalSecret, secret: Option<&Secret>) -> bool {
+    if creation_policy(es) == CreationPolicy::Orphan {
+        return true;
+    }
+    let Some(secret) = secret else { return false };
+    if secret.labels().get(MANAGED_LABEL).map(String::as_str) != Some("true") {
+        return false;
+    }
+    let data = secret_data(secret);
+    secret.annotations().get(DATA_HASH_ANNOTATION) == Some(&hash::data_hash(&data))
+}
+
+pub fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
+    secret
+        .data
+        .as_ref()
+        .map(|d| d.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+        .unwrap_or_default()
+}
+
+/// How a fetched value is decoded (`decodingStrategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decoding {
+    None,
+    Base64,
+    Base64Url,
+    Auto,
+}
+
+pub fn decode(value: Vec<u8>, decoding: Decoding) -> Result<Vec<u8>, String> {
+    let std = base64::engine::general_purpose::STANDARD;
+    let url = base64::engine::general_purpose::URL_SAFE;
+    match decoding {
+        Decoding::None => Ok(value),
+        Decoding::Base64 => std.decode(&value).map_err(|e| format!("base64 decoding failed: {e}")),
+        Decoding::Base64Url => url.decode(&value).map_err(|e| format!("base64url decoding failed: {e}")),
+        Decoding::Auto => Ok(std.decode(&value).or_else(|_| url.decode(&value)).unwrap_or(value)),
+    }
+}
+
+/// The Secret we want, as a server-side apply body. `None` when nothing is to be written.
+pub fn desired_secret(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>) -> Option<Value> {
+    let policy = creation_policy(es);
+    if policy == CreationPolicy::None {
+        return None;
+    }
+    let namespace = es.namespace().unwrap_or_default();
+    let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+    let mut labels = BTreeMap::new();
+    let mut annotations = BTreeMap::new();
+    if let Some(meta) = template.and_then(|t| t.metadata.as_ref()) {
+        labels.extend(meta.labels.clone().unwrap_or_default());
+        annotations.extend(meta.annotations.clone().unwrap_or_default());
+    }
+    labels.insert(MANAGED_LABEL.to_owned(), "true".to_owned());
+    annotations.insert(DATA_HASH_ANNOTATION.to_owned(), hash::data_hash(data));
+    let mut metadata = json!({
+        "name": target_name(es),
+        "namespace": namespace,
+    });
+    if policy == CreationPolicy::Owner {
+        labels.insert(CREATED_BY_LABEL.to_owned(), hash::created_by(&namespace, &es.name_any()));
+        let owner: Option<OwnerReference> = es.controller_owner_ref(&());
+        metadata["ownerReferences"] = json!(owner.into_iter().collect::<Vec<_>>());
+    }
+    metadata["labels"] = json!(labels);
+    metadata["annotations"] = json!(annotations);
+    let encoded: BTreeMap<&String, String> = data
+        .iter()
+        .map(|(k, v)| (k, base64::engine::general_purpose::STANDARD.encode(v)))
+        .collect();
+    let mut secret = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "data": encoded,
+    });
+    if let Some(type_) = template.and_then(|t| t.type_.clone()) {
+        secret["type"] = json!(type_);
+    }
+    if es.spec.target.as_ref().and_then(|t| t.immutable) == Some(true) {
+        secret["immutable"] = json!(true);
+    }
+    Some(secret)
+}
+
+/// Keys of `existing` this ExternalSecret must remove: with Owner and Orphan the Secret holds
+/// exactly the fetched data, with Merge and CreateOrMerge other writers' keys stay.
+pub fn stale_keys(es: &ExternalSecret, existing: &Secret, data: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
+    if !matches!(creation_policy(es), CreationPolicy::Owner | CreationPolicy::Orphan) {
+        return Vec::new();
+    }
+    secret_data(existing)
+        .into_keys()
+        .filter(|k| !data.contains_key(k))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,191 @@
+//! Reading an ExternalSecret's data from its stores, in ESO's order: every `dataFrom` entry,
+//! then every `data` entry, later values winning.
+
+use std::collections::{BTreeMap, HashMap};
+
+use api::external_secret::{DecodingStrategy, DeletionPolicy, ExternalSecret, SecretStoreRef};
+use clientmanager::{Handle, StoreKind, StoreRef};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use provider::{FindRequest, RemoteRef};
+
+use super::desired::{Decoding, decode};
+use super::{Error, Outcome};
+use crate::context::Context;
+
+struct Stores<'a> {
+    ctx: &'a Context,
+    namespace: String,
+    default: Option<StoreRef>,
+    handles: HashMap<StoreRef, Handle>,
+}
+
+impl Stores<'_> {
+    async fn handle(&mut self, over: Option<&SecretStoreRef>, field: &str) -> Result<Handle, Outcome> {
+        let store = match over {
+            Some(r) => to_store_ref(r),
+            None => self.default.clone().ok_or_else(|| Error::Invalid {
+                field: format!("{field}.sourceRef.storeRef"),
+                message: "no store: set spec.secretStoreRef or a sourceRef.storeRef".into(),
+            })?,
+        };
+        if let Some(h) = self.handles.get(&store) {
+            return Ok(h.clone());
+        }
+        let handle = self.ctx.manager.get(&store, &self.namespace).await?;
+        self.handles.insert(store, handle.clone());
+        Ok(handle)
+    }
+}
+
+fn to_store_ref(r: &SecretStoreRef) -> StoreRef {
+    StoreRef {
+        kind: StoreKind::parse(r.kind.as_deref()),
+        name: r.name.clone(),
+    }
+}
+
+fn decoding(strategy: Option<DecodingStrategy>) -> Decoding {
+    match strategy {
+        Some(DecodingStrategy::Base64) => Decoding::Base64,
+        Some(DecodingStrategy::Base64URL) => Decoding::Base64Url,
+        Some(DecodingStrategy::Auto) => Decoding::Auto,
+        Some(DecodingStrategy::None) | None => Decoding::None,
+    }
+}
+
+pub(super) async fn fetch(es: &ExternalSecret, ctx: &Context) -> Result<BTreeMap<String, Vec<u8>>, Outcome> {
+    let mut stores = Stores {
+        ctx,
+        namespace: es.namespace().unwrap_or_default(),
+        default: es.spec.secret_store_ref.as_ref().map(to_store_ref),
+        handles: HashMap::new(),
+    };
+    let retain = es
+        .spec
+        .target
+        .as_ref()
+        .and_then(|t| t.deletion_policy)
+        .unwrap_or(DeletionPolicy::Retain)
+        == DeletionPolicy::Retain;
+    let mut out = BTreeMap::new();
+
+    for (i, entry) in es.spec.data_from.iter().flatten().enumerate() {
+        let field = format!("spec.dataFrom[{i}]");
+        let over = entry.source_ref.as_ref().and_then(|s| s.store_ref.as_ref());
+        let handle = stores.handle(over, &field).await?;
+        let kind = handle.provider.kind();
+        let (result, strategy, call) = if let Some(extract) = &entry.extract {
+            let remote = RemoteRef {
+                key: extract.key.clone(),
+                property: extract.property.clone(),
+                version: extract.version.clone(),
+            };
+            (handle.client.get_secret_map(&remote).await, extract.decoding_strategy, "GetSecretMap")
+        } else if let Some(find) = &entry.find {
+            let request = FindRequest {
+                path: find.path.clone(),
+                name_regexp: find.name.as_ref().and_then(|n| n.regexp.clone()),
+                tags: find.tags.clone().unwrap_or_default(),
+            };
+            (handle.client.get_all_secrets(&request).await, find.decoding_strategy, "GetAllSecrets")
+        } else {
+            return Err(Error::Invalid {
+                field,
+                message: "generatorRef is not supported yet; use extract or find".into(),
+            }
+            .into());
+        };
+        ctx.metrics.provider_call(kind, call, result.is_ok() || matches!(result, Err(provider::Error::NoSecret)));
+        let map = match result {
+            Ok(m) => m,
+            Err(provider::Error::NoSecret) if !retain => {
+                missing(es, ctx, &field).await;
+                continue;
+            }
+            Err(source) => return Err(Error::Provider { field, source }.into()),
+        };
+        let map = rewrite(entry, map, &field)?;
+        for (k, v) in map {
+            let v = decode(v, decoding(strategy)).map_err(|message| Error::Invalid {
+                field: format!("{field} key {k:?}"),
+                message,
+            })?;
+            out.insert(k, v);
+        }
+    }
+
+    for (i, entry) in es.spec.data.iter().flatten().enumerate() {
+        let field = format!("spec.data[{i}]");
+        let over = entry.source_ref.as_ref().and_then(|s| s.store_ref.as_ref());
+        let handle = stores.handle(over, &field).await?;
+        let remote = RemoteRef {
+            key: entry.remote_ref.key.clone(),
+            property: entry.remote_ref.property.clone(),
+            version: entry.remote_ref.version.clone(),
+        };
+        let result = handle.client.get_secret(&remote).await;
+        ctx.metrics.provider_call(
+            handle.provider.kind(),
+            "GetSecret",
+            result.is_ok() || matches!(result, Err(provider::Error::NoSecret)),
+        );
+        let value = match result {
+            Ok(v) => v,
+            Err(provider::Error::NoSecret) if !retain => {
+                missing(es, ctx, &field).await;
+                continue;
+            }
+            Err(source) => {
+                return Err(Error::Provider {
+                    field: format!("{field}.remoteRef (key {:?})", remote.key),
+                    source,
+                }
+                .into());
+            }
+        };
+        let value = decode(value, decoding(entry.remote_ref.decoding_strategy)).map_err(|message| Error::Invalid {
+            field: format!("{field}.remoteRef.decodingStrategy"),
+            message,
+        })?;
+        out.insert(entry.secret_key.clone(), value);
+    }
+    Ok(out)
+}
+
+async fn missing(es: &ExternalSecret, ctx: &Context, field: &str) {
+    ctx.event(
+        &es.object_ref(&()),
+        EventType::Normal,
+        "MissingProviderSecret",
+        format!("{field}: the secret does not exist at the provider"),
+    )
+    .await;
+}
+
+/// `dataFrom[].rewrite`: regexp rewrites of key names, in order.
+fn rewrite(
+    entry: &api::external_secret::ExternalSecretDataFrom,
+    map: BTreeMap<String, Vec<u8>>,
+    field: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, Error> {
+    let mut map = map;
+    for (j, step) in entry.rewrite.iter().flatten().enumerate() {
+        let Some(re) = &step.regexp else {
+            return Err(Error::Invalid {
+                field: format!("{field}.rewrite[{j}]"),
+                message: "only regexp rewrites are supported yet".into(),
+            });
+        };
+        let compiled = regex::Regex::new(&re.source).map_err(|e| Error::Invalid {
+            field: format!("{field}.rewrite[{j}].regexp.source"),
+            message: e.to_string(),
+        })?;
+        // Go's regexp uses ${1} for groups, as Rust's regex does.
+        map = map
+            .into_iter()
+            .map(|(k, v)| (compiled.replace_all(&k, re.target.as_str()).into_owned(), v))
+            .collect();
+    }
+    Ok(map)
+}

@@ -1,0 +1,363 @@
+//! The ExternalSecret reconciler: fetch through the client manager, compute the Secret with the
+//! pure code in `desired`, write it with server-side apply, report status.
+
+pub mod desired;
+mod fetch;
+pub mod hash;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use api::conditions::{Condition, ConditionStatus, READY, set_condition};
+use api::external_secret::{CreationPolicy, DeletionPolicy, ExternalSecret, ExternalSecretStatus};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+use tracing::{debug, instrument};
+
+use crate::context::{Context, FIELD_MANAGER};
+use crate::metrics::labels;
+
+pub mod reason {
+    pub const SYNCED: &str = "SecretSynced";
+    pub const SYNC_ERROR: &str = "SecretSyncedError";
+    pub const DELETED: &str = "SecretDeleted";
+    pub const MISSING: &str = "SecretMissing";
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] clientmanager::Error),
+    #[error("{field}: {source}")]
+    Provider { field: String, source: provider::Error },
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    #[error("could not read target Secret {name:?}: {source}")]
+    ReadSecret { name: String, source: kube::Error },
+    #[error("could not write target Secret {name:?}: {source}")]
+    WriteSecret { name: String, source: kube::Error },
+    #[error("target Secret {name:?} is immutable and its data would change")]
+    Immutable { name: String },
+    #[error("could not write status: {0}")]
+    Status(#[source] kube::Error),
+}
+
+impl Error {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Store(e) => e.kind(),
+            Self::Provider { .. } => "Provider",
+            Self::Invalid { .. } => "Invalid",
+            Self::ReadSecret { .. } => "ReadSecret",
+            Self::WriteSecret { .. } => "WriteSecret",
+            Self::Immutable { .. } => "Immutable",
+            Self::Status(_) => "Status",
+        }
+    }
+
+    /// Errors that retrying cannot fix: wait for the user to change something.
+    fn is_terminal(&self) -> bool {
+        matches!(self, Self::Immutable { .. } | Self::Invalid { .. })
+    }
+}
+
+/// What a successful sync did to the Secret.
+enum Written {
+    Created,
+    Updated,
+    Unchanged,
+    Deleted,
+    Retained,
+    MissingForMerge,
+}
+
+#[instrument(skip_all, fields(namespace = es.namespace(), name = es.name_any()))]
+pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>, force: bool) -> Result<Action, Error> {
+    let started = Instant::now();
+    let name = es.name_any();
+    let namespace = es.namespace().unwrap_or_default();
+    let object_labels = labels(&name, &namespace);
+    ctx.metrics.es_sync_calls.get_or_create(&object_labels).inc();
+    let result = sync(&es, &ctx, force).await;
+    ctx.metrics
+        .es_reconcile_duration
+        .get_or_create(&object_labels)
+        .set(started.elapsed().as_nanos() as i64);
+    let uid = es.uid().unwrap_or_default();
+    match result {
+        Ok(action) => {
+            ctx.backoff.succeeded(&uid);
+            Ok(action)
+        }
+        Err(Skip) => Ok(Action::await_change()),
+        Err(Failed(e)) => {
+            ctx.metrics.es_sync_errors.get_or_create(&object_labels).inc();
+            let message = e.to_string();
+            write_status(&es, &ctx, ConditionStatus::False, reason::SYNC_ERROR, &message, false).await?;
+            ctx.event(&es.object_ref(&()), EventType::Warning, "UpdateFailed", message).await;
+            if e.is_terminal() {
+                Ok(Action::await_change())
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+enum Outcome {
+    Skip,
+    Failed(Error),
+}
+use Outcome::{Failed, Skip};
+
+impl From<Error> for Outcome {
+    fn from(e: Error) -> Self {
+        Failed(e)
+    }
+}
+
+impl From<clientmanager::Error> for Outcome {
+    fn from(e: clientmanager::Error) -> Self {
+        match e {
+            clientmanager::Error::OtherController { .. } => Skip,
+            e => Failed(Error::Store(e)),
+        }
+    }
+}
+
+async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action, Outcome> {
+    let now = Timestamp::now();
+    let namespace = es.namespace().unwrap_or_default();
+    let target = desired::target_name(es);
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let existing = secrets.get_opt(&target).await.map_err(|source| Error::ReadSecret {
+        name: target.clone(),
+        source,
+    })?;
+    desired::refresh_interval(es).map_err(|message| Error::Invalid {
+        field: "spec.refreshInterval".into(),
+        message,
+    })?;
+    if !force && !desired::should_refresh(es, now) && desired::secret_is_valid(es, existing.as_ref()) {
+        debug!("nothing to refresh");
+        return Ok(requeue(es, now));
+    }
+
+    let fetched = fetch::fetch(es, ctx).await?;
+    let deletion = es
+        .spec
+        .target
+        .as_ref()
+        .and_then(|t| t.deletion_policy)
+        .unwrap_or(DeletionPolicy::Retain);
+    let written = if fetched.is_empty() && deletion != DeletionPolicy::Merge {
+        match deletion {
+            DeletionPolicy::Delete => {
+                if let Some(secret) = &existing {
+                    delete_owned(es, &secrets, secret).await?;
+                }
+                Written::Deleted
+            }
+            _ => Written::Retained,
+        }
+    } else {
+        write_secret(es, ctx, &secrets, existing.as_ref(), &fetched).await?
+    };
+
+    let (status, reason, message) = match written {
+        Written::Deleted => (ConditionStatus::True, reason::DELETED, "secret deleted: the provider returned no data"),
+        Written::Retained => (ConditionStatus::True, reason::SYNCED, "secret retained: the provider returned no data"),
+        Written::MissingForMerge => (ConditionStatus::False, reason::MISSING, "secret will not be created: creationPolicy is Merge and the Secret does not exist"),
+        _ => (ConditionStatus::True, reason::SYNCED, "secret synced"),
+    };
+    write_status(es, ctx, status, reason, message, true).await?;
+    match written {
+        Written::Created => ctx.event(&es.object_ref(&()), EventType::Normal, "Created", "secret created".into()).await,
+        Written::Updated => ctx.event(&es.object_ref(&()), EventType::Normal, "Updated", "secret updated".into()).await,
+        Written::Deleted => ctx.event(&es.object_ref(&()), EventType::Normal, "Deleted", "secret deleted".into()).await,
+        _ => {}
+    }
+    Ok(requeue(es, now))
+}
+
+fn requeue(es: &ExternalSecret, now: Timestamp) -> Action {
+    match desired::requeue_after(es, now) {
+        Some(d) => Action::requeue(d),
+        None => Action::await_change(),
+    }
+}
+
+async fn write_secret(
+    es: &ExternalSecret,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    existing: Option<&Secret>,
+    data: &BTreeMap<String, Vec<u8>>,
+) -> Result<Written, Error> {
+    let policy = desired::creation_policy(es);
+    let target = desired::target_name(es);
+    let Some(body) = desired::desired_secret(es, data) else {
+        return Ok(Written::Unchanged);
+    };
+    if existing.is_none() && policy == CreationPolicy::Merge {
+        return Ok(Written::MissingForMerge);
+    }
+    if let Some(existing) = existing {
+        let current = desired::secret_data(existing);
+        let data_changes = desired::stale_keys(es, existing, data).len() > 0
+            || data.iter().any(|(k, v)| current.get(k) != Some(v));
+        if existing.immutable == Some(true) && data_changes {
+            return Err(Error::Immutable { name: target });
+        }
+        if !data_changes && desired::secret_is_valid(es, Some(existing)) && metadata_matches(existing, &body) {
+            return Ok(Written::Unchanged);
+        }
+    }
+    let manager = desired::field_manager(&es.name_any());
+    secrets
+        .patch(&target, &PatchParams::apply(&manager).force(), &Patch::Apply(&body))
+        .await
+        .map_err(|source| Error::WriteSecret {
+            name: target.clone(),
+            source,
+        })?;
+    if let Some(existing) = existing {
+        let stale = desired::stale_keys(es, existing, data);
+        if !stale.is_empty() {
+            // Keys written by someone else are not ours under server-side apply; with Owner and
+            // Orphan the Secret must hold exactly the fetched data, so remove them explicitly.
+            let ops: Vec<_> = stale
+                .iter()
+                .map(|k| json!({"op": "remove", "path": format!("/data/{}", k.replace('~', "~0").replace('/', "~1"))}))
+                .collect();
+            let patch: json_patch::Patch = serde_json::from_value(json!(ops)).expect("well-formed JSON patch");
+            secrets
+                .patch(&target, &PatchParams::default(), &Patch::<()>::Json(patch))
+                .await
+                .map_err(|source| Error::WriteSecret {
+                    name: target.clone(),
+                    source,
+                })?;
+        }
+        Ok(Written::Updated)
+    } else {
+        Ok(Written::Created)
+    }
+}
+
+/// Whether the labels, annotations and owner references we want are already on the Secret.
+fn metadata_matches(existing: &Secret, body: &serde_json::Value) -> bool {
+    let want = &body["metadata"];
+    let has_all = |have: &BTreeMap<String, String>, want: &serde_json::Value| {
+        want.as_object()
+            .is_none_or(|m| m.iter().all(|(k, v)| have.get(k).map(String::as_str) == v.as_str()))
+    };
+    let owners_ok = want["ownerReferences"].as_array().is_none_or(|owners| {
+        owners.iter().all(|o| {
+            existing
+                .owner_references()
+                .iter()
+                .any(|e| Some(e.uid.as_str()) == o["uid"].as_str())
+        })
+    });
+    has_all(existing.labels(), &want["labels"]) && has_all(existing.annotations(), &want["annotations"]) && owners_ok
+}
+
+async fn delete_owned(es: &ExternalSecret, secrets: &Api<Secret>, secret: &Secret) -> Result<(), Error> {
+    let ours = es.uid().is_some_and(|uid| {
+        secret
+            .owner_references()
+            .iter()
+            .any(|o| o.uid == uid && o.controller == Some(true))
+    });
+    if !ours {
+        return Err(Error::Invalid {
+            field: "spec.target.deletionPolicy".into(),
+            message: "Delete only removes a Secret this ExternalSecret owns (creationPolicy Owner)".into(),
+        });
+    }
+    secrets
+        .delete(&secret.name_any(), &DeleteParams::default())
+        .await
+        .map(|_| ())
+        .or_else(|e| match e {
+            kube::Error::Api(s) if s.code == 404 => Ok(()),
+            source => Err(Error::WriteSecret {
+                name: secret.name_any(),
+                source,
+            }),
+        })
+}
+
+async fn write_status(
+    es: &ExternalSecret,
+    ctx: &Context,
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    synced: bool,
+) -> Result<(), Error> {
+    let now = Timestamp::now();
+    let previous = es.status.clone().unwrap_or_default();
+    let mut conditions = previous.conditions.clone();
+    set_condition(&mut conditions, Condition::ready(status, reason, message), now);
+    let mut new = ExternalSecretStatus {
+        conditions,
+        observed_generation: es.meta().generation,
+        ..previous.clone()
+    };
+    if synced {
+        new.refresh_time = Some(Time(now));
+        new.synced_resource_version = Some(desired::synced_resource_version(es));
+        new.binding = Some(api::external_secret::SecretBinding {
+            name: Some(desired::target_name(es)),
+        });
+    }
+    ctx.metrics
+        .es_condition
+        .set(&es.name_any(), &es.namespace().unwrap_or_default(), READY, status);
+    if new == previous {
+        return Ok(());
+    }
+    let api: Api<ExternalSecret> = Api::namespaced(ctx.client.clone(), &es.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": "external-secrets.io/v1",
+        "kind": "ExternalSecret",
+        "status": new,
+    });
+    api.patch_status(&es.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+        .await
+        .map(|_| ())
+        .map_err(Error::Status)
+}
+
+/// Whether `es` reads from the store `kind`/`name`, directly or through a `sourceRef`.
+pub fn uses_store(es: &ExternalSecret, kind: clientmanager::StoreKind, name: &str) -> bool {
+    let matches = |r: &api::external_secret::SecretStoreRef| {
+        r.name == name && clientmanager::StoreKind::parse(r.kind.as_deref()) == kind
+    };
+    let spec = &es.spec;
+    spec.secret_store_ref.as_ref().is_some_and(matches)
+        || spec.data.iter().flatten().any(|d| {
+            d.source_ref.as_ref().and_then(|s| s.store_ref.as_ref()).is_some_and(matches)
+        })
+        || spec.data_from.iter().flatten().any(|d| {
+            d.source_ref.as_ref().and_then(|s| s.store_ref.as_ref()).is_some_and(matches)
+        })
+}
+
+/// Forgets the metrics of a deleted ExternalSecret.
+pub fn forget(ctx: &Context, name: &str, namespace: &str) {
+    ctx.metrics.es_condition.remove(name, namespace, READY);
+    let l = labels(name, namespace);
+    ctx.metrics.es_sync_calls.remove(&l);
+    ctx.metrics.es_sync_errors.remove(&l);
+    ctx.metrics.es_reconcile_duration.remove(&l);
+}

@@ -1,0 +1,241 @@
+//! Wires the reconcilers to their watches and runs them until shutdown.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use api::external_secret::ExternalSecret;
+use api::store::{ClusterSecretStore, SecretStore};
+use clientmanager::{ClientManager, StoreKind};
+use futures::channel::mpsc;
+use futures::{StreamExt, future};
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::{PredicateConfig, predicates};
+use kube::runtime::{WatchStreamExt, metadata_watcher, watcher};
+use kube::{Api, ResourceExt};
+use prometheus_client::registry::Registry;
+use tracing::{error, info};
+
+use crate::context::{Context, Settings};
+use crate::externalsecret::desired::MANAGED_LABEL;
+use crate::metrics::{ErrorLabels, Metrics};
+use crate::provider::StoreNudges;
+use crate::{externalsecret, provider, secretstore};
+
+/// The providers compiled into this binary.
+pub fn default_registry() -> ::provider::Registry {
+    let mut registry = ::provider::Registry::default();
+    registry.register(Arc::new(provider_fake::Fake::default()));
+    registry
+}
+
+pub struct Operator {
+    pub ctx: Arc<Context>,
+    pub metrics_registry: Arc<Registry>,
+    ready: Arc<AtomicBool>,
+    /// ExternalSecrets to refresh regardless of their interval, because a store they use changed.
+    forced: Arc<Mutex<HashSet<ObjectRef<ExternalSecret>>>>,
+}
+
+impl Operator {
+    pub fn new(client: kube::Client, settings: Settings, providers: ::provider::Registry) -> Self {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        let cache_metrics = clientmanager::Metrics::register(&mut registry);
+        let manager = ClientManager::new(
+            client.clone(),
+            Arc::new(providers),
+            true,
+            settings.controller_class.clone(),
+            cache_metrics,
+        );
+        Self {
+            ctx: Context::new(client, manager, metrics, settings),
+            metrics_registry: Arc::new(registry),
+            ready: Arc::default(),
+            forced: Arc::default(),
+        }
+    }
+
+    /// Runs every controller until `shutdown` resolves.
+    pub async fn run(self, metrics_addr: Option<SocketAddr>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+        let ctx = self.ctx.clone();
+        if let Some(addr) = metrics_addr {
+            let (registry, ready) = (self.metrics_registry.clone(), self.ready.clone());
+            tokio::spawn(async move {
+                if let Err(e) = crate::http::serve(addr, registry, ready).await {
+                    error!(error = %e, %addr, "metrics server failed");
+                }
+            });
+        }
+        let shutdown = future::Shared::clone(&futures::FutureExt::shared(Box::pin(shutdown)));
+        let (ss_tx, ss_rx) = mpsc::unbounded();
+        let (css_tx, css_rx) = mpsc::unbounded();
+        let (ss_installed_tx, ss_installed_rx) = mpsc::unbounded();
+        let (css_installed_tx, css_installed_rx) = mpsc::unbounded();
+        let nudges = StoreNudges {
+            secret_stores: ss_tx,
+            cluster_secret_stores: css_tx,
+            installed: vec![ss_installed_tx, css_installed_tx],
+        };
+        let namespace = ctx.settings.namespace.clone();
+        let client = ctx.client.clone();
+        let wc = watcher::Config::default();
+        let ctrl_config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
+
+        let ss_api: Api<SecretStore> = scoped(&client, namespace.as_deref());
+        let stores = Controller::new(ss_api, wc.clone())
+            .with_config(ctrl_config.clone())
+            .reconcile_on(ss_rx)
+            .reconcile_all_on(ss_installed_rx)
+            .graceful_shutdown_on(shutdown.clone())
+            .run(secretstore::reconcile::<SecretStore>, store_error_policy::<SecretStore>, ctx.clone())
+            .for_each(|_| async {});
+
+        let cluster_stores = async {
+            if namespace.is_some() {
+                return;
+            }
+            Controller::new(Api::<ClusterSecretStore>::all(client.clone()), wc.clone())
+                .with_config(ctrl_config.clone())
+                .reconcile_on(css_rx)
+                .reconcile_all_on(css_installed_rx)
+                .graceful_shutdown_on(shutdown.clone())
+                .run(secretstore::reconcile::<ClusterSecretStore>, store_error_policy::<ClusterSecretStore>, ctx.clone())
+                .for_each(|_| async {})
+                .await
+        };
+
+        let externalsecrets = self.externalsecret_controller(shutdown.clone());
+        let discovery = provider::discover(ctx.clone(), nudges);
+        self.ready.store(true, Ordering::Relaxed);
+        info!(namespace = ?namespace, class = %ctx.settings.controller_class, "controllers started");
+        tokio::select! {
+            _ = future::join3(stores, cluster_stores, externalsecrets) => {}
+            _ = discovery => {}
+        }
+    }
+
+    fn externalsecret_controller(
+        &self,
+        shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    ) -> impl Future<Output = ()> + use<'_> {
+        let ctx = self.ctx.clone();
+        let namespace = ctx.settings.namespace.clone();
+        let client = ctx.client.clone();
+        let es_api: Api<ExternalSecret> = scoped(&client, namespace.as_deref());
+        let (reader, writer) = reflector::store();
+        // Our own status writes must not trigger a reconcile: react to spec, labels and
+        // annotations only, as ESO's predicate does.
+        let es_stream = watcher(es_api, watcher::Config::default())
+            .default_backoff()
+            .reflect(writer)
+            .applied_objects()
+            .predicate_filter(es_fingerprint, PredicateConfig::default());
+        // Only Secrets this operator manages, and only their metadata: no cache of Secret data.
+        let secrets = metadata_watcher(
+            scoped::<Secret>(&client, namespace.as_deref()),
+            watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")),
+        )
+        .default_backoff()
+        .touched_objects();
+        let ss_changes = watcher(scoped::<SecretStore>(&client, namespace.as_deref()), watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .predicate_filter(predicates::generation, PredicateConfig::default());
+        let (forced_ss, forced_css) = (self.forced.clone(), self.forced.clone());
+        let (reader_ss, reader_css) = (reader.clone(), reader.clone());
+        let mut controller = Controller::for_stream(es_stream, reader)
+            .with_config(kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency))
+            .owns_stream(secrets)
+            .watches_stream(ss_changes, move |store: SecretStore| {
+                users(&reader_ss, &forced_ss, StoreKind::SecretStore, &store.name_any(), store.namespace().as_deref())
+            });
+        if namespace.is_none() {
+            let css_changes = watcher(Api::<ClusterSecretStore>::all(client.clone()), watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .predicate_filter(predicates::generation, PredicateConfig::default());
+            controller = controller.watches_stream(css_changes, move |store: ClusterSecretStore| {
+                users(&reader_css, &forced_css, StoreKind::ClusterSecretStore, &store.name_any(), None)
+            });
+        }
+        let forced = self.forced.clone();
+        controller
+            .graceful_shutdown_on(shutdown)
+            .run(
+                move |es, ctx| {
+                    let force = forced.lock().expect("forced set poisoned").remove(&ObjectRef::from(es.as_ref()));
+                    externalsecret::reconcile(es, ctx, force)
+                },
+                es_error_policy,
+                ctx,
+            )
+            .for_each(|_| async {})
+    }
+}
+
+fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn es_fingerprint(es: &ExternalSecret) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    es.metadata.generation.hash(&mut h);
+    es.labels().hash(&mut h);
+    es.annotations().hash(&mut h);
+    es.metadata.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut h);
+    Some(h.finish())
+}
+
+/// The ExternalSecrets that read from a store, marked for a forced refresh.
+fn users(
+    reader: &Store<ExternalSecret>,
+    forced: &Mutex<HashSet<ObjectRef<ExternalSecret>>>,
+    kind: StoreKind,
+    name: &str,
+    namespace: Option<&str>,
+) -> Vec<ObjectRef<ExternalSecret>> {
+    let refs: Vec<_> = reader
+        .state()
+        .iter()
+        .filter(|es| namespace.is_none_or(|ns| es.namespace().as_deref() == Some(ns)))
+        .filter(|es| externalsecret::uses_store(es, kind, name))
+        .map(|es| ObjectRef::from(es.as_ref()))
+        .collect();
+    forced.lock().expect("forced set poisoned").extend(refs.iter().cloned());
+    refs
+}
+
+fn store_error_policy<S: secretstore::StoreObject>(store: Arc<S>, error: &secretstore::Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&ErrorLabels {
+            controller: "secretstore",
+            error: error.kind(),
+        })
+        .inc();
+    Action::requeue(ctx.backoff.failed(&store.uid().unwrap_or_default()))
+}
+
+fn es_error_policy(es: Arc<ExternalSecret>, error: &externalsecret::Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&ErrorLabels {
+            controller: "externalsecret",
+            error: error.kind(),
+        })
+        .inc();
+    Action::requeue(ctx.backoff.failed(&es.uid().unwrap_or_default()))
+}
