@@ -11,12 +11,13 @@ use api::external_secret::ExternalSecret;
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{ClientManager, StoreKind};
 use futures::channel::mpsc;
-use futures::{StreamExt, future};
+use futures::{StreamExt, TryStreamExt, future};
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::{PredicateConfig, predicates};
-use kube::runtime::{WatchStreamExt, metadata_watcher, watcher};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::core::PartialObjectMeta;
 use kube::{Api, ResourceExt};
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
@@ -121,10 +122,10 @@ impl Operator {
         }
     }
 
-    fn externalsecret_controller(
-        &self,
-        shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-    ) -> impl Future<Output = ()> + use<'_> {
+    fn externalsecret_controller<F>(&self, shutdown: F) -> impl Future<Output = ()> + use<F>
+    where
+        F: Future<Output = ()> + Send + Sync + 'static,
+    {
         let ctx = self.ctx.clone();
         let namespace = ctx.settings.namespace.clone();
         let client = ctx.client.clone();
@@ -132,14 +133,20 @@ impl Operator {
         let (reader, writer) = reflector::store();
         // Our own status writes must not trigger a reconcile: react to spec, labels and
         // annotations only, as ESO's predicate does.
+        let metrics_ctx = ctx.clone();
         let es_stream = watcher(es_api, watcher::Config::default())
             .default_backoff()
             .reflect(writer)
+            .inspect_ok(move |event| {
+                if let watcher::Event::Delete(es) = event {
+                    externalsecret::forget(&metrics_ctx, &es.name_any(), &es.namespace().unwrap_or_default());
+                }
+            })
             .applied_objects()
             .predicate_filter(es_fingerprint, PredicateConfig::default());
         // Only Secrets this operator manages, and only their metadata: no cache of Secret data.
-        let secrets = metadata_watcher(
-            scoped::<Secret>(&client, namespace.as_deref()),
+        let secrets = watcher(
+            scoped::<PartialObjectMeta<Secret>>(&client, namespace.as_deref()),
             watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")),
         )
         .default_backoff()

@@ -41,11 +41,7 @@ pub fn target_name(es: &ExternalSecret) -> String {
 }
 
 pub fn creation_policy(es: &ExternalSecret) -> CreationPolicy {
-    es.spec
-        .target
-        .as_ref()
-        .and_then(|t| t.creation_policy)
-        .unwrap_or(CreationPolicy::Owner)
+    es.spec.creation_policy()
 }
 
 /// `status.syncedResourceVersion`: the generation plus a hash of labels and annotations.
@@ -123,6 +119,23 @@ pub fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
         .as_ref()
         .map(|d| d.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
         .unwrap_or_default()
+}
+
+/// Features of the API this operator does not implement yet. Refusing them with a condition that
+/// names the field beats writing a Secret that silently lacks what the user asked for.
+pub fn unsupported(es: &ExternalSecret) -> Result<(), (String, String)> {
+    let target = es.spec.target.as_ref();
+    if target.and_then(|t| t.manifest.as_ref()).is_some() {
+        return Err(("spec.target.manifest".into(), "generic targets are not supported yet".into()));
+    }
+    let template = target.and_then(|t| t.template.as_ref());
+    if template.and_then(|t| t.data.as_ref()).is_some_and(|d| !d.is_empty()) {
+        return Err(("spec.target.template.data".into(), "templating is not supported yet".into()));
+    }
+    if template.and_then(|t| t.template_from.as_ref()).is_some_and(|d| !d.is_empty()) {
+        return Err(("spec.target.template.templateFrom".into(), "templating is not supported yet".into()));
+    }
+    Ok(())
 }
 
 /// How a fetched value is decoded (`decodingStrategy`).

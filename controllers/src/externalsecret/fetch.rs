@@ -40,7 +40,7 @@ impl Stores<'_> {
 
 fn to_store_ref(r: &SecretStoreRef) -> StoreRef {
     StoreRef {
-        kind: StoreKind::parse(r.kind.as_deref()),
+        kind: StoreKind::parse(r.kind.map(|k| k.as_str())),
         name: r.name.clone(),
     }
 }
@@ -48,7 +48,7 @@ fn to_store_ref(r: &SecretStoreRef) -> StoreRef {
 fn decoding(strategy: Option<DecodingStrategy>) -> Decoding {
     match strategy {
         Some(DecodingStrategy::Base64) => Decoding::Base64,
-        Some(DecodingStrategy::Base64URL) => Decoding::Base64Url,
+        Some(DecodingStrategy::Base64Url) => Decoding::Base64Url,
         Some(DecodingStrategy::Auto) => Decoding::Auto,
         Some(DecodingStrategy::None) | None => Decoding::None,
     }
@@ -61,13 +61,7 @@ pub(super) async fn fetch(es: &ExternalSecret, ctx: &Context) -> Result<BTreeMap
         default: es.spec.secret_store_ref.as_ref().map(to_store_ref),
         handles: HashMap::new(),
     };
-    let retain = es
-        .spec
-        .target
-        .as_ref()
-        .and_then(|t| t.deletion_policy)
-        .unwrap_or(DeletionPolicy::Retain)
-        == DeletionPolicy::Retain;
+    let retain = es.spec.deletion_policy() == DeletionPolicy::Retain;
     let mut out = BTreeMap::new();
 
     for (i, entry) in es.spec.data_from.iter().flatten().enumerate() {

@@ -145,18 +145,14 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
         field: "spec.refreshInterval".into(),
         message,
     })?;
+    desired::unsupported(es).map_err(|(field, message)| Error::Invalid { field, message })?;
     if !force && !desired::should_refresh(es, now) && desired::secret_is_valid(es, existing.as_ref()) {
         debug!("nothing to refresh");
         return Ok(requeue(es, now));
     }
 
     let fetched = fetch::fetch(es, ctx).await?;
-    let deletion = es
-        .spec
-        .target
-        .as_ref()
-        .and_then(|t| t.deletion_policy)
-        .unwrap_or(DeletionPolicy::Retain);
+    let deletion = es.spec.deletion_policy();
     let written = if fetched.is_empty() && deletion != DeletionPolicy::Merge {
         match deletion {
             DeletionPolicy::Delete => {
@@ -168,7 +164,7 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             _ => Written::Retained,
         }
     } else {
-        write_secret(es, ctx, &secrets, existing.as_ref(), &fetched).await?
+        write_secret(es, &secrets, existing.as_ref(), &fetched).await?
     };
 
     let (status, reason, message) = match written {
@@ -196,7 +192,6 @@ fn requeue(es: &ExternalSecret, now: Timestamp) -> Action {
 
 async fn write_secret(
     es: &ExternalSecret,
-    ctx: &Context,
     secrets: &Api<Secret>,
     existing: Option<&Secret>,
     data: &BTreeMap<String, Vec<u8>>,
@@ -341,7 +336,7 @@ async fn write_status(
 /// Whether `es` reads from the store `kind`/`name`, directly or through a `sourceRef`.
 pub fn uses_store(es: &ExternalSecret, kind: clientmanager::StoreKind, name: &str) -> bool {
     let matches = |r: &api::external_secret::SecretStoreRef| {
-        r.name == name && clientmanager::StoreKind::parse(r.kind.as_deref()) == kind
+        r.name == name && clientmanager::StoreKind::parse(r.kind.map(|k| k.as_str())) == kind
     };
     let spec = &es.spec;
     spec.secret_store_ref.as_ref().is_some_and(matches)

@@ -1,0 +1,167 @@
+use std::collections::BTreeMap;
+
+use api::external_secret::ExternalSecret;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::*;
+
+fn es(yaml: &str) -> ExternalSecret {
+    let mut es: ExternalSecret = serde_yaml::from_str(yaml).unwrap();
+    es.metadata.uid = Some("uid-1".into());
+    es.metadata.generation = Some(3);
+    es
+}
+
+const BASIC: &str = r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: app, namespace: team}
+spec:
+  secretStoreRef: {name: fake}
+  refreshInterval: 1m
+  target: {name: app-secret}
+  data:
+  - secretKey: user
+    remoteRef: {key: user}
+"#;
+
+fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect()
+}
+
+fn synced(mut es: ExternalSecret, at: Timestamp) -> ExternalSecret {
+    let version = synced_resource_version(&es);
+    es.status = Some(api::external_secret::ExternalSecretStatus {
+        refresh_time: Some(Time(at)),
+        synced_resource_version: Some(version),
+        ..Default::default()
+    });
+    es
+}
+
+fn secret_with(data_: &BTreeMap<String, Vec<u8>>, hash: Option<String>, managed: bool) -> Secret {
+    let mut s = Secret::default();
+    s.data = Some(data_.iter().map(|(k, v)| (k.clone(), ByteString(v.clone()))).collect());
+    if managed {
+        s.metadata.labels = Some(BTreeMap::from([(MANAGED_LABEL.into(), "true".into())]));
+    }
+    if let Some(h) = hash {
+        s.metadata.annotations = Some(BTreeMap::from([(DATA_HASH_ANNOTATION.into(), h)]));
+    }
+    s
+}
+
+#[test]
+fn owner_secret_has_eso_metadata_and_owner_reference() {
+    let es = es(BASIC);
+    let d = data(&[("user", "alice")]);
+    let secret = desired_secret(&es, &d).unwrap();
+    assert_eq!(secret["metadata"]["name"], "app-secret");
+    assert_eq!(secret["metadata"]["namespace"], "team");
+    assert_eq!(secret["metadata"]["labels"][MANAGED_LABEL], "true");
+    assert_eq!(secret["metadata"]["labels"][CREATED_BY_LABEL], hash::created_by("team", "app"));
+    assert_eq!(secret["metadata"]["annotations"][DATA_HASH_ANNOTATION], hash::data_hash(&d));
+    assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+    assert_eq!(secret["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(secret["data"]["user"], "YWxpY2U=");
+    assert!(secret.get("type").is_none());
+}
+
+#[test]
+fn other_policies_shape_the_secret() {
+    let orphan = es(&BASIC.replace("target: {name: app-secret}", "target: {name: app-secret, creationPolicy: Orphan, immutable: true, template: {type: kubernetes.io/tls, metadata: {labels: {a: b}}}}"));
+    let secret = desired_secret(&orphan, &data(&[("user", "x")])).unwrap();
+    assert!(secret["metadata"].get("ownerReferences").is_none());
+    assert!(secret["metadata"]["labels"].get(CREATED_BY_LABEL).is_none());
+    assert_eq!(secret["metadata"]["labels"]["a"], "b");
+    assert_eq!(secret["type"], "kubernetes.io/tls");
+    assert_eq!(secret["immutable"], true);
+    let none = es(&BASIC.replace("target: {name: app-secret}", "target: {creationPolicy: None}"));
+    assert!(desired_secret(&none, &data(&[])).is_none());
+}
+
+#[test]
+fn refresh_follows_policy_interval_and_changes() {
+    let now: Timestamp = "2026-01-01T12:00:00Z".parse().unwrap();
+    let fresh = es(BASIC);
+    assert!(should_refresh(&fresh, now), "never synced");
+    let recent = synced(es(BASIC), now - SignedDuration::from_secs(30));
+    assert!(!should_refresh(&recent, now));
+    let requeue = requeue_after(&recent, now).unwrap();
+    assert!(requeue <= Duration::from_secs(30) && requeue >= Duration::from_secs(29));
+    let old = synced(es(BASIC), now - SignedDuration::from_secs(61));
+    assert!(should_refresh(&old, now));
+    let mut labelled = recent.clone();
+    labelled.metadata.labels = Some(BTreeMap::from([("force-sync".into(), "1".into())]));
+    assert!(should_refresh(&labelled, now), "labels changed");
+    let mut bumped = recent.clone();
+    bumped.metadata.generation = Some(4);
+    assert!(should_refresh(&bumped, now), "spec changed");
+
+    let once = synced(es(&format!("{BASIC}  refreshPolicy: CreatedOnce\n")), now - SignedDuration::from_secs(3600));
+    assert!(!should_refresh(&once, now));
+    assert!(requeue_after(&once, now).is_none());
+    let mut once_changed = once.clone();
+    once_changed.metadata.generation = Some(9);
+    assert!(!should_refresh(&once_changed, now));
+
+    let on_change = synced(es(&format!("{BASIC}  refreshPolicy: OnChange\n")), now - SignedDuration::from_secs(3600));
+    assert!(!should_refresh(&on_change, now));
+    let mut on_change_bumped = on_change.clone();
+    on_change_bumped.metadata.generation = Some(9);
+    assert!(should_refresh(&on_change_bumped, now));
+
+    let zero = synced(es(&BASIC.replace("refreshInterval: 1m", "refreshInterval: \"0\"")), now - SignedDuration::from_secs(3600));
+    assert!(!should_refresh(&zero, now));
+    assert!(requeue_after(&zero, now).is_none());
+}
+
+#[test]
+fn secret_validity_detects_hand_edits() {
+    let es_ = es(BASIC);
+    let d = data(&[("user", "alice")]);
+    assert!(!secret_is_valid(&es_, None));
+    assert!(!secret_is_valid(&es_, Some(&secret_with(&d, Some(hash::data_hash(&d)), false))));
+    assert!(secret_is_valid(&es_, Some(&secret_with(&d, Some(hash::data_hash(&d)), true))));
+    let edited = data(&[("user", "mallory")]);
+    assert!(!secret_is_valid(&es_, Some(&secret_with(&edited, Some(hash::data_hash(&d)), true))));
+    let orphan = es(&BASIC.replace("target: {name: app-secret}", "target: {creationPolicy: Orphan}"));
+    assert!(secret_is_valid(&orphan, None));
+}
+
+#[test]
+fn stale_keys_depend_on_the_creation_policy() {
+    let existing = secret_with(&data(&[("user", "a"), ("extra", "b")]), None, true);
+    let want = data(&[("user", "a")]);
+    assert_eq!(stale_keys(&es(BASIC), &existing, &want), vec!["extra".to_string()]);
+    let merge = es(&BASIC.replace("target: {name: app-secret}", "target: {creationPolicy: Merge}"));
+    assert!(stale_keys(&merge, &existing, &want).is_empty());
+}
+
+#[test]
+fn field_manager_is_esos() {
+    assert_eq!(field_manager("app"), "externalsecrets.external-secrets.io/app");
+    let long = "a".repeat(40);
+    let m = field_manager(&long);
+    assert!(m.starts_with("externalsecrets.external-secrets.io/sha3/"), "{m}");
+}
+
+#[test]
+fn decoding_strategies() {
+    assert_eq!(decode(b"aGk=".to_vec(), Decoding::Base64).unwrap(), b"hi");
+    assert_eq!(decode(b"_-8=".to_vec(), Decoding::Base64Url).unwrap(), vec![0xff, 0xef]);
+    assert_eq!(decode(b"aGk=".to_vec(), Decoding::Auto).unwrap(), b"hi");
+    assert_eq!(decode(b"not base64!".to_vec(), Decoding::Auto).unwrap(), b"not base64!");
+    assert_eq!(decode(b"aGk=".to_vec(), Decoding::None).unwrap(), b"aGk=");
+    assert!(decode(b"!!".to_vec(), Decoding::Base64).is_err());
+}
+
+#[test]
+fn unsupported_features_name_their_field() {
+    let templated = es(&BASIC.replace("target: {name: app-secret}", "target: {template: {data: {a: '{{ .user }}'}}}"));
+    assert_eq!(unsupported(&templated).unwrap_err().0, "spec.target.template.data");
+    assert!(unsupported(&es(BASIC)).is_ok());
+}

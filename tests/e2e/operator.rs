@@ -1,0 +1,119 @@
+//! The operator under test runs in this process, on a runtime of its own in a thread of its own,
+//! for the whole run; trials talk to it only through the API server and its metrics endpoint.
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use api::conditions::{Condition, READY};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use serde_json::Value;
+
+use crate::Env;
+
+/// Starts the operator; returns the address of its metrics endpoint.
+pub fn start(env: &Env) -> Result<SocketAddr> {
+    let addr = TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let config = env.control_plane().client_config();
+    std::thread::Builder::new()
+        .name("operator".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("operator runtime");
+            rt.block_on(async move {
+                let client = Client::try_from(config).expect("operator client");
+                let settings = controllers::Settings {
+                    concurrency: 8,
+                    ..Default::default()
+                };
+                let operator =
+                    controllers::Operator::new(client, settings, controllers::default_registry());
+                operator.run(Some(addr), std::future::pending()).await;
+            });
+        })?;
+    Ok(addr)
+}
+
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The Ready condition of any object with ESO-shaped status.
+pub fn ready(obj: &Value) -> Option<Condition> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == READY)
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+}
+
+/// Waits until `get` returns an object whose Ready condition has `status` and `reason`.
+pub async fn wait_ready<F, Fut>(what: &str, status: &str, reason: &str, mut get: F) -> Result<Value>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Value>>,
+{
+    testenv::wait_for(
+        TIMEOUT,
+        &format!("{what} to be Ready={status} ({reason})"),
+        || {
+            let fut = get();
+            async move {
+                let obj = fut.await?;
+                match ready(&obj) {
+                    Some(c)
+                        if c.status.as_str() == status && c.reason.as_deref() == Some(reason) =>
+                    {
+                        Ok(obj)
+                    }
+                    other => Err(anyhow!("Ready condition is {other:?}")),
+                }
+            }
+        },
+    )
+    .await
+}
+
+/// Reasons of the events recorded for the object `name` in `namespace`.
+pub async fn event_reasons(client: &Client, namespace: &str, name: &str) -> Result<Vec<String>> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let list = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await?;
+    Ok(list.items.into_iter().filter_map(|e| e.reason).collect())
+}
+
+/// The metrics endpoint's text.
+pub async fn scrape(addr: SocketAddr) -> Result<String> {
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .context("connecting to /metrics")?;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await?;
+    if !body.starts_with("HTTP/1.1 200") {
+        bail!(
+            "/metrics answered {}",
+            body.lines().next().unwrap_or_default()
+        );
+    }
+    Ok(body)
+}
+
+/// The value of the sample whose line starts with `series` (name and labels as printed).
+pub fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}

@@ -1,0 +1,306 @@
+//! Stores and provider objects: design 007's conversion, providerRef, referents, conditions,
+//! provider kinds installed while the operator runs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, ensure};
+use api::external_secret::ExternalSecret;
+use api::store::{ClusterSecretStore, SecretStore};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use libtest_mimic::Trial;
+use serde_json::{Value, json};
+
+use crate::operator::{TIMEOUT, event_reasons, wait_ready};
+use crate::sync::{STORE, synced_namespace};
+use crate::{Env, trial};
+
+/// Not installed by the set-up: `provider_installed_later` installs it.
+pub const LATE_CRD: &str = "fakes.cluster.providers.external-secrets.io";
+
+pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
+    vec![
+        // First, so that it runs while the cluster Fake kind is still missing.
+        trial("stores::provider_installed_later", env, |env| provider_installed_later(env)),
+        trial("stores::inline_provider_becomes_an_owned_object", env, |env| inline_provider_object(env)),
+        trial("stores::switch_to_provider_ref_keeps_the_secret", env, |env| switch_to_provider_ref(env)),
+        trial("stores::cluster_store_from_two_namespaces_and_conditions", env, |env| cluster_store(env)),
+        trial("stores::validation_result_and_invalid_provider", env, |env| validation(env)),
+        trial("stores::other_controller_class_is_left_alone", env, |env| other_class(env)),
+    ]
+}
+
+fn fake_resource(cluster: bool) -> ApiResource {
+    let group = if cluster { "cluster.providers.external-secrets.io" } else { "providers.external-secrets.io" };
+    ApiResource {
+        group: group.into(),
+        version: "v1alpha1".into(),
+        api_version: format!("{group}/v1alpha1"),
+        kind: "Fake".into(),
+        plural: "fakes".into(),
+    }
+}
+
+fn fakes(client: &Client, ns: Option<&str>) -> Api<DynamicObject> {
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &fake_resource(false)),
+        None => Api::all_with(client.clone(), &fake_resource(true)),
+    }
+}
+
+async fn store_value(client: &Client, ns: &str, name: &str) -> Result<Value> {
+    let api: Api<SecretStore> = Api::namespaced(client.clone(), ns);
+    Ok(serde_json::to_value(api.get(name).await?)?)
+}
+
+async fn cluster_store_value(client: &Client, name: &str) -> Result<Value> {
+    let api: Api<ClusterSecretStore> = Api::all(client.clone());
+    Ok(serde_json::to_value(api.get(name).await?)?)
+}
+
+async fn wait_fake_data(api: &Api<DynamicObject>, name: &str, want: &Value) -> Result<DynamicObject> {
+    testenv::wait_for(TIMEOUT, &format!("Fake {name} to hold {want}"), || async {
+        let obj = api.get(name).await?;
+        if &obj.data["spec"]["data"] == want { Ok(obj) } else { Err(anyhow!("spec.data is {}", obj.data["spec"]["data"])) }
+    })
+    .await
+}
+
+async fn inline_provider_object(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "store-inline").await?;
+    let store = r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: inline}
+spec:
+  provider:
+    fake:
+      data: [{key: a, value: "1"}]
+"#;
+    testenv::apply_yaml_in(&client, &ns, store, true).await?;
+    let api = fakes(&client, Some(&ns));
+    let obj = wait_fake_data(&api, "inline", &json!([{"key": "a", "value": "1"}])).await?;
+    let stored = store_value(&client, &ns, "inline").await?;
+    let owners = obj.owner_references();
+    ensure!(
+        owners.len() == 1 && owners[0].kind == "SecretStore" && owners[0].name == "inline" && owners[0].controller == Some(true)
+            && Some(owners[0].uid.as_str()) == stored["metadata"]["uid"].as_str(),
+        "owner references: {owners:?}"
+    );
+    let stored = wait_ready("SecretStore inline", "True", "Valid", || store_value(&client, &ns, "inline")).await?;
+    ensure!(stored["status"]["capabilities"] == "ReadWrite", "capabilities: {stored}");
+    wait_ready("Fake inline", "True", "Valid", || async { Ok(serde_json::to_value(api.get("inline").await?)?) }).await?;
+
+    // A change to spec.provider propagates.
+    testenv::apply_yaml_in(&client, &ns, &store.replace(r#"value: "1""#, r#"value: "2""#), true).await?;
+    wait_fake_data(&api, "inline", &json!([{"key": "a", "value": "2"}])).await?;
+
+    // A hand edit of the generated object is put back.
+    let edit = json!({"spec": {"data": [{"key": "a", "value": "edited"}]}});
+    api.patch("inline", &PatchParams::default(), &Patch::Merge(&edit)).await?;
+    wait_fake_data(&api, "inline", &json!([{"key": "a", "value": "2"}])).await?;
+
+    // Deleting the store removes it.
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    stores.delete("inline", &DeleteParams::default()).await?;
+    testenv::wait_for(TIMEOUT, "the generated Fake to be deleted with its store", || async {
+        match api.get_opt("inline").await? {
+            None => Ok(()),
+            Some(_) => Err(anyhow!("Fake inline still exists")),
+        }
+    })
+    .await
+}
+
+async fn switch_to_provider_ref(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let (ns, before) = synced_namespace(&client, "store-switch").await?;
+    let es_api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let refreshed_before = es_api.get("app").await?.status.and_then(|s| s.refresh_time).map(|t| t.0);
+
+    // The same data, now in a provider object of its own, and the store pointing at it.
+    let spec = &testenv::parse_yaml(STORE)?[0]["spec"]["provider"]["fake"];
+    let standalone = json!({
+        "apiVersion": "providers.external-secrets.io/v1alpha1",
+        "kind": "Fake",
+        "metadata": {"name": "standalone"},
+        "spec": spec,
+    });
+    testenv::apply_yaml_in(&client, &ns, &serde_yaml::to_string(&standalone)?, true).await?;
+    let switched = json!({
+        "apiVersion": "external-secrets.io/v1",
+        "kind": "SecretStore",
+        "metadata": {"name": "fake"},
+        "spec": {"providerRef": {"apiVersion": "providers.external-secrets.io/v1alpha1", "kind": "Fake", "name": "standalone"}},
+    });
+    testenv::apply_yaml_in(&client, &ns, &serde_yaml::to_string(&switched)?, true).await?;
+
+    let generated = fakes(&client, Some(&ns));
+    testenv::wait_for(TIMEOUT, "the Fake converted from spec.provider to be removed", || async {
+        match generated.get_opt("fake").await? {
+            None => Ok(()),
+            Some(_) => Err(anyhow!("Fake fake still exists")),
+        }
+    })
+    .await?;
+    wait_ready("SecretStore fake", "True", "Valid", || store_value(&client, &ns, "fake")).await?;
+    // The store change makes the ExternalSecret sync again, through the new provider object.
+    testenv::wait_for(TIMEOUT, "the ExternalSecret to sync after the switch", || async {
+        let es = es_api.get("app").await?;
+        let refreshed = es.status.as_ref().and_then(|s| s.refresh_time.as_ref()).map(|t| t.0);
+        let ready = es.status.as_ref().and_then(|s| api::conditions::find(&s.conditions, "Ready")).map(|c| c.status.as_str());
+        if refreshed > refreshed_before && ready == Some("True") { Ok(()) } else { Err(anyhow!("refreshTime {refreshed:?}, Ready {ready:?}")) }
+    })
+    .await?;
+    let after = Api::<Secret>::namespaced(client.clone(), &ns).get("app-secret").await?;
+    ensure!(
+        after.metadata.resource_version == before.metadata.resource_version,
+        "the switch rewrote the Secret"
+    );
+    Ok(())
+}
+
+async fn late_crd(client: &Client) -> Result<()> {
+    testenv::wait_for_crd_established(client, LATE_CRD, Duration::from_secs(120)).await
+}
+
+async fn provider_installed_later(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let name = format!("late-{}", testenv::create_namespace(&client, "late").await?);
+    let store = json!({
+        "apiVersion": "external-secrets.io/v1",
+        "kind": "ClusterSecretStore",
+        "metadata": {"name": name},
+        "spec": {"provider": {"fake": {"data": [{"key": "k", "value": "v"}]}}},
+    });
+    testenv::apply_yaml(&client, &serde_yaml::to_string(&store)?, true).await?;
+    let css = wait_ready("ClusterSecretStore", "False", "ProviderNotInstalled", || cluster_store_value(&client, &name)).await?;
+    let message = css["status"]["conditions"][0]["message"].as_str().unwrap_or_default().to_owned();
+    ensure!(message.contains(LATE_CRD), "message names the CRD: {message}");
+
+    let crd = std::fs::read_to_string(Env::path(format!("crds/{LATE_CRD}.yaml")))?;
+    testenv::apply_yaml(&client, &crd, true).await?;
+    late_crd(&client).await?;
+    wait_ready("ClusterSecretStore", "True", "Valid", || cluster_store_value(&client, &name)).await?;
+    let obj = fakes(&client, None).get(&name).await?;
+    ensure!(obj.owner_references().first().is_some_and(|o| o.kind == "ClusterSecretStore"), "owner of the cluster Fake");
+    Ok(())
+}
+
+async fn cluster_store(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    late_crd(&client).await?;
+    let ns_a = testenv::create_namespace(&client, "css-a").await?;
+    let ns_b = testenv::create_namespace(&client, "css-b").await?;
+    let ns_denied = testenv::create_namespace(&client, "css-denied").await?;
+    let name = format!("shared-{ns_a}");
+    let store = json!({
+        "apiVersion": "external-secrets.io/v1",
+        "kind": "ClusterSecretStore",
+        "metadata": {"name": name},
+        "spec": {
+            "provider": {"fake": {"data": [{"key": "k", "value": "v"}]}},
+            "conditions": [{"namespaces": [ns_a]}, {"namespaceRegexes": [format!("^{ns_b}$")]}],
+        },
+    });
+    testenv::apply_yaml(&client, &serde_yaml::to_string(&store)?, true).await?;
+    wait_ready("ClusterSecretStore", "True", "Valid", || cluster_store_value(&client, &name)).await?;
+    let es = |ns: &str| {
+        json!({
+            "apiVersion": "external-secrets.io/v1",
+            "kind": "ExternalSecret",
+            "metadata": {"name": "from-cluster", "namespace": ns},
+            "spec": {
+                "secretStoreRef": {"name": name, "kind": "ClusterSecretStore"},
+                "data": [{"secretKey": "k", "remoteRef": {"key": "k"}}],
+            },
+        })
+    };
+    let want = std::collections::BTreeMap::from([("k".to_owned(), b"v".to_vec())]);
+    for ns in [&ns_a, &ns_b] {
+        testenv::apply_yaml_in(&client, ns, &serde_yaml::to_string(&es(ns))?, true).await?;
+        crate::sync::wait_secret(&client, ns, "from-cluster", &want).await?;
+    }
+    testenv::apply_yaml_in(&client, &ns_denied, &serde_yaml::to_string(&es(&ns_denied))?, true).await?;
+    let es_api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns_denied);
+    let denied = wait_ready("ExternalSecret in the denied namespace", "False", "SecretSyncedError", || async {
+        Ok(serde_json::to_value(es_api.get("from-cluster").await?)?)
+    })
+    .await?;
+    let message = denied["status"]["conditions"][0]["message"].as_str().unwrap_or_default().to_owned();
+    let eso = format!("using cluster store \"{name}\" is not allowed from namespace \"{ns_denied}\": denied by spec.condition");
+    ensure!(message.contains(&eso), "message {message:?} lacks ESO's text {eso:?}");
+    ensure!(
+        Api::<Secret>::namespaced(client.clone(), &ns_denied).get_opt("from-cluster").await?.is_none(),
+        "a Secret was written in the denied namespace"
+    );
+    Ok(())
+}
+
+async fn validation(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "store-validation").await?;
+    let objects = r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: failing}
+spec:
+  provider: {fake: {data: [], validationResult: 2}}
+---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: unknown}
+spec:
+  provider: {fake: {data: [], validationResult: 1}}
+---
+apiVersion: providers.external-secrets.io/v1alpha1
+kind: Fake
+metadata: {name: no-value}
+spec:
+  data: [{key: a}]
+"#;
+    testenv::apply_yaml_in(&client, &ns, objects, true).await?;
+    wait_ready("SecretStore failing", "False", "ValidationFailed", || store_value(&client, &ns, "failing")).await?;
+    wait_ready("SecretStore unknown", "True", "ValidationUnknown", || store_value(&client, &ns, "unknown")).await?;
+    let api = fakes(&client, Some(&ns));
+    let obj = wait_ready("Fake no-value", "False", "InvalidProviderConfig", || async {
+        Ok(serde_json::to_value(api.get("no-value").await?)?)
+    })
+    .await?;
+    let message = obj["status"]["conditions"][0]["message"].as_str().unwrap_or_default().to_owned();
+    ensure!(message.contains("data[0].value"), "message names the field: {message}");
+    let reasons = event_reasons(&client, &ns, "failing").await?;
+    ensure!(reasons.contains(&"ValidationFailed".to_owned()), "events: {reasons:?}");
+    Ok(())
+}
+
+async fn other_class(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "store-class").await?;
+    let objects = r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: theirs}
+spec:
+  controller: someone-else
+  provider: {fake: {data: []}}
+---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: ours}
+spec:
+  controller: default
+  provider: {fake: {data: []}}
+"#;
+    testenv::apply_yaml_in(&client, &ns, objects, true).await?;
+    // Once ours is validated, theirs has long been seen by the same controller.
+    wait_ready("SecretStore ours", "True", "Valid", || store_value(&client, &ns, "ours")).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let theirs = store_value(&client, &ns, "theirs").await?;
+    ensure!(theirs.get("status").is_none_or(Value::is_null), "a store of another class got status: {theirs}");
+    ensure!(fakes(&client, Some(&ns)).get_opt("theirs").await?.is_none(), "a store of another class was converted");
+    Ok(())
+}

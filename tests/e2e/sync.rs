@@ -1,0 +1,384 @@
+//! ExternalSecret sync with the Fake provider, end to end.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow, ensure};
+use api::external_secret::ExternalSecret;
+use api::store::SecretStore;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use libtest_mimic::Trial;
+use serde_json::{Value, json};
+
+use crate::operator::{TIMEOUT, event_reasons, sample, scrape, wait_ready};
+use crate::{Env, trial};
+
+pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
+    vec![
+        trial("sync::data_and_data_from", env, |env| {
+            data_and_data_from(env)
+        }),
+        trial("sync::hand_edit_is_reverted", env, |env| {
+            hand_edit_is_reverted(env)
+        }),
+        trial("sync::provider_error_keeps_the_secret", env, |env| {
+            provider_error_keeps_the_secret(env)
+        }),
+        trial("sync::store_change_resyncs", env, |env| {
+            store_change_resyncs(env)
+        }),
+        trial(
+            "sync::periodic_refresh_sees_provider_object_change",
+            env,
+            |env| periodic_refresh(env),
+        ),
+        trial("sync::fifty_converge", env, |env| fifty_converge(env)),
+    ]
+}
+
+pub const STORE: &str = r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: fake}
+spec:
+  provider:
+    fake:
+      data:
+      - {key: user, value: alice}
+      - {key: user, value: bob, version: "2"}
+      - {key: config, value: '{"host":"db.example.com","port":"5432"}'}
+      - {key: app/one, value: "1"}
+      - {key: app/two, value: "2"}
+      - {key: encoded, value: aGVsbG8=}
+"#;
+
+pub const ES: &str = r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: app}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {name: fake, kind: SecretStore}
+  target: {name: app-secret}
+  data:
+  - {secretKey: user, remoteRef: {key: user}}
+  - {secretKey: user-v2, remoteRef: {key: user, version: "2"}}
+  - {secretKey: host, remoteRef: {key: config, property: host}}
+  - {secretKey: decoded, remoteRef: {key: encoded, decodingStrategy: Base64}}
+  dataFrom:
+  - extract: {key: config}
+  - find: {name: {regexp: "^app/"}}
+    rewrite:
+    - regexp: {source: "^app/(.*)", target: "app-${1}"}
+"#;
+
+fn expected() -> BTreeMap<String, Vec<u8>> {
+    [
+        ("user", "alice"),
+        ("user-v2", "bob"),
+        ("host", "db.example.com"),
+        ("decoded", "hello"),
+        ("port", "5432"),
+        ("app-one", "1"),
+        ("app-two", "2"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.as_bytes().to_vec()))
+    .collect()
+}
+
+fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
+    secret
+        .data
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect()
+}
+
+/// A namespace with the Fake store and the ExternalSecret synced.
+pub async fn synced_namespace(client: &Client, prefix: &str) -> Result<(String, Secret)> {
+    let ns = testenv::create_namespace(client, prefix).await?;
+    testenv::apply_yaml_in(client, &ns, STORE, true).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    wait_ready("SecretStore fake", "True", "Valid", || async {
+        Ok(serde_json::to_value(stores.get("fake").await?)?)
+    })
+    .await?;
+    testenv::apply_yaml_in(client, &ns, ES, true).await?;
+    let secret = wait_secret(client, &ns, "app-secret", &expected()).await?;
+    Ok((ns, secret))
+}
+
+pub async fn wait_secret(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    want: &BTreeMap<String, Vec<u8>>,
+) -> Result<Secret> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    testenv::wait_for(
+        TIMEOUT,
+        &format!("Secret {ns}/{name} to hold the expected data"),
+        || async {
+            let s = secrets.get(name).await?;
+            let have = data_of(&s);
+            if &have == want {
+                Ok(s)
+            } else {
+                Err(anyhow!(
+                    "Secret holds keys {:?}",
+                    have.keys().collect::<Vec<_>>()
+                ))
+            }
+        },
+    )
+    .await
+}
+
+async fn es_value(client: &Client, ns: &str, name: &str) -> Result<Value> {
+    let api: Api<ExternalSecret> = Api::namespaced(client.clone(), ns);
+    Ok(serde_json::to_value(api.get(name).await?)?)
+}
+
+async fn data_and_data_from(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let (ns, secret) = synced_namespace(&client, "sync-data").await?;
+    let labels = secret.metadata.labels.clone().unwrap_or_default();
+    ensure!(
+        labels
+            .get("reconcile.external-secrets.io/managed")
+            .map(String::as_str)
+            == Some("true"),
+        "managed label: {labels:?}"
+    );
+    ensure!(
+        labels.contains_key("reconcile.external-secrets.io/created-by"),
+        "created-by label: {labels:?}"
+    );
+    let annotations = secret.metadata.annotations.clone().unwrap_or_default();
+    ensure!(
+        annotations.contains_key("reconcile.external-secrets.io/data-hash"),
+        "data-hash: {annotations:?}"
+    );
+    let owners = secret.metadata.owner_references.clone().unwrap_or_default();
+    ensure!(
+        owners.len() == 1
+            && owners[0].kind == "ExternalSecret"
+            && owners[0].controller == Some(true),
+        "owner: {owners:?}"
+    );
+    let managers: Vec<_> = secret
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    ensure!(
+        managers.contains(&"externalsecrets.external-secrets.io/app".to_owned()),
+        "field managers: {managers:?}"
+    );
+
+    let es = wait_ready("ExternalSecret app", "True", "SecretSynced", || {
+        es_value(&client, &ns, "app")
+    })
+    .await?;
+    ensure!(es["status"]["refreshTime"].is_string(), "refreshTime: {es}");
+    ensure!(
+        es["status"]["syncedResourceVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("1-")),
+        "syncedResourceVersion: {es}"
+    );
+    ensure!(
+        es["status"]["observedGeneration"] == 1,
+        "observedGeneration: {es}"
+    );
+    ensure!(
+        es["status"]["binding"]["name"] == "app-secret",
+        "binding: {es}"
+    );
+    let reasons = event_reasons(&client, &ns, "app").await?;
+    ensure!(
+        reasons.contains(&"Created".to_owned()),
+        "events: {reasons:?}"
+    );
+
+    let metrics = scrape(env.metrics_addr()).await?;
+    let labels = format!("name=\"app\",namespace=\"{ns}\"");
+    ensure!(
+        sample(
+            &metrics,
+            &format!("externalsecret_sync_calls_total{{{labels}}}")
+        )
+        .is_some_and(|v| v >= 1.0),
+        "sync calls in\n{metrics}"
+    );
+    ensure!(
+        sample(
+            &metrics,
+            &format!(
+                "externalsecret_status_condition{{{labels},condition=\"Ready\",status=\"True\"}}"
+            )
+        ) == Some(1.0),
+        "status condition"
+    );
+    ensure!(
+        sample(
+            &metrics,
+            &format!(
+                "secretstore_status_condition{{name=\"fake\",namespace=\"{ns}\",condition=\"Ready\",status=\"True\"}}"
+            )
+        ) == Some(1.0),
+        "store condition"
+    );
+    ensure!(metrics.contains("externalsecret_provider_api_calls_count{provider=\"Fake\",call=\"GetSecret\",status=\"success\"}"), "provider calls");
+    ensure!(
+        metrics.contains("clientmanager_cache_hits_total{provider=\"Fake\"}"),
+        "cache hits"
+    );
+    Ok(())
+}
+
+async fn hand_edit_is_reverted(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let (ns, _) = synced_namespace(&client, "sync-edit").await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let edit = json!({"data": {"user": "bWFsbG9yeQ==", "extra": "eA=="}});
+    secrets
+        .patch("app-secret", &PatchParams::default(), &Patch::Merge(&edit))
+        .await?;
+    wait_secret(&client, &ns, "app-secret", &expected()).await?;
+    let reasons = event_reasons(&client, &ns, "app").await?;
+    ensure!(
+        reasons.contains(&"Updated".to_owned()),
+        "events: {reasons:?}"
+    );
+    Ok(())
+}
+
+async fn provider_error_keeps_the_secret(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let (ns, before) = synced_namespace(&client, "sync-error").await?;
+    // `config` stops being a JSON object: the extract in dataFrom[0] fails at the provider.
+    let store = STORE.replace(r#"'{"host":"db.example.com","port":"5432"}'"#, "not-json");
+    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    let es = wait_ready("ExternalSecret app", "False", "SecretSyncedError", || {
+        es_value(&client, &ns, "app")
+    })
+    .await?;
+    let message = es["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    ensure!(
+        message.contains("spec.dataFrom[0]"),
+        "message names the entry: {message}"
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let after = secrets.get("app-secret").await?;
+    ensure!(data_of(&after) == data_of(&before), "Secret data changed");
+    ensure!(
+        after.metadata.resource_version == before.metadata.resource_version,
+        "Secret was rewritten: {:?} -> {:?}",
+        before.metadata.resource_version,
+        after.metadata.resource_version
+    );
+    let reasons = event_reasons(&client, &ns, "app").await?;
+    ensure!(
+        reasons.contains(&"UpdateFailed".to_owned()),
+        "events: {reasons:?}"
+    );
+    Ok(())
+}
+
+async fn store_change_resyncs(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let (ns, _) = synced_namespace(&client, "sync-store").await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &STORE.replace("value: alice", "value: carol"),
+        true,
+    )
+    .await?;
+    let mut want = expected();
+    want.insert("user".into(), b"carol".to_vec());
+    // The ExternalSecret refreshes hourly: only the store change can bring this in time.
+    wait_secret(&client, &ns, "app-secret", &want).await?;
+    Ok(())
+}
+
+async fn periodic_refresh(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "sync-periodic").await?;
+    let objects = r#"
+apiVersion: providers.external-secrets.io/v1alpha1
+kind: Fake
+metadata: {name: backend}
+spec:
+  data: [{key: token, value: one}]
+---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: by-ref}
+spec:
+  providerRef: {apiVersion: providers.external-secrets.io/v1alpha1, kind: Fake, name: backend}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: periodic}
+spec:
+  refreshInterval: 2s
+  secretStoreRef: {name: by-ref}
+  data: [{secretKey: token, remoteRef: {key: token}}]
+"#;
+    testenv::apply_yaml_in(&client, &ns, objects, true).await?;
+    let one = BTreeMap::from([("token".to_owned(), b"one".to_vec())]);
+    wait_secret(&client, &ns, "periodic", &one).await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &objects.replace("value: one", "value: two"),
+        true,
+    )
+    .await?;
+    let two = BTreeMap::from([("token".to_owned(), b"two".to_vec())]);
+    wait_secret(&client, &ns, "periodic", &two).await?;
+    Ok(())
+}
+
+async fn fifty_converge(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "sync-many").await?;
+    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
+    let api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    for i in 0..50 {
+        let mut es: ExternalSecret = serde_yaml::from_str(&format!(
+            "{{apiVersion: external-secrets.io/v1, kind: ExternalSecret, metadata: {{name: es-{i}}}, spec: {{secretStoreRef: {{name: fake}}, data: [{{secretKey: user, remoteRef: {{key: user}}}}]}}}}"
+        ))?;
+        es.metadata.namespace = Some(ns.clone());
+        api.create(&PostParams::default(), &es).await?;
+    }
+    testenv::wait_for(TIMEOUT, "50 ExternalSecrets to be Ready", || async {
+        let list = api.list(&Default::default()).await?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|es| {
+                crate::operator::ready(&serde_json::to_value(es).unwrap_or_default())
+                    .is_some_and(|c| c.status.as_str() == "True")
+            })
+            .count();
+        if ready == 50 {
+            Ok(())
+        } else {
+            Err(anyhow!("{ready} of 50 Ready"))
+        }
+    })
+    .await
+}
