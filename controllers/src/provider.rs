@@ -118,7 +118,11 @@ async fn run_kind(kctx: Arc<KindContext>) {
     Controller::new_with(api, watcher::Config::default(), kctx.resource.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(kctx.ctx.settings.concurrency))
         .run(reconcile, error_policy, kctx.clone())
-        .for_each(|_| async {})
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                warn!(error = %e, "provider reconcile failed");
+            }
+        })
         .await;
 }
 

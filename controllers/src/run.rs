@@ -96,7 +96,7 @@ impl Operator {
             .reconcile_all_on(ss_installed_rx)
             .graceful_shutdown_on(shutdown.clone())
             .run(secretstore::reconcile::<SecretStore>, store_error_policy::<SecretStore>, ctx.clone())
-            .for_each(|_| async {});
+            .for_each(log_outcome);
 
         let cluster_stores = async {
             if namespace.is_some() {
@@ -108,7 +108,7 @@ impl Operator {
                 .reconcile_all_on(css_installed_rx)
                 .graceful_shutdown_on(shutdown.clone())
                 .run(secretstore::reconcile::<ClusterSecretStore>, store_error_policy::<ClusterSecretStore>, ctx.clone())
-                .for_each(|_| async {})
+                .for_each(log_outcome)
                 .await
         };
 
@@ -183,7 +183,7 @@ impl Operator {
                 es_error_policy,
                 ctx,
             )
-            .for_each(|_| async {})
+            .for_each(log_outcome)
     }
 }
 
@@ -245,4 +245,15 @@ fn es_error_policy(es: Arc<ExternalSecret>, error: &externalsecret::Error, ctx: 
         })
         .inc();
     Action::requeue(ctx.backoff.failed(&es.uid().unwrap_or_default()))
+}
+
+/// Reconcile failures are already counted and backed off; this makes them visible in the log.
+async fn log_outcome<K, E: std::fmt::Display, Q: std::fmt::Display>(result: Result<(ObjectRef<K>, Action), kube::runtime::controller::Error<E, Q>>)
+where
+    K: kube::Resource,
+{
+    match result {
+        Ok((object, _)) => tracing::debug!(%object, "reconciled"),
+        Err(e) => tracing::warn!(error = %e, "reconcile failed"),
+    }
 }

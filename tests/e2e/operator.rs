@@ -15,6 +15,13 @@ use crate::Env;
 
 /// Starts the operator; returns the address of its metrics endpoint.
 pub fn start(env: &Env) -> Result<SocketAddr> {
+    // The operator's logs, when asked for: RUST_LOG=info cargo test --test e2e
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
     let addr = TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let config = env.control_plane().client_config();
     std::thread::Builder::new()

@@ -120,6 +120,8 @@ async fn switch_to_provider_ref(env: Arc<Env>) -> Result<()> {
     let (ns, before) = synced_namespace(&client, "store-switch").await?;
     let es_api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     let refreshed_before = es_api.get("app").await?.status.and_then(|s| s.refresh_time).map(|t| t.0);
+    // refreshTime has a resolution of one second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
 
     // The same data, now in a provider object of its own, and the store pointing at it.
     let spec = &testenv::parse_yaml(STORE)?[0]["spec"]["provider"]["fake"];

@@ -48,7 +48,7 @@ fn to_store_ref(r: &SecretStoreRef) -> StoreRef {
 fn decoding(strategy: Option<DecodingStrategy>) -> Decoding {
     match strategy {
         Some(DecodingStrategy::Base64) => Decoding::Base64,
-        Some(DecodingStrategy::Base64Url) => Decoding::Base64Url,
+        Some(DecodingStrategy::Base64URL) => Decoding::Base64Url,
         Some(DecodingStrategy::Auto) => Decoding::Auto,
         Some(DecodingStrategy::None) | None => Decoding::None,
     }

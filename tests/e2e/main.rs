@@ -1,0 +1,134 @@
+//! End-to-end tests against a real control plane (see `hack/README.md`).
+//!
+//! One control plane serves the whole run; each module contributes trials through
+//! `fn trials(env: &Arc<Env>) -> Vec<Trial>` and isolates itself with its own namespaces.
+//! Each trial runs on its own tokio runtime, hence makes its own client.
+
+mod control_plane;
+mod crds;
+mod examples;
+mod invalid_manifests;
+mod operator;
+mod stores;
+mod sync;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+
+use anyhow::Result;
+use libtest_mimic::{Arguments, Trial};
+use testenv::ControlPlane;
+
+pub struct Env {
+    // Set only when some trial will run, so `--list` works without the binaries.
+    control_plane: OnceLock<ControlPlane>,
+    /// The operator's metrics endpoint, once set-up started it.
+    metrics_addr: OnceLock<SocketAddr>,
+}
+
+impl Env {
+    pub fn control_plane(&self) -> &ControlPlane {
+        self.control_plane
+            .get()
+            .expect("the control plane starts before any trial runs")
+    }
+
+    pub fn metrics_addr(&self) -> SocketAddr {
+        *self.metrics_addr.get().expect("set-up starts the operator before any trial runs")
+    }
+
+    pub async fn client(&self) -> kube::Client {
+        self.control_plane().client().await
+    }
+
+    /// `rel` inside the repository.
+    pub fn path(rel: impl AsRef<Path>) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    }
+}
+
+/// A trial whose body runs on a fresh tokio runtime; an `Err` fails it with the whole chain.
+pub fn trial<F, Fut>(name: impl Into<String>, env: &Arc<Env>, body: F) -> Trial
+where
+    F: FnOnce(Arc<Env>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<()>>,
+{
+    let env = env.clone();
+    Trial::test(name, move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(body(env)).map_err(|e| chain(&e).into())
+    })
+}
+
+/// The error and its causes, one a line; `{:?}` would add a backtrace when RUST_BACKTRACE is set.
+pub fn chain(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n  caused by: ")
+}
+
+/// Cluster state every module relies on, prepared once before the trials.
+async fn setup(env: &Env) -> Result<()> {
+    crds::setup(env).await?;
+    examples::setup(env).await?;
+    let _ = env.metrics_addr.set(operator::start(env)?);
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let env = Arc::new(Env {
+        control_plane: OnceLock::new(),
+        metrics_addr: OnceLock::new(),
+    });
+    let trials: Vec<Trial> = [
+        // First: its opening trial must run before the others need the CRD it installs.
+        stores::trials,
+        sync::trials,
+        control_plane::trials,
+        crds::trials,
+        examples::trials,
+        invalid_manifests::trials,
+    ]
+    .iter()
+    .flat_map(|module| module(&env))
+    .collect();
+
+    if !args.list && trials.iter().any(|t| !args.is_filtered_out(t)) {
+        match ControlPlane::start() {
+            Ok(cp) => {
+                let _ = env.control_plane.set(cp);
+            }
+            Err(e) => {
+                eprintln!("error: {}", chain(&e));
+                return ExitCode::FAILURE;
+            }
+        }
+        let setup_result = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(setup(&env)));
+        if let Err(e) = setup_result {
+            // The trials still run: each reports which part of the set-up it misses.
+            eprintln!("error: e2e set-up failed: {}", chain(&e));
+        }
+    }
+
+    let conclusion = libtest_mimic::run(&args, trials);
+    // `run` consumed the trials and their clones of `env`; dropping the last one stops the
+    // control plane before the process exits (`process::exit` would skip destructors).
+    match Arc::try_unwrap(env) {
+        Ok(env) => drop(env),
+        Err(_) => eprintln!(
+            "warning: a trial kept the control plane alive; relying on setpriv --pdeathsig"
+        ),
+    }
+    conclusion.exit_code()
+}
