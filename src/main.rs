@@ -8,7 +8,10 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
-#[command(name = "external-secrets", about = "Keeps Kubernetes Secrets in sync with external secret managers")]
+#[command(
+    name = "external-secrets",
+    about = "Keeps Kubernetes Secrets in sync with external secret managers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -45,6 +48,9 @@ struct ControllerArgs {
     metrics_addr: SocketAddr,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Kubeconfig to use instead of $KUBECONFIG, ~/.kube/config or the in-cluster account.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -78,7 +84,8 @@ fn write_crds(out: &Path) -> anyhow::Result<()> {
 }
 
 async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let subscriber = tracing_subscriber::fmt().with_env_filter(filter);
     match args.log_format {
         LogFormat::Json => subscriber.json().init(),
@@ -87,7 +94,14 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     // The gitlab crate forces aws-lc-rs; one provider for the whole process avoids rustls'
     // "no process-level CryptoProvider" panic.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let config = kube::Config::infer().await.context("loading kubeconfig")?;
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => kube::Config::infer().await.context("loading kubeconfig")?,
+    };
     let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
     let settings = controllers::Settings {
         controller_class: args.controller_class,

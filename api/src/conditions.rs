@@ -85,11 +85,23 @@ mod tests {
         let t1: Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
         let t2: Timestamp = "2026-01-01T02:00:00Z".parse().unwrap();
         let mut conds = Vec::new();
-        set_condition(&mut conds, Condition::ready(ConditionStatus::True, "Valid", "a"), t0);
-        set_condition(&mut conds, Condition::ready(ConditionStatus::True, "Valid", "b"), t1);
+        set_condition(
+            &mut conds,
+            Condition::ready(ConditionStatus::True, "Valid", "a"),
+            t0,
+        );
+        set_condition(
+            &mut conds,
+            Condition::ready(ConditionStatus::True, "Valid", "b"),
+            t1,
+        );
         assert_eq!(conds[0].last_transition_time, Some(Time(t0)));
         assert_eq!(conds[0].message.as_deref(), Some("b"));
-        set_condition(&mut conds, Condition::ready(ConditionStatus::False, "X", "c"), t2);
+        set_condition(
+            &mut conds,
+            Condition::ready(ConditionStatus::False, "X", "c"),
+            t2,
+        );
         assert_eq!(conds.len(), 1);
         assert_eq!(conds[0].last_transition_time, Some(Time(t2)));
     }

@@ -81,6 +81,21 @@ macro_rules! provider_kind {
 }
 
 provider_kind!(fake, "Fake", "fakes", crate::providers::fake::FakeProvider);
-provider_kind!(kubernetes, "Kubernetes", "kubernetes", crate::providers::kubernetes::KubernetesProvider);
-provider_kind!(vault, "Vault", "vaults", crate::providers::vault::VaultProvider);
-provider_kind!(gitlab, "Gitlab", "gitlabs", crate::providers::gitlab::GitlabProvider);
+provider_kind!(
+    kubernetes,
+    "Kubernetes",
+    "kubernetes",
+    crate::providers::kubernetes::KubernetesProvider
+);
+provider_kind!(
+    vault,
+    "Vault",
+    "vaults",
+    crate::providers::vault::VaultProvider
+);
+provider_kind!(
+    gitlab,
+    "Gitlab",
+    "gitlabs",
+    crate::providers::gitlab::GitlabProvider
+);

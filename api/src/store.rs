@@ -102,7 +102,9 @@ pub struct ClusterSecretStoreSpec {
 #[serde(rename_all = "camelCase")]
 pub struct ProviderRef {
     /// `providers.external-secrets.io/<version>` or `cluster.providers.external-secrets.io/<version>`.
-    #[schemars(regex(pattern = r"^(cluster\.)?providers\.external-secrets\.io/v[0-9]+((alpha|beta)[0-9]+)?$"))]
+    #[schemars(regex(
+        pattern = r"^(cluster\.)?providers\.external-secrets\.io/v[0-9]+((alpha|beta)[0-9]+)?$"
+    ))]
     pub api_version: String,
     /// The provider kind, for example `Fake` or `Vault`.
     #[schemars(length(min = 1, max = 63))]

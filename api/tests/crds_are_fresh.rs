@@ -7,7 +7,10 @@ use std::path::Path;
 #[test]
 fn committed_crds_match_the_types() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds");
-    let generated: BTreeMap<String, String> = external_secrets_api::crds::files().unwrap().into_iter().collect();
+    let generated: BTreeMap<String, String> = external_secrets_api::crds::files()
+        .unwrap()
+        .into_iter()
+        .collect();
     let mut committed = BTreeMap::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -20,7 +23,12 @@ fn committed_crds_match_the_types() {
         .iter()
         .filter(|(name, yaml)| committed.get(*name) != Some(*yaml))
         .map(|(name, _)| name.clone())
-        .chain(committed.keys().filter(|n| !generated.contains_key(*n)).cloned())
+        .chain(
+            committed
+                .keys()
+                .filter(|n| !generated.contains_key(*n))
+                .cloned(),
+        )
         .collect();
     assert!(
         stale.is_empty(),

@@ -9,7 +9,12 @@ use kube::core::{Selector, SelectorExt};
 
 use crate::{Error, Result};
 
-pub(crate) async fn check(kube: &kube::Client, store: &str, spec: &SecretStoreSpec, namespace: &str) -> Result<()> {
+pub(crate) async fn check(
+    kube: &kube::Client,
+    store: &str,
+    spec: &SecretStoreSpec,
+    namespace: &str,
+) -> Result<()> {
     let conditions = spec.conditions.as_deref().unwrap_or_default();
     if conditions.is_empty() {
         return Ok(());
@@ -53,7 +58,12 @@ pub fn namespace_allowed(
                 return Ok(true);
             }
         }
-        if condition.namespaces.iter().flatten().any(|n| n == namespace) {
+        if condition
+            .namespaces
+            .iter()
+            .flatten()
+            .any(|n| n == namespace)
+        {
             return Ok(true);
         }
         for pattern in condition.namespace_regexes.iter().flatten() {
@@ -74,7 +84,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]

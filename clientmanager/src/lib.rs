@@ -33,7 +33,9 @@ pub enum Error {
         name: String,
         source: kube::Error,
     },
-    #[error("using cluster store {name:?} is not allowed from namespace {namespace:?}: denied by spec.condition")]
+    #[error(
+        "using cluster store {name:?} is not allowed from namespace {namespace:?}: denied by spec.condition"
+    )]
     Denied { name: String, namespace: String },
     #[error("could not check spec.conditions of cluster store {name:?}: {reason}")]
     Conditions { name: String, reason: String },
@@ -154,14 +156,17 @@ impl ClientManager {
     /// Enforces ClusterSecretStore `conditions` and refuses stores that are not Ready.
     pub async fn get(&self, store: &StoreRef, namespace: &str) -> Result<Handle> {
         let loaded = resolve::load_store(&self.kube, store, namespace).await?;
-        if let Some(class) = loaded.spec.controller.as_deref().filter(|c| !c.is_empty()) {
-            if class != self.controller_class {
-                return Err(Error::OtherController {
-                    kind: store.kind,
-                    name: store.name.clone(),
-                    class: class.to_owned(),
-                });
-            }
+        if let Some(class) = loaded
+            .spec
+            .controller
+            .as_deref()
+            .filter(|c| !c.is_empty() && *c != self.controller_class)
+        {
+            return Err(Error::OtherController {
+                kind: store.kind,
+                name: store.name.clone(),
+                class: class.to_owned(),
+            });
         }
         if let StoreKind::ClusterSecretStore = store.kind {
             conditions::check(&self.kube, &store.name, &loaded.spec, namespace).await?;
@@ -187,11 +192,22 @@ impl ClientManager {
             Some(r) => r.clone(),
             None => derived_provider_ref(&self.registry, store.kind, &store.name, &store.spec)?,
         };
-        resolve::load_provider(&self.kube, &self.registry, &reference, store.namespace.as_deref()).await
+        resolve::load_provider(
+            &self.kube,
+            &self.registry,
+            &reference,
+            store.namespace.as_deref(),
+        )
+        .await
     }
 
     /// A client for a loaded provider object on behalf of `caller` in `namespace`.
-    pub async fn client(&self, object: ProviderObject, caller: Caller, namespace: &str) -> Result<Handle> {
+    pub async fn client(
+        &self,
+        object: ProviderObject,
+        caller: Caller,
+        namespace: &str,
+    ) -> Result<Handle> {
         let provider = object.provider.clone();
         let spec = provider.apply_referent(object.spec, caller, namespace)?;
         let mut credentials = BTreeMap::new();
@@ -270,7 +286,11 @@ impl ClientManager {
     pub async fn forget(&self, identity: &ProviderIdentity) {
         let evicted: Vec<_> = {
             let mut cache = self.cache.lock().expect("client cache lock poisoned");
-            let slots: Vec<_> = cache.keys().filter(|s| &s.provider == identity).cloned().collect();
+            let slots: Vec<_> = cache
+                .keys()
+                .filter(|s| &s.provider == identity)
+                .cloned()
+                .collect();
             slots.into_iter().filter_map(|s| cache.remove(&s)).collect()
         };
         for c in evicted {

@@ -26,8 +26,16 @@ pub struct Metrics {
 impl Metrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
-        registry.register("clientmanager_cache_hits", "Secrets clients reused from the cache", m.hits.clone());
-        registry.register("clientmanager_cache_misses", "Secrets clients built because none was cached", m.misses.clone());
+        registry.register(
+            "clientmanager_cache_hits",
+            "Secrets clients reused from the cache",
+            m.hits.clone(),
+        );
+        registry.register(
+            "clientmanager_cache_misses",
+            "Secrets clients built because none was cached",
+            m.misses.clone(),
+        );
         registry.register(
             "clientmanager_cache_evictions",
             "Cached secrets clients closed because their provider object, caller or credentials changed",
@@ -37,11 +45,19 @@ impl Metrics {
     }
 
     pub(crate) fn hit(&self, provider: &str) {
-        self.hits.get_or_create(&ProviderLabels { provider: provider.to_owned() }).inc();
+        self.hits
+            .get_or_create(&ProviderLabels {
+                provider: provider.to_owned(),
+            })
+            .inc();
     }
 
     pub(crate) fn miss(&self, provider: &str) {
-        self.misses.get_or_create(&ProviderLabels { provider: provider.to_owned() }).inc();
+        self.misses
+            .get_or_create(&ProviderLabels {
+                provider: provider.to_owned(),
+            })
+            .inc();
     }
 
     pub(crate) fn evicted(&self, provider: &str, reason: &'static str) {

@@ -85,7 +85,11 @@ fn is_ready(conditions: Option<&[api::conditions::Condition]>) -> bool {
         .is_some_and(|c| c.status == ConditionStatus::True)
 }
 
-pub(crate) async fn load_store(kube: &kube::Client, store: &StoreRef, namespace: &str) -> Result<LoadedStore> {
+pub(crate) async fn load_store(
+    kube: &kube::Client,
+    store: &StoreRef,
+    namespace: &str,
+) -> Result<LoadedStore> {
     let err = |source| Error::StoreGet {
         kind: store.kind,
         name: store.name.clone(),
@@ -94,11 +98,15 @@ pub(crate) async fn load_store(kube: &kube::Client, store: &StoreRef, namespace:
     match store.kind {
         StoreKind::SecretStore => {
             let api: Api<SecretStore> = Api::namespaced(kube.clone(), namespace);
-            Ok(LoadedStore::from_secret_store(&api.get(&store.name).await.map_err(err)?))
+            Ok(LoadedStore::from_secret_store(
+                &api.get(&store.name).await.map_err(err)?,
+            ))
         }
         StoreKind::ClusterSecretStore => {
             let api: Api<ClusterSecretStore> = Api::all(kube.clone());
-            Ok(LoadedStore::from_cluster_secret_store(&api.get(&store.name).await.map_err(err)?))
+            Ok(LoadedStore::from_cluster_secret_store(
+                &api.get(&store.name).await.map_err(err)?,
+            ))
         }
     }
 }
@@ -142,15 +150,20 @@ pub fn inline_provider(
     let (Some((key, value)), None) = (entries.next(), entries.next()) else {
         return Err(no_provider());
     };
-    let provider = registry.by_store_key(&key).ok_or_else(|| Error::UnknownProviderKind {
-        api_version: format!("spec.provider.{key}"),
-        kind: key.clone(),
-    })?;
+    let provider = registry
+        .by_store_key(&key)
+        .ok_or_else(|| Error::UnknownProviderKind {
+            api_version: format!("spec.provider.{key}"),
+            kind: key.clone(),
+        })?;
     Ok((provider.clone(), value))
 }
 
 /// The API resource of a provider kind in one of the two provider groups.
-pub fn provider_resource(registry: &Registry, reference: &ProviderRef) -> Result<(Arc<dyn provider::Provider>, ApiResource)> {
+pub fn provider_resource(
+    registry: &Registry,
+    reference: &ProviderRef,
+) -> Result<(Arc<dyn provider::Provider>, ApiResource)> {
     let unknown = || Error::UnknownProviderKind {
         api_version: reference.api_version.clone(),
         kind: reference.kind.clone(),
@@ -211,13 +224,17 @@ pub(crate) async fn load_provider(
 ) -> Result<ProviderObject> {
     let (provider, resource) = provider_resource(registry, reference)?;
     let api: Api<DynamicObject> = match store_namespace {
-        Some(ns) if resource.group == PROVIDERS_GROUP => Api::namespaced_with(kube.clone(), ns, &resource),
+        Some(ns) if resource.group == PROVIDERS_GROUP => {
+            Api::namespaced_with(kube.clone(), ns, &resource)
+        }
         _ => Api::all_with(kube.clone(), &resource),
     };
     match api.get_opt(&reference.name).await {
         Ok(Some(obj)) => Ok(ProviderObject::from_dynamic(provider, &obj)),
         Ok(None) => Err(missing(kube, &resource, reference).await),
-        Err(kube::Error::Api(status)) if status.code == 404 => Err(missing(kube, &resource, reference).await),
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            Err(missing(kube, &resource, reference).await)
+        }
         Err(source) => Err(Error::ProviderGet {
             kind: reference.kind.clone(),
             name: reference.name.clone(),

@@ -38,7 +38,10 @@ impl Backoff {
     }
 
     pub fn succeeded(&self, uid: &str) {
-        self.failures.lock().expect("backoff lock poisoned").remove(uid);
+        self.failures
+            .lock()
+            .expect("backoff lock poisoned")
+            .remove(uid);
     }
 }
 

@@ -4,8 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clientmanager::ClientManager;
+use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use provider::ProviderIdentity;
 use tracing::warn;
 
 use crate::backoff::Backoff;
@@ -40,6 +42,8 @@ pub struct Context {
     pub metrics: Metrics,
     pub settings: Settings,
     pub backoff: Backoff,
+    /// Provider objects whose spec changed: the ExternalSecrets reading through them resync.
+    pub provider_changed: UnboundedSender<ProviderIdentity>,
     recorder: Recorder,
 }
 
@@ -47,7 +51,13 @@ pub struct Context {
 pub const FIELD_MANAGER: &str = "external-secrets";
 
 impl Context {
-    pub fn new(client: kube::Client, manager: ClientManager, metrics: Metrics, settings: Settings) -> Arc<Self> {
+    pub fn new(
+        client: kube::Client,
+        manager: ClientManager,
+        metrics: Metrics,
+        settings: Settings,
+        provider_changed: UnboundedSender<ProviderIdentity>,
+    ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -61,6 +71,7 @@ impl Context {
             metrics,
             settings,
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(420)),
+            provider_changed,
             recorder,
         })
     }
@@ -72,7 +83,13 @@ impl Context {
 
     /// Publishes an event; a failure to publish is logged and otherwise ignored, since the
     /// reconcile outcome does not depend on it.
-    pub async fn event(&self, object: &ObjectReference, type_: EventType, reason: &str, note: String) {
+    pub async fn event(
+        &self,
+        object: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
         let event = Event {
             type_,
             reason: reason.to_owned(),

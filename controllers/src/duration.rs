@@ -65,7 +65,13 @@ mod tests {
         assert!(parse("10").is_err());
         assert!(parse("10 minutes").is_err());
         assert!(parse("").is_err());
-        assert_eq!(int_or_string(&IntOrString::Int(30)).unwrap(), Duration::from_secs(30));
-        assert_eq!(int_or_string(&IntOrString::String("2m".into())).unwrap(), Duration::from_secs(120));
+        assert_eq!(
+            int_or_string(&IntOrString::Int(30)).unwrap(),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            int_or_string(&IntOrString::String("2m".into())).unwrap(),
+            Duration::from_secs(120)
+        );
     }
 }

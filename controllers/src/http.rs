@@ -18,7 +18,11 @@ struct Shared {
 }
 
 /// Serves until the process ends; `ready` flips `/readyz` once the controllers run.
-pub async fn serve(addr: SocketAddr, registry: Arc<Registry>, ready: Arc<AtomicBool>) -> std::io::Result<()> {
+pub async fn serve(
+    addr: SocketAddr,
+    registry: Arc<Registry>,
+    ready: Arc<AtomicBool>,
+) -> std::io::Result<()> {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
@@ -33,7 +37,10 @@ async fn metrics(State(s): State<Shared>) -> impl IntoResponse {
     match prometheus_client::encoding::text::encode(&mut body, &s.registry) {
         Ok(()) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
             body,
         ),
         Err(e) => (

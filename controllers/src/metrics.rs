@@ -35,7 +35,11 @@ pub struct ConditionGauge(Family<ConditionLabels, Gauge>);
 
 impl ConditionGauge {
     pub fn set(&self, name: &str, namespace: &str, condition: &str, status: ConditionStatus) {
-        for s in [ConditionStatus::True, ConditionStatus::False, ConditionStatus::Unknown] {
+        for s in [
+            ConditionStatus::True,
+            ConditionStatus::False,
+            ConditionStatus::Unknown,
+        ] {
             let labels = ConditionLabels {
                 name: name.to_owned(),
                 namespace: namespace.to_owned(),
@@ -47,7 +51,11 @@ impl ConditionGauge {
     }
 
     pub fn remove(&self, name: &str, namespace: &str, condition: &str) {
-        for s in [ConditionStatus::True, ConditionStatus::False, ConditionStatus::Unknown] {
+        for s in [
+            ConditionStatus::True,
+            ConditionStatus::False,
+            ConditionStatus::Unknown,
+        ] {
             self.0.remove(&ConditionLabels {
                 name: name.to_owned(),
                 namespace: namespace.to_owned(),
@@ -85,16 +93,56 @@ pub struct ErrorLabels {
 impl Metrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
-        registry.register("externalsecret_sync_calls", "Total number of ExternalSecret reconciles", m.es_sync_calls.clone());
-        registry.register("externalsecret_sync_calls_error", "Total number of ExternalSecret reconcile errors", m.es_sync_errors.clone());
-        registry.register("externalsecret_status_condition", "The status condition of a specific ExternalSecret", m.es_condition.0.clone());
-        registry.register("externalsecret_reconcile_duration", "The duration of the last ExternalSecret reconcile in nanoseconds", m.es_reconcile_duration.clone());
-        registry.register("externalsecret_provider_api_calls_count", "Number of API calls made to a provider", m.provider_calls.clone());
-        registry.register("secretstore_status_condition", "The status condition of a specific SecretStore", m.ss_condition.0.clone());
-        registry.register("secretstore_reconcile_duration", "The duration of the last SecretStore reconcile in nanoseconds", m.ss_reconcile_duration.clone());
-        registry.register("clustersecretstore_status_condition", "The status condition of a specific ClusterSecretStore", m.css_condition.0.clone());
-        registry.register("clustersecretstore_reconcile_duration", "The duration of the last ClusterSecretStore reconcile in nanoseconds", m.css_reconcile_duration.clone());
-        registry.register("external_secrets_reconcile_errors", "Reconcile failures by controller and error kind", m.reconcile_errors.clone());
+        registry.register(
+            "externalsecret_sync_calls",
+            "Total number of ExternalSecret reconciles",
+            m.es_sync_calls.clone(),
+        );
+        registry.register(
+            "externalsecret_sync_calls_error",
+            "Total number of ExternalSecret reconcile errors",
+            m.es_sync_errors.clone(),
+        );
+        registry.register(
+            "externalsecret_status_condition",
+            "The status condition of a specific ExternalSecret",
+            m.es_condition.0.clone(),
+        );
+        registry.register(
+            "externalsecret_reconcile_duration",
+            "The duration of the last ExternalSecret reconcile in nanoseconds",
+            m.es_reconcile_duration.clone(),
+        );
+        registry.register(
+            "externalsecret_provider_api_calls_count",
+            "Number of API calls made to a provider",
+            m.provider_calls.clone(),
+        );
+        registry.register(
+            "secretstore_status_condition",
+            "The status condition of a specific SecretStore",
+            m.ss_condition.0.clone(),
+        );
+        registry.register(
+            "secretstore_reconcile_duration",
+            "The duration of the last SecretStore reconcile in nanoseconds",
+            m.ss_reconcile_duration.clone(),
+        );
+        registry.register(
+            "clustersecretstore_status_condition",
+            "The status condition of a specific ClusterSecretStore",
+            m.css_condition.0.clone(),
+        );
+        registry.register(
+            "clustersecretstore_reconcile_duration",
+            "The duration of the last ClusterSecretStore reconcile in nanoseconds",
+            m.css_reconcile_duration.clone(),
+        );
+        registry.register(
+            "external_secrets_reconcile_errors",
+            "Reconcile failures by controller and error kind",
+            m.reconcile_errors.clone(),
+        );
         m
     }
 

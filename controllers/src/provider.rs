@@ -48,6 +48,8 @@ pub struct StoreNudges {
 
 struct KindContext {
     ctx: Arc<Context>,
+    /// Last generation seen per object uid, to tell spec changes from periodic revalidation.
+    seen: std::sync::Mutex<std::collections::HashMap<String, i64>>,
     provider: Arc<dyn provider::Provider>,
     resource: ApiResource,
     cluster: bool,
@@ -58,7 +60,9 @@ struct KindContext {
 pub async fn discover(ctx: Arc<Context>, nudges: StoreNudges) {
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let mut started = HashSet::new();
-    let mut events = watcher(crds, watcher::Config::default()).applied_objects().boxed();
+    let mut events = watcher(crds, watcher::Config::default())
+        .applied_objects()
+        .boxed();
     while let Some(event) = events.next().await {
         let crd = match event {
             Ok(crd) => crd,
@@ -74,21 +78,38 @@ pub async fn discover(ctx: Arc<Context>, nudges: StoreNudges) {
             CLUSTER_PROVIDERS_GROUP if ctx.settings.namespace.is_none() => true,
             _ => continue,
         };
-        let Some(provider) = ctx.manager.registry().by_kind(&crd.spec.names.kind).cloned() else {
+        let Some(provider) = ctx
+            .manager
+            .registry()
+            .by_kind(&crd.spec.names.kind)
+            .cloned()
+        else {
             continue;
         };
         let established = crd
             .status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
         if !established || !started.insert(crd.name_any()) {
             continue;
         }
-        let Some(version) = crd.spec.versions.iter().find(|v| v.storage).map(|v| v.name.clone()) else {
+        let Some(version) = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.storage)
+            .map(|v| v.name.clone())
+        else {
             continue;
         };
-        info!(crd = crd.name_any(), "provider CRD is installed; starting its controller");
+        info!(
+            crd = crd.name_any(),
+            "provider CRD is installed; starting its controller"
+        );
         let resource = ApiResource {
             group: group.to_owned(),
             version: version.clone(),
@@ -98,6 +119,7 @@ pub async fn discover(ctx: Arc<Context>, nudges: StoreNudges) {
         };
         let kind_ctx = Arc::new(KindContext {
             ctx: ctx.clone(),
+            seen: Default::default(),
             provider,
             resource,
             cluster,
@@ -116,7 +138,9 @@ async fn run_kind(kctx: Arc<KindContext>) {
         _ => Api::all_with(kctx.ctx.client.clone(), &kctx.resource),
     };
     Controller::new_with(api, watcher::Config::default(), kctx.resource.clone())
-        .with_config(kube::runtime::controller::Config::default().concurrency(kctx.ctx.settings.concurrency))
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(kctx.ctx.settings.concurrency),
+        )
         .run(reconcile, error_policy, kctx.clone())
         .for_each(|r| async move {
             if let Err(e) = r {
@@ -135,6 +159,19 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     let started = Instant::now();
     nudge_owner(&obj, &kctx);
     let object = ProviderObject::from_dynamic(kctx.provider.clone(), &obj);
+    let generation = obj.metadata.generation.unwrap_or_default();
+    let changed = kctx
+        .seen
+        .lock()
+        .expect("seen generations poisoned")
+        .insert(obj.uid().unwrap_or_default(), generation)
+        != Some(generation);
+    if changed {
+        let _ = kctx
+            .ctx
+            .provider_changed
+            .unbounded_send(object.identity.clone());
+    }
     let (status, reason, message, capabilities) = validate(object, &kctx).await;
     let previous: ProviderStatus = obj
         .data
@@ -142,7 +179,11 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
         .and_then(|s| serde_json::from_value(s.clone()).ok())
         .unwrap_or_default();
     let mut conditions = previous.conditions.clone();
-    set_condition(&mut conditions, Condition::ready(status, reason, message.clone()), jiff::Timestamp::now());
+    set_condition(
+        &mut conditions,
+        Condition::ready(status, reason, message.clone()),
+        jiff::Timestamp::now(),
+    );
     let new = ProviderStatus {
         conditions,
         observed_generation: obj.metadata.generation,
@@ -158,13 +199,17 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
             "kind": kctx.resource.kind,
             "status": new,
         });
-        api.patch_status(&obj.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
-            .await
-            .map_err(|source| Error::Status {
-                kind: kctx.resource.kind.clone(),
-                name: obj.name_any(),
-                source,
-            })?;
+        api.patch_status(
+            &obj.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(|source| Error::Status {
+            kind: kctx.resource.kind.clone(),
+            name: obj.name_any(),
+            source,
+        })?;
         let was = api::conditions::find(&previous.conditions, READY);
         if was.is_none_or(|c| c.reason.as_deref() != Some(reason)) {
             let type_ = if status == ConditionStatus::False {
@@ -172,7 +217,9 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
             } else {
                 EventType::Normal
             };
-            kctx.ctx.event(&obj.object_ref(&kctx.resource), type_, reason, message).await;
+            kctx.ctx
+                .event(&obj.object_ref(&kctx.resource), type_, reason, message)
+                .await;
         }
     }
     kctx.ctx.backoff.succeeded(&obj.uid().unwrap_or_default());
@@ -183,10 +230,20 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
 async fn validate(
     object: ProviderObject,
     kctx: &KindContext,
-) -> (ConditionStatus, &'static str, String, Option<api::providers::Capabilities>) {
+) -> (
+    ConditionStatus,
+    &'static str,
+    String,
+    Option<api::providers::Capabilities>,
+) {
     let provider = object.provider.clone();
     if let Err(e) = provider.validate_spec(&object.spec) {
-        return (ConditionStatus::False, reason::INVALID_PROVIDER_CONFIG, format!("spec: {e}"), None);
+        return (
+            ConditionStatus::False,
+            reason::INVALID_PROVIDER_CONFIG,
+            format!("spec: {e}"),
+            None,
+        );
     }
     let (caller, namespace) = match &object.identity.namespace {
         Some(ns) => (Caller::Provider, ns.clone()),
@@ -205,7 +262,12 @@ async fn validate(
         }
     };
     match handle.client.validate().await {
-        Ok(Validation::Ready) => (ConditionStatus::True, reason::VALID, "provider validated".into(), capabilities),
+        Ok(Validation::Ready) => (
+            ConditionStatus::True,
+            reason::VALID,
+            "provider validated".into(),
+            capabilities,
+        ),
         Ok(Validation::Unknown) => (
             ConditionStatus::True,
             reason::VALIDATION_UNKNOWN,
@@ -224,7 +286,11 @@ async fn validate(
 /// A provider object generated from a store's inline provider: let the store put back any hand
 /// edit.
 fn nudge_owner(obj: &DynamicObject, kctx: &KindContext) {
-    for owner in obj.owner_references().iter().filter(|o| o.controller == Some(true)) {
+    for owner in obj
+        .owner_references()
+        .iter()
+        .filter(|o| o.controller == Some(true))
+    {
         if owner.api_version != format!("{}/v1", api::GROUP) {
             continue;
         }

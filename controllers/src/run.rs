@@ -7,17 +7,18 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use ::provider::ProviderIdentity;
 use api::external_secret::ExternalSecret;
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{ClientManager, StoreKind};
 use futures::channel::mpsc;
 use futures::{StreamExt, TryStreamExt, future};
 use k8s_openapi::api::core::v1::Secret;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::{PredicateConfig, predicates};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::core::PartialObjectMeta;
 use kube::{Api, ResourceExt};
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
@@ -41,6 +42,7 @@ pub struct Operator {
     ready: Arc<AtomicBool>,
     /// ExternalSecrets to refresh regardless of their interval, because a store they use changed.
     forced: Arc<Mutex<HashSet<ObjectRef<ExternalSecret>>>>,
+    provider_changes: Mutex<Option<mpsc::UnboundedReceiver<ProviderIdentity>>>,
 }
 
 impl Operator {
@@ -55,16 +57,22 @@ impl Operator {
             settings.controller_class.clone(),
             cache_metrics,
         );
+        let (provider_changed, provider_changes) = mpsc::unbounded();
         Self {
-            ctx: Context::new(client, manager, metrics, settings),
+            ctx: Context::new(client, manager, metrics, settings, provider_changed),
             metrics_registry: Arc::new(registry),
             ready: Arc::default(),
             forced: Arc::default(),
+            provider_changes: Mutex::new(Some(provider_changes)),
         }
     }
 
     /// Runs every controller until `shutdown` resolves.
-    pub async fn run(self, metrics_addr: Option<SocketAddr>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    pub async fn run(
+        self,
+        metrics_addr: Option<SocketAddr>,
+        shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    ) {
         let ctx = self.ctx.clone();
         if let Some(addr) = metrics_addr {
             let (registry, ready) = (self.metrics_registry.clone(), self.ready.clone());
@@ -87,7 +95,8 @@ impl Operator {
         let namespace = ctx.settings.namespace.clone();
         let client = ctx.client.clone();
         let wc = watcher::Config::default();
-        let ctrl_config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
+        let ctrl_config =
+            kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
 
         let ss_api: Api<SecretStore> = scoped(&client, namespace.as_deref());
         let stores = Controller::new(ss_api, wc.clone())
@@ -95,7 +104,11 @@ impl Operator {
             .reconcile_on(ss_rx)
             .reconcile_all_on(ss_installed_rx)
             .graceful_shutdown_on(shutdown.clone())
-            .run(secretstore::reconcile::<SecretStore>, store_error_policy::<SecretStore>, ctx.clone())
+            .run(
+                secretstore::reconcile::<SecretStore>,
+                store_error_policy::<SecretStore>,
+                ctx.clone(),
+            )
             .for_each(log_outcome);
 
         let cluster_stores = async {
@@ -107,7 +120,11 @@ impl Operator {
                 .reconcile_on(css_rx)
                 .reconcile_all_on(css_installed_rx)
                 .graceful_shutdown_on(shutdown.clone())
-                .run(secretstore::reconcile::<ClusterSecretStore>, store_error_policy::<ClusterSecretStore>, ctx.clone())
+                .run(
+                    secretstore::reconcile::<ClusterSecretStore>,
+                    store_error_policy::<ClusterSecretStore>,
+                    ctx.clone(),
+                )
                 .for_each(log_outcome)
                 .await
         };
@@ -139,7 +156,11 @@ impl Operator {
             .reflect(writer)
             .inspect_ok(move |event| {
                 if let watcher::Event::Delete(es) = event {
-                    externalsecret::forget(&metrics_ctx, &es.name_any(), &es.namespace().unwrap_or_default());
+                    externalsecret::forget(
+                        &metrics_ctx,
+                        &es.name_any(),
+                        &es.namespace().unwrap_or_default(),
+                    );
                 }
             })
             .applied_objects()
@@ -151,39 +172,122 @@ impl Operator {
         )
         .default_backoff()
         .touched_objects();
-        let ss_changes = watcher(scoped::<SecretStore>(&client, namespace.as_deref()), watcher::Config::default())
-            .default_backoff()
-            .applied_objects()
-            .predicate_filter(predicates::generation, PredicateConfig::default());
+        let (ss_reader, ss_writer) = reflector::store::<SecretStore>();
+        let (css_reader, css_writer) = reflector::store::<ClusterSecretStore>();
+        let ss_changes = watcher(
+            scoped::<SecretStore>(&client, namespace.as_deref()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .reflect(ss_writer)
+        .applied_objects()
+        .predicate_filter(predicates::generation, PredicateConfig::default());
         let (forced_ss, forced_css) = (self.forced.clone(), self.forced.clone());
         let (reader_ss, reader_css) = (reader.clone(), reader.clone());
+        let provider_triggers = self.provider_triggers(reader.clone(), ss_reader, css_reader);
         let mut controller = Controller::for_stream(es_stream, reader)
-            .with_config(kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency))
+            .with_config(
+                kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency),
+            )
             .owns_stream(secrets)
             .watches_stream(ss_changes, move |store: SecretStore| {
-                users(&reader_ss, &forced_ss, StoreKind::SecretStore, &store.name_any(), store.namespace().as_deref())
+                users(
+                    &reader_ss,
+                    &forced_ss,
+                    StoreKind::SecretStore,
+                    &store.name_any(),
+                    store.namespace().as_deref(),
+                )
             });
         if namespace.is_none() {
-            let css_changes = watcher(Api::<ClusterSecretStore>::all(client.clone()), watcher::Config::default())
-                .default_backoff()
-                .applied_objects()
-                .predicate_filter(predicates::generation, PredicateConfig::default());
-            controller = controller.watches_stream(css_changes, move |store: ClusterSecretStore| {
-                users(&reader_css, &forced_css, StoreKind::ClusterSecretStore, &store.name_any(), None)
-            });
+            let css_changes = watcher(
+                Api::<ClusterSecretStore>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .reflect(css_writer)
+            .applied_objects()
+            .predicate_filter(predicates::generation, PredicateConfig::default());
+            controller =
+                controller.watches_stream(css_changes, move |store: ClusterSecretStore| {
+                    users(
+                        &reader_css,
+                        &forced_css,
+                        StoreKind::ClusterSecretStore,
+                        &store.name_any(),
+                        None,
+                    )
+                });
         }
         let forced = self.forced.clone();
         controller
+            .reconcile_on(provider_triggers)
             .graceful_shutdown_on(shutdown)
             .run(
                 move |es, ctx| {
-                    let force = forced.lock().expect("forced set poisoned").remove(&ObjectRef::from(es.as_ref()));
+                    let force = forced
+                        .lock()
+                        .expect("forced set poisoned")
+                        .remove(&ObjectRef::from(es.as_ref()));
                     externalsecret::reconcile(es, ctx, force)
                 },
                 es_error_policy,
                 ctx,
             )
             .for_each(log_outcome)
+    }
+}
+
+impl Operator {
+    /// ExternalSecrets to resync when a provider object changes: those reading from a store that
+    /// references it, directly or as the object converted from its inline provider.
+    fn provider_triggers(
+        &self,
+        externalsecrets: Store<ExternalSecret>,
+        secret_stores: Store<SecretStore>,
+        cluster_secret_stores: Store<ClusterSecretStore>,
+    ) -> impl futures::Stream<Item = ObjectRef<ExternalSecret>> + Send + 'static {
+        let changes = self
+            .provider_changes
+            .lock()
+            .expect("provider changes poisoned")
+            .take()
+            .expect("the ExternalSecret controller is built once");
+        let registry = self.ctx.manager.registry().clone();
+        let forced = self.forced.clone();
+        changes.flat_map(move |identity| {
+            let matches = |kind: StoreKind, name: &str, spec: &api::store::SecretStoreSpec| {
+                let reference = match &spec.provider_ref {
+                    Some(r) => Some(r.clone()),
+                    None => clientmanager::derived_provider_ref(&registry, kind, name, spec).ok(),
+                };
+                reference.is_some_and(|r| r.kind == identity.kind && r.name == identity.name)
+            };
+            let stores: Vec<(StoreKind, String, Option<String>)> = match &identity.namespace {
+                Some(ns) => secret_stores
+                    .state()
+                    .iter()
+                    .filter(|s| s.namespace().as_deref() == Some(ns))
+                    .filter(|s| matches(StoreKind::SecretStore, &s.name_any(), &s.spec))
+                    .map(|s| (StoreKind::SecretStore, s.name_any(), Some(ns.to_string())))
+                    .collect(),
+                None => cluster_secret_stores
+                    .state()
+                    .iter()
+                    .filter(|s| {
+                        matches(StoreKind::ClusterSecretStore, &s.name_any(), &s.spec.store)
+                    })
+                    .map(|s| (StoreKind::ClusterSecretStore, s.name_any(), None))
+                    .collect(),
+            };
+            let refs: Vec<_> = stores
+                .iter()
+                .flat_map(|(kind, name, ns)| {
+                    users(&externalsecrets, &forced, *kind, name, ns.as_deref())
+                })
+                .collect();
+            futures::stream::iter(refs)
+        })
     }
 }
 
@@ -202,7 +306,11 @@ fn es_fingerprint(es: &ExternalSecret) -> Option<u64> {
     es.metadata.generation.hash(&mut h);
     es.labels().hash(&mut h);
     es.annotations().hash(&mut h);
-    es.metadata.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut h);
+    es.metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
     Some(h.finish())
 }
 
@@ -221,11 +329,18 @@ fn users(
         .filter(|es| externalsecret::uses_store(es, kind, name))
         .map(|es| ObjectRef::from(es.as_ref()))
         .collect();
-    forced.lock().expect("forced set poisoned").extend(refs.iter().cloned());
+    forced
+        .lock()
+        .expect("forced set poisoned")
+        .extend(refs.iter().cloned());
     refs
 }
 
-fn store_error_policy<S: secretstore::StoreObject>(store: Arc<S>, error: &secretstore::Error, ctx: Arc<Context>) -> Action {
+fn store_error_policy<S: secretstore::StoreObject>(
+    store: Arc<S>,
+    error: &secretstore::Error,
+    ctx: Arc<Context>,
+) -> Action {
     ctx.metrics
         .reconcile_errors
         .get_or_create(&ErrorLabels {
@@ -236,7 +351,11 @@ fn store_error_policy<S: secretstore::StoreObject>(store: Arc<S>, error: &secret
     Action::requeue(ctx.backoff.failed(&store.uid().unwrap_or_default()))
 }
 
-fn es_error_policy(es: Arc<ExternalSecret>, error: &externalsecret::Error, ctx: Arc<Context>) -> Action {
+fn es_error_policy(
+    es: Arc<ExternalSecret>,
+    error: &externalsecret::Error,
+    ctx: Arc<Context>,
+) -> Action {
     ctx.metrics
         .reconcile_errors
         .get_or_create(&ErrorLabels {
@@ -248,8 +367,9 @@ fn es_error_policy(es: Arc<ExternalSecret>, error: &externalsecret::Error, ctx: 
 }
 
 /// Reconcile failures are already counted and backed off; this makes them visible in the log.
-async fn log_outcome<K, E: std::fmt::Display, Q: std::fmt::Display>(result: Result<(ObjectRef<K>, Action), kube::runtime::controller::Error<E, Q>>)
-where
+async fn log_outcome<K, E: std::fmt::Display, Q: std::fmt::Display>(
+    result: Result<(ObjectRef<K>, Action), kube::runtime::controller::Error<E, Q>>,
+) where
     K: kube::Resource,
 {
     match result {

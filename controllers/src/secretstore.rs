@@ -9,7 +9,9 @@ use api::conditions::{Condition, ConditionStatus, READY, set_condition};
 use api::providers::Capabilities;
 use api::store::{ClusterSecretStore, SecretStore, SecretStoreStatus};
 use api::{CLUSTER_PROVIDERS_GROUP, PROVIDERS_GROUP};
-use clientmanager::{LoadedStore, StoreKind, derived_provider_ref, inline_provider, provider_resource};
+use clientmanager::{
+    LoadedStore, StoreKind, derived_provider_ref, inline_provider, provider_resource,
+};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -128,12 +130,25 @@ pub async fn reconcile<S: StoreObject>(store: Arc<S>, ctx: Arc<Context>) -> Resu
     if !ctx.owns_class(loaded.spec.controller.as_deref()) {
         return Ok(Action::await_change());
     }
-    let interval = match loaded.spec.refresh_interval.as_ref().map(crate::duration::int_or_string) {
+    let interval = match loaded
+        .spec
+        .refresh_interval
+        .as_ref()
+        .map(crate::duration::int_or_string)
+    {
         Some(Ok(d)) if !d.is_zero() => d,
         _ => ctx.settings.store_requeue_interval,
     };
-    let outcome = match loaded.spec.refresh_interval.as_ref().map(crate::duration::int_or_string) {
-        Some(Err(e)) => Outcome::failed(reason::INVALID_PROVIDER_CONFIG, format!("spec.refreshInterval: {e}")),
+    let outcome = match loaded
+        .spec
+        .refresh_interval
+        .as_ref()
+        .map(crate::duration::int_or_string)
+    {
+        Some(Err(e)) => Outcome::failed(
+            reason::INVALID_PROVIDER_CONFIG,
+            format!("spec.refreshInterval: {e}"),
+        ),
         _ => evaluate(store.as_ref(), &loaded, &ctx).await,
     };
     let requeue = outcome.requeue.unwrap_or(interval).min(interval);
@@ -142,7 +157,9 @@ pub async fn reconcile<S: StoreObject>(store: Arc<S>, ctx: Arc<Context>) -> Resu
     let (gauge, duration) = S::gauges(&ctx.metrics);
     let ns = loaded.namespace.as_deref().unwrap_or_default();
     gauge.set(&loaded.name, ns, READY, outcome.status);
-    duration.get_or_create(&labels(&loaded.name, ns)).set(started.elapsed().as_nanos() as i64);
+    duration
+        .get_or_create(&labels(&loaded.name, ns))
+        .set(started.elapsed().as_nanos() as i64);
     Ok(Action::requeue(requeue))
 }
 
@@ -159,18 +176,27 @@ async fn evaluate<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: &Context
         return Outcome::failed(reason::INVALID_PROVIDER_CONFIG, e.to_string());
     }
     let (caller, namespace) = match S::KIND {
-        StoreKind::SecretStore => (Caller::SecretStore, loaded.namespace.clone().unwrap_or_default()),
+        StoreKind::SecretStore => (
+            Caller::SecretStore,
+            loaded.namespace.clone().unwrap_or_default(),
+        ),
         // A ClusterSecretStore has no namespace of its own: referent credentials cannot be
         // resolved here, and providers answer Unknown for them.
         StoreKind::ClusterSecretStore => (Caller::ClusterSecretStore, String::new()),
     };
     let handle = match ctx.manager.client(object, caller, &namespace).await {
         Ok(h) => h,
-        Err(e) => return Outcome::failed(reason::INVALID_PROVIDER_CONFIG, format!("unable to create client: {e}")),
+        Err(e) => {
+            return Outcome::failed(
+                reason::INVALID_PROVIDER_CONFIG,
+                format!("unable to create client: {e}"),
+            );
+        }
     };
     let capabilities = Some(provider.capabilities());
     let validated = handle.client.validate().await;
-    ctx.metrics.provider_call(provider.kind(), "Validate", validated.is_ok());
+    ctx.metrics
+        .provider_call(provider.kind(), "Validate", validated.is_ok());
     match validated {
         Ok(Validation::Ready) => Outcome {
             status: ConditionStatus::True,
@@ -188,7 +214,10 @@ async fn evaluate<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: &Context
         },
         Err(e) => Outcome {
             capabilities,
-            ..Outcome::failed(reason::VALIDATION_FAILED, format!("unable to validate store: {e}"))
+            ..Outcome::failed(
+                reason::VALIDATION_FAILED,
+                format!("unable to validate store: {e}"),
+            )
         },
     }
 }
@@ -206,29 +235,49 @@ fn from_manager_error(e: clientmanager::Error) -> Outcome {
 
 /// Keeps the provider object generated from an inline `spec.provider` equal to it, and removes
 /// it once the store no longer has one.
-async fn sync_generated_provider<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: &Context) -> Result<(), Outcome> {
+async fn sync_generated_provider<S: StoreObject>(
+    store: &S,
+    loaded: &LoadedStore,
+    ctx: &Context,
+) -> Result<(), Outcome> {
     let registry = ctx.manager.registry();
     let owner = store.controller_owner_ref(&()).ok_or_else(|| {
-        Outcome::failed(reason::INVALID_PROVIDER_CONFIG, "store has no uid yet".into())
+        Outcome::failed(
+            reason::INVALID_PROVIDER_CONFIG,
+            "store has no uid yet".into(),
+        )
     })?;
     let Some(_) = &loaded.spec.provider else {
         delete_generated(store, loaded, ctx).await;
         return Ok(());
     };
-    let (provider, inline) = inline_provider(registry, S::KIND, &loaded.name, &loaded.spec).map_err(from_manager_error)?;
-    let spec = provider
-        .convert(&inline)
-        .map_err(|e| Outcome::failed(reason::INVALID_PROVIDER_CONFIG, format!("spec.provider.{}: {e}", provider.store_key())))?;
-    let reference = derived_provider_ref(registry, S::KIND, &loaded.name, &loaded.spec).map_err(from_manager_error)?;
+    let (provider, inline) = inline_provider(registry, S::KIND, &loaded.name, &loaded.spec)
+        .map_err(from_manager_error)?;
+    let spec = provider.convert(&inline).map_err(|e| {
+        Outcome::failed(
+            reason::INVALID_PROVIDER_CONFIG,
+            format!("spec.provider.{}: {e}", provider.store_key()),
+        )
+    })?;
+    let reference = derived_provider_ref(registry, S::KIND, &loaded.name, &loaded.spec)
+        .map_err(from_manager_error)?;
     let (_, resource) = provider_resource(registry, &reference).map_err(from_manager_error)?;
     let api = provider_api(ctx, &resource, loaded.namespace.as_deref());
     let existing = match api.get_opt(&loaded.name).await {
         Ok(o) => o,
         Err(kube::Error::Api(s)) if s.code == 404 => return Err(not_installed(&resource)),
-        Err(e) => return Err(Outcome::failed(reason::INVALID_PROVIDER_CONFIG, format!("could not read {}: {e}", resource.kind))),
+        Err(e) => {
+            return Err(Outcome::failed(
+                reason::INVALID_PROVIDER_CONFIG,
+                format!("could not read {}: {e}", resource.kind),
+            ));
+        }
     };
     if let Some(existing) = existing {
-        let ours = existing.owner_references().iter().any(|o| o.uid == owner.uid && o.controller == Some(true));
+        let ours = existing
+            .owner_references()
+            .iter()
+            .any(|o| o.uid == owner.uid && o.controller == Some(true));
         if !ours {
             return Err(Outcome::failed(
                 reason::INVALID_PROVIDER_CONFIG,
@@ -254,7 +303,10 @@ async fn sync_generated_provider<S: StoreObject>(store: &S, loaded: &LoadedStore
         "spec": spec,
     });
     let params = PatchParams::apply(CONVERT_MANAGER).force();
-    match api.patch(&loaded.name, &params, &Patch::Apply(&desired)).await {
+    match api
+        .patch(&loaded.name, &params, &Patch::Apply(&desired))
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Err(not_installed(&resource)),
         Err(e) => Err(Outcome::failed(
@@ -271,7 +323,11 @@ fn not_installed(resource: &ApiResource) -> Outcome {
     })
 }
 
-fn provider_api(ctx: &Context, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+fn provider_api(
+    ctx: &Context,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
     match namespace {
         Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, resource),
         None => Api::all_with(ctx.client.clone(), resource),
@@ -295,15 +351,29 @@ async fn delete_generated<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: 
             plural: provider.plural().into(),
         };
         let api = provider_api(ctx, &resource, loaded.namespace.as_deref());
-        let Ok(Some(obj)) = api.get_opt(&loaded.name).await else { continue };
-        if obj.owner_references().iter().any(|o| o.uid == uid && o.controller == Some(true)) {
-            info!(kind = resource.kind, "deleting provider object converted from the former spec.provider");
+        let Ok(Some(obj)) = api.get_opt(&loaded.name).await else {
+            continue;
+        };
+        if obj
+            .owner_references()
+            .iter()
+            .any(|o| o.uid == uid && o.controller == Some(true))
+        {
+            info!(
+                kind = resource.kind,
+                "deleting provider object converted from the former spec.provider"
+            );
             let _ = api.delete(&loaded.name, &DeleteParams::default()).await;
         }
     }
 }
 
-async fn write_status<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: &Context, outcome: &Outcome) -> Result<(), Error> {
+async fn write_status<S: StoreObject>(
+    store: &S,
+    loaded: &LoadedStore,
+    ctx: &Context,
+    outcome: &Outcome,
+) -> Result<(), Error> {
     let previous = store.store_status().cloned().unwrap_or_default();
     let mut conditions = previous.conditions.clone();
     let condition = Condition::ready(outcome.status, outcome.reason, outcome.message.clone());
@@ -317,27 +387,40 @@ async fn write_status<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: &Con
         return Ok(());
     }
     let old = api::conditions::find(&previous.conditions, READY);
-    let changed = old.is_none_or(|c| c.reason.as_deref() != Some(outcome.reason) || c.message.as_deref() != Some(&outcome.message));
+    let changed = old.is_none_or(|c| {
+        c.reason.as_deref() != Some(outcome.reason)
+            || c.message.as_deref() != Some(&outcome.message)
+    });
     let api = S::api(ctx.client.clone(), loaded.namespace.as_deref());
     let patch = json!({
         "apiVersion": S::api_version(&()),
         "kind": S::kind(&()),
         "status": status,
     });
-    api.patch_status(&loaded.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
-        .await
-        .map_err(|source| Error::Status {
-            kind: S::KIND,
-            name: loaded.name.clone(),
-            source,
-        })?;
+    api.patch_status(
+        &loaded.name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|source| Error::Status {
+        kind: S::KIND,
+        name: loaded.name.clone(),
+        source,
+    })?;
     if changed {
         let type_ = if outcome.status == ConditionStatus::False {
             EventType::Warning
         } else {
             EventType::Normal
         };
-        ctx.event(&store.object_ref(&()), type_, outcome.reason, outcome.message.clone()).await;
+        ctx.event(
+            &store.object_ref(&()),
+            type_,
+            outcome.reason,
+            outcome.message.clone(),
+        )
+        .await;
     }
     Ok(())
 }

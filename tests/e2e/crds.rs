@@ -8,12 +8,15 @@ use libtest_mimic::Trial;
 
 use crate::{Env, trial};
 
-/// Installs every CRD but the one `stores::provider_installed_later` installs while the operator
-/// runs.
-pub async fn setup(env: &Env) -> Result<()> {
+/// Installs every CRD but, when `stores::provider_installed_later` runs, the one it installs
+/// while the operator runs.
+pub async fn setup(env: &Env, install_late_crd: bool) -> Result<()> {
     let client = env.client().await;
     for file in yaml_files(&Env::path("crds")) {
-        if file.file_name().is_some_and(|n| n.to_string_lossy().starts_with(crate::stores::LATE_CRD)) {
+        let late = file
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(crate::stores::LATE_CRD));
+        if late && !install_late_crd {
             continue;
         }
         let yaml = std::fs::read_to_string(&file)?;

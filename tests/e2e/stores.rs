@@ -19,21 +19,44 @@ use crate::{Env, trial};
 
 /// Not installed by the set-up: `provider_installed_later` installs it.
 pub const LATE_CRD: &str = "fakes.cluster.providers.external-secrets.io";
+pub const LATE_TRIAL: &str = "stores::provider_installed_later";
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
     vec![
         // First, so that it runs while the cluster Fake kind is still missing.
-        trial("stores::provider_installed_later", env, |env| provider_installed_later(env)),
-        trial("stores::inline_provider_becomes_an_owned_object", env, |env| inline_provider_object(env)),
-        trial("stores::switch_to_provider_ref_keeps_the_secret", env, |env| switch_to_provider_ref(env)),
-        trial("stores::cluster_store_from_two_namespaces_and_conditions", env, |env| cluster_store(env)),
-        trial("stores::validation_result_and_invalid_provider", env, |env| validation(env)),
-        trial("stores::other_controller_class_is_left_alone", env, |env| other_class(env)),
+        trial(LATE_TRIAL, env, provider_installed_later),
+        trial(
+            "stores::inline_provider_becomes_an_owned_object",
+            env,
+            inline_provider_object,
+        ),
+        trial(
+            "stores::switch_to_provider_ref_keeps_the_secret",
+            env,
+            switch_to_provider_ref,
+        ),
+        trial(
+            "stores::cluster_store_from_two_namespaces_and_conditions",
+            env,
+            cluster_store,
+        ),
+        trial(
+            "stores::validation_result_and_invalid_provider",
+            env,
+            validation,
+        ),
+        trial("stores::other_controller_class_is_left_alone", env, |env| {
+            other_class(env)
+        }),
     ]
 }
 
 fn fake_resource(cluster: bool) -> ApiResource {
-    let group = if cluster { "cluster.providers.external-secrets.io" } else { "providers.external-secrets.io" };
+    let group = if cluster {
+        "cluster.providers.external-secrets.io"
+    } else {
+        "providers.external-secrets.io"
+    };
     ApiResource {
         group: group.into(),
         version: "v1alpha1".into(),
@@ -60,10 +83,18 @@ async fn cluster_store_value(client: &Client, name: &str) -> Result<Value> {
     Ok(serde_json::to_value(api.get(name).await?)?)
 }
 
-async fn wait_fake_data(api: &Api<DynamicObject>, name: &str, want: &Value) -> Result<DynamicObject> {
+async fn wait_fake_data(
+    api: &Api<DynamicObject>,
+    name: &str,
+    want: &Value,
+) -> Result<DynamicObject> {
     testenv::wait_for(TIMEOUT, &format!("Fake {name} to hold {want}"), || async {
         let obj = api.get(name).await?;
-        if &obj.data["spec"]["data"] == want { Ok(obj) } else { Err(anyhow!("spec.data is {}", obj.data["spec"]["data"])) }
+        if &obj.data["spec"]["data"] == want {
+            Ok(obj)
+        } else {
+            Err(anyhow!("spec.data is {}", obj.data["spec"]["data"]))
+        }
     })
     .await
 }
@@ -86,32 +117,55 @@ spec:
     let stored = store_value(&client, &ns, "inline").await?;
     let owners = obj.owner_references();
     ensure!(
-        owners.len() == 1 && owners[0].kind == "SecretStore" && owners[0].name == "inline" && owners[0].controller == Some(true)
+        owners.len() == 1
+            && owners[0].kind == "SecretStore"
+            && owners[0].name == "inline"
+            && owners[0].controller == Some(true)
             && Some(owners[0].uid.as_str()) == stored["metadata"]["uid"].as_str(),
         "owner references: {owners:?}"
     );
-    let stored = wait_ready("SecretStore inline", "True", "Valid", || store_value(&client, &ns, "inline")).await?;
-    ensure!(stored["status"]["capabilities"] == "ReadWrite", "capabilities: {stored}");
-    wait_ready("Fake inline", "True", "Valid", || async { Ok(serde_json::to_value(api.get("inline").await?)?) }).await?;
+    let stored = wait_ready("SecretStore inline", "True", "Valid", || {
+        store_value(&client, &ns, "inline")
+    })
+    .await?;
+    ensure!(
+        stored["status"]["capabilities"] == "ReadWrite",
+        "capabilities: {stored}"
+    );
+    wait_ready("Fake inline", "True", "Valid", || async {
+        Ok(serde_json::to_value(api.get("inline").await?)?)
+    })
+    .await?;
 
     // A change to spec.provider propagates.
-    testenv::apply_yaml_in(&client, &ns, &store.replace(r#"value: "1""#, r#"value: "2""#), true).await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &store.replace(r#"value: "1""#, r#"value: "2""#),
+        true,
+    )
+    .await?;
     wait_fake_data(&api, "inline", &json!([{"key": "a", "value": "2"}])).await?;
 
     // A hand edit of the generated object is put back.
     let edit = json!({"spec": {"data": [{"key": "a", "value": "edited"}]}});
-    api.patch("inline", &PatchParams::default(), &Patch::Merge(&edit)).await?;
+    api.patch("inline", &PatchParams::default(), &Patch::Merge(&edit))
+        .await?;
     wait_fake_data(&api, "inline", &json!([{"key": "a", "value": "2"}])).await?;
 
     // Deleting the store removes it.
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
     stores.delete("inline", &DeleteParams::default()).await?;
-    testenv::wait_for(TIMEOUT, "the generated Fake to be deleted with its store", || async {
-        match api.get_opt("inline").await? {
-            None => Ok(()),
-            Some(_) => Err(anyhow!("Fake inline still exists")),
-        }
-    })
+    testenv::wait_for(
+        TIMEOUT,
+        "the generated Fake to be deleted with its store",
+        || async {
+            match api.get_opt("inline").await? {
+                None => Ok(()),
+                Some(_) => Err(anyhow!("Fake inline still exists")),
+            }
+        },
+    )
     .await
 }
 
@@ -119,7 +173,12 @@ async fn switch_to_provider_ref(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let (ns, before) = synced_namespace(&client, "store-switch").await?;
     let es_api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
-    let refreshed_before = es_api.get("app").await?.status.and_then(|s| s.refresh_time).map(|t| t.0);
+    let refreshed_before = es_api
+        .get("app")
+        .await?
+        .status
+        .and_then(|s| s.refresh_time)
+        .map(|t| t.0);
     // refreshTime has a resolution of one second.
     tokio::time::sleep(Duration::from_millis(1100)).await;
 
@@ -141,23 +200,48 @@ async fn switch_to_provider_ref(env: Arc<Env>) -> Result<()> {
     testenv::apply_yaml_in(&client, &ns, &serde_yaml::to_string(&switched)?, true).await?;
 
     let generated = fakes(&client, Some(&ns));
-    testenv::wait_for(TIMEOUT, "the Fake converted from spec.provider to be removed", || async {
-        match generated.get_opt("fake").await? {
-            None => Ok(()),
-            Some(_) => Err(anyhow!("Fake fake still exists")),
-        }
+    testenv::wait_for(
+        TIMEOUT,
+        "the Fake converted from spec.provider to be removed",
+        || async {
+            match generated.get_opt("fake").await? {
+                None => Ok(()),
+                Some(_) => Err(anyhow!("Fake fake still exists")),
+            }
+        },
+    )
+    .await?;
+    wait_ready("SecretStore fake", "True", "Valid", || {
+        store_value(&client, &ns, "fake")
     })
     .await?;
-    wait_ready("SecretStore fake", "True", "Valid", || store_value(&client, &ns, "fake")).await?;
     // The store change makes the ExternalSecret sync again, through the new provider object.
-    testenv::wait_for(TIMEOUT, "the ExternalSecret to sync after the switch", || async {
-        let es = es_api.get("app").await?;
-        let refreshed = es.status.as_ref().and_then(|s| s.refresh_time.as_ref()).map(|t| t.0);
-        let ready = es.status.as_ref().and_then(|s| api::conditions::find(&s.conditions, "Ready")).map(|c| c.status.as_str());
-        if refreshed > refreshed_before && ready == Some("True") { Ok(()) } else { Err(anyhow!("refreshTime {refreshed:?}, Ready {ready:?}")) }
-    })
+    testenv::wait_for(
+        TIMEOUT,
+        "the ExternalSecret to sync after the switch",
+        || async {
+            let es = es_api.get("app").await?;
+            let refreshed = es
+                .status
+                .as_ref()
+                .and_then(|s| s.refresh_time.as_ref())
+                .map(|t| t.0);
+            let ready = es
+                .status
+                .as_ref()
+                .and_then(|s| api::conditions::find(&s.conditions, "Ready"))
+                .map(|c| c.status.as_str());
+            if refreshed > refreshed_before && ready == Some("True") {
+                Ok(())
+            } else {
+                Err(anyhow!("refreshTime {refreshed:?}, Ready {ready:?}"))
+            }
+        },
+    )
     .await?;
-    let after = Api::<Secret>::namespaced(client.clone(), &ns).get("app-secret").await?;
+    let after = Api::<Secret>::namespaced(client.clone(), &ns)
+        .get("app-secret")
+        .await?;
     ensure!(
         after.metadata.resource_version == before.metadata.resource_version,
         "the switch rewrote the Secret"
@@ -179,16 +263,36 @@ async fn provider_installed_later(env: Arc<Env>) -> Result<()> {
         "spec": {"provider": {"fake": {"data": [{"key": "k", "value": "v"}]}}},
     });
     testenv::apply_yaml(&client, &serde_yaml::to_string(&store)?, true).await?;
-    let css = wait_ready("ClusterSecretStore", "False", "ProviderNotInstalled", || cluster_store_value(&client, &name)).await?;
-    let message = css["status"]["conditions"][0]["message"].as_str().unwrap_or_default().to_owned();
-    ensure!(message.contains(LATE_CRD), "message names the CRD: {message}");
+    let css = wait_ready(
+        "ClusterSecretStore",
+        "False",
+        "ProviderNotInstalled",
+        || cluster_store_value(&client, &name),
+    )
+    .await?;
+    let message = css["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    ensure!(
+        message.contains(LATE_CRD),
+        "message names the CRD: {message}"
+    );
 
     let crd = std::fs::read_to_string(Env::path(format!("crds/{LATE_CRD}.yaml")))?;
     testenv::apply_yaml(&client, &crd, true).await?;
     late_crd(&client).await?;
-    wait_ready("ClusterSecretStore", "True", "Valid", || cluster_store_value(&client, &name)).await?;
+    wait_ready("ClusterSecretStore", "True", "Valid", || {
+        cluster_store_value(&client, &name)
+    })
+    .await?;
     let obj = fakes(&client, None).get(&name).await?;
-    ensure!(obj.owner_references().first().is_some_and(|o| o.kind == "ClusterSecretStore"), "owner of the cluster Fake");
+    ensure!(
+        obj.owner_references()
+            .first()
+            .is_some_and(|o| o.kind == "ClusterSecretStore"),
+        "owner of the cluster Fake"
+    );
     Ok(())
 }
 
@@ -209,7 +313,10 @@ async fn cluster_store(env: Arc<Env>) -> Result<()> {
         },
     });
     testenv::apply_yaml(&client, &serde_yaml::to_string(&store)?, true).await?;
-    wait_ready("ClusterSecretStore", "True", "Valid", || cluster_store_value(&client, &name)).await?;
+    wait_ready("ClusterSecretStore", "True", "Valid", || {
+        cluster_store_value(&client, &name)
+    })
+    .await?;
     let es = |ns: &str| {
         json!({
             "apiVersion": "external-secrets.io/v1",
@@ -226,17 +333,37 @@ async fn cluster_store(env: Arc<Env>) -> Result<()> {
         testenv::apply_yaml_in(&client, ns, &serde_yaml::to_string(&es(ns))?, true).await?;
         crate::sync::wait_secret(&client, ns, "from-cluster", &want).await?;
     }
-    testenv::apply_yaml_in(&client, &ns_denied, &serde_yaml::to_string(&es(&ns_denied))?, true).await?;
-    let es_api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns_denied);
-    let denied = wait_ready("ExternalSecret in the denied namespace", "False", "SecretSyncedError", || async {
-        Ok(serde_json::to_value(es_api.get("from-cluster").await?)?)
-    })
+    testenv::apply_yaml_in(
+        &client,
+        &ns_denied,
+        &serde_yaml::to_string(&es(&ns_denied))?,
+        true,
+    )
     .await?;
-    let message = denied["status"]["conditions"][0]["message"].as_str().unwrap_or_default().to_owned();
-    let eso = format!("using cluster store \"{name}\" is not allowed from namespace \"{ns_denied}\": denied by spec.condition");
-    ensure!(message.contains(&eso), "message {message:?} lacks ESO's text {eso:?}");
+    let es_api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns_denied);
+    let denied = wait_ready(
+        "ExternalSecret in the denied namespace",
+        "False",
+        "SecretSyncedError",
+        || async { Ok(serde_json::to_value(es_api.get("from-cluster").await?)?) },
+    )
+    .await?;
+    let message = denied["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let eso = format!(
+        "using cluster store \"{name}\" is not allowed from namespace \"{ns_denied}\": denied by spec.condition"
+    );
     ensure!(
-        Api::<Secret>::namespaced(client.clone(), &ns_denied).get_opt("from-cluster").await?.is_none(),
+        message.contains(&eso),
+        "message {message:?} lacks ESO's text {eso:?}"
+    );
+    ensure!(
+        Api::<Secret>::namespaced(client.clone(), &ns_denied)
+            .get_opt("from-cluster")
+            .await?
+            .is_none(),
         "a Secret was written in the denied namespace"
     );
     Ok(())
@@ -265,17 +392,35 @@ spec:
   data: [{key: a}]
 "#;
     testenv::apply_yaml_in(&client, &ns, objects, true).await?;
-    wait_ready("SecretStore failing", "False", "ValidationFailed", || store_value(&client, &ns, "failing")).await?;
-    wait_ready("SecretStore unknown", "True", "ValidationUnknown", || store_value(&client, &ns, "unknown")).await?;
-    let api = fakes(&client, Some(&ns));
-    let obj = wait_ready("Fake no-value", "False", "InvalidProviderConfig", || async {
-        Ok(serde_json::to_value(api.get("no-value").await?)?)
+    wait_ready("SecretStore failing", "False", "ValidationFailed", || {
+        store_value(&client, &ns, "failing")
     })
     .await?;
-    let message = obj["status"]["conditions"][0]["message"].as_str().unwrap_or_default().to_owned();
-    ensure!(message.contains("data[0].value"), "message names the field: {message}");
+    wait_ready("SecretStore unknown", "True", "ValidationUnknown", || {
+        store_value(&client, &ns, "unknown")
+    })
+    .await?;
+    let api = fakes(&client, Some(&ns));
+    let obj = wait_ready(
+        "Fake no-value",
+        "False",
+        "InvalidProviderConfig",
+        || async { Ok(serde_json::to_value(api.get("no-value").await?)?) },
+    )
+    .await?;
+    let message = obj["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    ensure!(
+        message.contains("data[0].value"),
+        "message names the field: {message}"
+    );
     let reasons = event_reasons(&client, &ns, "failing").await?;
-    ensure!(reasons.contains(&"ValidationFailed".to_owned()), "events: {reasons:?}");
+    ensure!(
+        reasons.contains(&"ValidationFailed".to_owned()),
+        "events: {reasons:?}"
+    );
     Ok(())
 }
 
@@ -299,10 +444,19 @@ spec:
 "#;
     testenv::apply_yaml_in(&client, &ns, objects, true).await?;
     // Once ours is validated, theirs has long been seen by the same controller.
-    wait_ready("SecretStore ours", "True", "Valid", || store_value(&client, &ns, "ours")).await?;
+    wait_ready("SecretStore ours", "True", "Valid", || {
+        store_value(&client, &ns, "ours")
+    })
+    .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let theirs = store_value(&client, &ns, "theirs").await?;
-    ensure!(theirs.get("status").is_none_or(Value::is_null), "a store of another class got status: {theirs}");
-    ensure!(fakes(&client, Some(&ns)).get_opt("theirs").await?.is_none(), "a store of another class was converted");
+    ensure!(
+        theirs.get("status").is_none_or(Value::is_null),
+        "a store of another class got status: {theirs}"
+    );
+    ensure!(
+        fakes(&client, Some(&ns)).get_opt("theirs").await?.is_none(),
+        "a store of another class was converted"
+    );
     Ok(())
 }

@@ -30,11 +30,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             store_change_resyncs(env)
         }),
         trial(
-            "sync::periodic_refresh_sees_provider_object_change",
+            "sync::provider_object_change_and_periodic_refresh",
             env,
-            |env| periodic_refresh(env),
+            periodic_refresh,
         ),
-        trial("sync::fifty_converge", env, |env| fifty_converge(env)),
+        trial("sync::fifty_converge", env, fifty_converge),
     ]
 }
 
@@ -349,7 +349,30 @@ spec:
     .await?;
     let two = BTreeMap::from([("token".to_owned(), b"two".to_vec())]);
     wait_secret(&client, &ns, "periodic", &two).await?;
-    Ok(())
+    // The client built from the old spec was closed and replaced.
+    let metrics = scrape(env.metrics_addr()).await?;
+    ensure!(
+        sample(
+            &metrics,
+            "clientmanager_cache_evictions_total{provider=\"Fake\",reason=\"changed\"}"
+        )
+        .is_some_and(|v| v >= 1.0),
+        "no eviction counted"
+    );
+
+    // Nothing changes any more; only the 2s interval makes it sync again.
+    let api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let refreshed = |es: ExternalSecret| es.status.and_then(|s| s.refresh_time).map(|t| t.0);
+    let first = refreshed(api.get("periodic").await?).ok_or_else(|| anyhow!("no refreshTime"))?;
+    testenv::wait_for(TIMEOUT, "a periodic refresh", || async {
+        let now = refreshed(api.get("periodic").await?).ok_or_else(|| anyhow!("no refreshTime"))?;
+        if now.duration_since(first).as_secs() >= 2 {
+            Ok(())
+        } else {
+            Err(anyhow!("refreshTime still {now}"))
+        }
+    })
+    .await
 }
 
 async fn fifty_converge(env: Arc<Env>) -> Result<()> {

@@ -1,11 +1,49 @@
-//! PLACEHOLDER: replaced with ESO's full Gitlab provider spec.
+//! ESO's GitLab provider: CI/CD variables of a project and its groups. Read-only.
 
+use k8s_openapi::ByteString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::meta::{CaProvider, SecretKeySelector};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GitlabProvider {
+    /// Base URL of the GitLab instance; unset means https://gitlab.com/.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placeholder: Option<String>,
+    pub url: Option<String>,
+    pub auth: GitlabAuth,
+    /// Project whose variables are read.
+    #[serde(rename = "projectID", default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
+    /// Also read the variables of the project's ancestor groups; exclusive with `groupIDs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inherit_from_groups: Option<bool>,
+    /// Groups whose variables are read; on a conflict the project wins, then the later group.
+    #[serde(rename = "groupIDs", default, skip_serializing_if = "Option::is_none")]
+    pub group_ids: Option<Vec<String>>,
+    /// `environment_scope` the variables must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+    /// PEM CA bundle for the GitLab server, base64 on the wire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::meta::base64_bytes")]
+    pub ca_bundle: Option<ByteString>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_provider: Option<CaProvider>,
+}
+
+/// ESO spells the only key with a capital letter (`SecretRef`); kept for compatibility.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GitlabAuth {
+    #[serde(rename = "SecretRef")]
+    pub secret_ref: GitlabSecretRef,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitlabSecretRef {
+    /// A personal, group or project access token with `read_api`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_token: Option<SecretKeySelector>,
 }

@@ -25,7 +25,10 @@ pub fn field_manager(es_name: &str) -> String {
     if name.len() > 63 {
         use sha3::Digest;
         let digest = sha3::Sha3_224::digest(es_name.as_bytes());
-        format!("externalsecrets.external-secrets.io/sha3/{}", hex::encode(digest))
+        format!(
+            "externalsecrets.external-secrets.io/sha3/{}",
+            hex::encode(digest)
+        )
     } else {
         name
     }
@@ -94,7 +97,12 @@ pub fn requeue_after(es: &ExternalSecret, now: Timestamp) -> Option<Duration> {
         return None;
     }
     let interval = refresh_interval(es).ok().filter(|i| !i.is_zero())?;
-    let refreshed = es.status.as_ref().and_then(|s| s.refresh_time.as_ref()).map(|t| t.0).unwrap_or(now);
+    let refreshed = es
+        .status
+        .as_ref()
+        .and_then(|s| s.refresh_time.as_ref())
+        .map(|t| t.0)
+        .unwrap_or(now);
     let elapsed = now.duration_since(refreshed).unsigned_abs();
     Some(interval.saturating_sub(elapsed).max(Duration::from_secs(1)))
 }
@@ -126,14 +134,29 @@ pub fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
 pub fn unsupported(es: &ExternalSecret) -> Result<(), (String, String)> {
     let target = es.spec.target.as_ref();
     if target.and_then(|t| t.manifest.as_ref()).is_some() {
-        return Err(("spec.target.manifest".into(), "generic targets are not supported yet".into()));
+        return Err((
+            "spec.target.manifest".into(),
+            "generic targets are not supported yet".into(),
+        ));
     }
     let template = target.and_then(|t| t.template.as_ref());
-    if template.and_then(|t| t.data.as_ref()).is_some_and(|d| !d.is_empty()) {
-        return Err(("spec.target.template.data".into(), "templating is not supported yet".into()));
+    if template
+        .and_then(|t| t.data.as_ref())
+        .is_some_and(|d| !d.is_empty())
+    {
+        return Err((
+            "spec.target.template.data".into(),
+            "templating is not supported yet".into(),
+        ));
     }
-    if template.and_then(|t| t.template_from.as_ref()).is_some_and(|d| !d.is_empty()) {
-        return Err(("spec.target.template.templateFrom".into(), "templating is not supported yet".into()));
+    if template
+        .and_then(|t| t.template_from.as_ref())
+        .is_some_and(|d| !d.is_empty())
+    {
+        return Err((
+            "spec.target.template.templateFrom".into(),
+            "templating is not supported yet".into(),
+        ));
     }
     Ok(())
 }
@@ -152,9 +175,16 @@ pub fn decode(value: Vec<u8>, decoding: Decoding) -> Result<Vec<u8>, String> {
     let url = base64::engine::general_purpose::URL_SAFE;
     match decoding {
         Decoding::None => Ok(value),
-        Decoding::Base64 => std.decode(&value).map_err(|e| format!("base64 decoding failed: {e}")),
-        Decoding::Base64Url => url.decode(&value).map_err(|e| format!("base64url decoding failed: {e}")),
-        Decoding::Auto => Ok(std.decode(&value).or_else(|_| url.decode(&value)).unwrap_or(value)),
+        Decoding::Base64 => std
+            .decode(&value)
+            .map_err(|e| format!("base64 decoding failed: {e}")),
+        Decoding::Base64Url => url
+            .decode(&value)
+            .map_err(|e| format!("base64url decoding failed: {e}")),
+        Decoding::Auto => Ok(std
+            .decode(&value)
+            .or_else(|_| url.decode(&value))
+            .unwrap_or(value)),
     }
 }
 
@@ -179,7 +209,10 @@ pub fn desired_secret(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>) -> 
         "namespace": namespace,
     });
     if policy == CreationPolicy::Owner {
-        labels.insert(CREATED_BY_LABEL.to_owned(), hash::created_by(&namespace, &es.name_any()));
+        labels.insert(
+            CREATED_BY_LABEL.to_owned(),
+            hash::created_by(&namespace, &es.name_any()),
+        );
         let owner: Option<OwnerReference> = es.controller_owner_ref(&());
         metadata["ownerReferences"] = json!(owner.into_iter().collect::<Vec<_>>());
     }
@@ -206,8 +239,15 @@ pub fn desired_secret(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>) -> 
 
 /// Keys of `existing` this ExternalSecret must remove: with Owner and Orphan the Secret holds
 /// exactly the fetched data, with Merge and CreateOrMerge other writers' keys stay.
-pub fn stale_keys(es: &ExternalSecret, existing: &Secret, data: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
-    if !matches!(creation_policy(es), CreationPolicy::Owner | CreationPolicy::Orphan) {
+pub fn stale_keys(
+    es: &ExternalSecret,
+    existing: &Secret,
+    data: &BTreeMap<String, Vec<u8>>,
+) -> Vec<String> {
+    if !matches!(
+        creation_policy(es),
+        CreationPolicy::Owner | CreationPolicy::Orphan
+    ) {
         return Vec::new();
     }
     secret_data(existing)

@@ -21,7 +21,11 @@ struct Stores<'a> {
 }
 
 impl Stores<'_> {
-    async fn handle(&mut self, over: Option<&SecretStoreRef>, field: &str) -> Result<Handle, Outcome> {
+    async fn handle(
+        &mut self,
+        over: Option<&SecretStoreRef>,
+        field: &str,
+    ) -> Result<Handle, Outcome> {
         let store = match over {
             Some(r) => to_store_ref(r),
             None => self.default.clone().ok_or_else(|| Error::Invalid {
@@ -54,7 +58,10 @@ fn decoding(strategy: Option<DecodingStrategy>) -> Decoding {
     }
 }
 
-pub(super) async fn fetch(es: &ExternalSecret, ctx: &Context) -> Result<BTreeMap<String, Vec<u8>>, Outcome> {
+pub(super) async fn fetch(
+    es: &ExternalSecret,
+    ctx: &Context,
+) -> Result<BTreeMap<String, Vec<u8>>, Outcome> {
     let mut stores = Stores {
         ctx,
         namespace: es.namespace().unwrap_or_default(),
@@ -75,14 +82,22 @@ pub(super) async fn fetch(es: &ExternalSecret, ctx: &Context) -> Result<BTreeMap
                 property: extract.property.clone(),
                 version: extract.version.clone(),
             };
-            (handle.client.get_secret_map(&remote).await, extract.decoding_strategy, "GetSecretMap")
+            (
+                handle.client.get_secret_map(&remote).await,
+                extract.decoding_strategy,
+                "GetSecretMap",
+            )
         } else if let Some(find) = &entry.find {
             let request = FindRequest {
                 path: find.path.clone(),
                 name_regexp: find.name.as_ref().and_then(|n| n.regexp.clone()),
                 tags: find.tags.clone().unwrap_or_default(),
             };
-            (handle.client.get_all_secrets(&request).await, find.decoding_strategy, "GetAllSecrets")
+            (
+                handle.client.get_all_secrets(&request).await,
+                find.decoding_strategy,
+                "GetAllSecrets",
+            )
         } else {
             return Err(Error::Invalid {
                 field,
@@ -90,7 +105,11 @@ pub(super) async fn fetch(es: &ExternalSecret, ctx: &Context) -> Result<BTreeMap
             }
             .into());
         };
-        ctx.metrics.provider_call(kind, call, result.is_ok() || matches!(result, Err(provider::Error::NoSecret)));
+        ctx.metrics.provider_call(
+            kind,
+            call,
+            result.is_ok() || matches!(result, Err(provider::Error::NoSecret)),
+        );
         let map = match result {
             Ok(m) => m,
             Err(provider::Error::NoSecret) if !retain => {
@@ -138,10 +157,13 @@ pub(super) async fn fetch(es: &ExternalSecret, ctx: &Context) -> Result<BTreeMap
                 .into());
             }
         };
-        let value = decode(value, decoding(entry.remote_ref.decoding_strategy)).map_err(|message| Error::Invalid {
-            field: format!("{field}.remoteRef.decodingStrategy"),
-            message,
-        })?;
+        let value =
+            decode(value, decoding(entry.remote_ref.decoding_strategy)).map_err(|message| {
+                Error::Invalid {
+                    field: format!("{field}.remoteRef.decodingStrategy"),
+                    message,
+                }
+            })?;
         out.insert(entry.secret_key.clone(), value);
     }
     Ok(out)

@@ -39,12 +39,19 @@ pub fn created_by(namespace: &str, name: &str) -> String {
 
 /// A hash of labels and annotations for `status.syncedResourceVersion`, so that a changed label
 /// or annotation (e.g. `force-sync`) triggers a refresh. Go prints maps sorted as `map[k:v]`.
-pub fn meta_hash(labels: &BTreeMap<String, String>, annotations: &BTreeMap<String, String>) -> String {
+pub fn meta_hash(
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> String {
     let render = |m: &BTreeMap<String, String>| {
         let items: Vec<String> = m.iter().map(|(k, v)| format!("{k}:{v}")).collect();
         format!("map[{}]", items.join(" "))
     };
-    sha3_hex(&format!("{{Labels:{} Annotations:{}}}", render(labels), render(annotations)))
+    sha3_hex(&format!(
+        "{{Labels:{} Annotations:{}}}",
+        render(labels),
+        render(annotations)
+    ))
 }
 
 #[cfg(test)]
@@ -59,6 +66,9 @@ mod tests {
         let data = BTreeMap::from([("b".to_string(), vec![]), ("a".to_string(), b"hi".to_vec())]);
         assert_eq!(data_hash(&data), sha3_hex("map[a:[104 105] b:[]]"));
         assert_eq!(sha3_hex("").len(), 56);
-        assert_eq!(sha3_hex(""), "6b4e03423667dbb73b6e15454f0eb1abd4597f9a1b078e3f5b5a6bc7");
+        assert_eq!(
+            sha3_hex(""),
+            "6b4e03423667dbb73b6e15454f0eb1abd4597f9a1b078e3f5b5a6bc7"
+        );
     }
 }

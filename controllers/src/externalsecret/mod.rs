@@ -36,7 +36,10 @@ pub enum Error {
     #[error(transparent)]
     Store(#[from] clientmanager::Error),
     #[error("{field}: {source}")]
-    Provider { field: String, source: provider::Error },
+    Provider {
+        field: String,
+        source: provider::Error,
+    },
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
     #[error("could not read target Secret {name:?}: {source}")]
@@ -79,12 +82,19 @@ enum Written {
 }
 
 #[instrument(skip_all, fields(namespace = es.namespace(), name = es.name_any()))]
-pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>, force: bool) -> Result<Action, Error> {
+pub async fn reconcile(
+    es: Arc<ExternalSecret>,
+    ctx: Arc<Context>,
+    force: bool,
+) -> Result<Action, Error> {
     let started = Instant::now();
     let name = es.name_any();
     let namespace = es.namespace().unwrap_or_default();
     let object_labels = labels(&name, &namespace);
-    ctx.metrics.es_sync_calls.get_or_create(&object_labels).inc();
+    ctx.metrics
+        .es_sync_calls
+        .get_or_create(&object_labels)
+        .inc();
     let result = sync(&es, &ctx, force).await;
     ctx.metrics
         .es_reconcile_duration
@@ -98,10 +108,27 @@ pub async fn reconcile(es: Arc<ExternalSecret>, ctx: Arc<Context>, force: bool) 
         }
         Err(Skip) => Ok(Action::await_change()),
         Err(Failed(e)) => {
-            ctx.metrics.es_sync_errors.get_or_create(&object_labels).inc();
+            ctx.metrics
+                .es_sync_errors
+                .get_or_create(&object_labels)
+                .inc();
             let message = e.to_string();
-            write_status(&es, &ctx, ConditionStatus::False, reason::SYNC_ERROR, &message, false).await?;
-            ctx.event(&es.object_ref(&()), EventType::Warning, "UpdateFailed", message).await;
+            write_status(
+                &es,
+                &ctx,
+                ConditionStatus::False,
+                reason::SYNC_ERROR,
+                &message,
+                false,
+            )
+            .await?;
+            ctx.event(
+                &es.object_ref(&()),
+                EventType::Warning,
+                "UpdateFailed",
+                message,
+            )
+            .await;
             if e.is_terminal() {
                 Ok(Action::await_change())
             } else {
@@ -137,16 +164,22 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
     let namespace = es.namespace().unwrap_or_default();
     let target = desired::target_name(es);
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let existing = secrets.get_opt(&target).await.map_err(|source| Error::ReadSecret {
-        name: target.clone(),
-        source,
-    })?;
+    let existing = secrets
+        .get_opt(&target)
+        .await
+        .map_err(|source| Error::ReadSecret {
+            name: target.clone(),
+            source,
+        })?;
     desired::refresh_interval(es).map_err(|message| Error::Invalid {
         field: "spec.refreshInterval".into(),
         message,
     })?;
     desired::unsupported(es).map_err(|(field, message)| Error::Invalid { field, message })?;
-    if !force && !desired::should_refresh(es, now) && desired::secret_is_valid(es, existing.as_ref()) {
+    if !force
+        && !desired::should_refresh(es, now)
+        && desired::secret_is_valid(es, existing.as_ref())
+    {
         debug!("nothing to refresh");
         return Ok(requeue(es, now));
     }
@@ -168,16 +201,52 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
     };
 
     let (status, reason, message) = match written {
-        Written::Deleted => (ConditionStatus::True, reason::DELETED, "secret deleted: the provider returned no data"),
-        Written::Retained => (ConditionStatus::True, reason::SYNCED, "secret retained: the provider returned no data"),
-        Written::MissingForMerge => (ConditionStatus::False, reason::MISSING, "secret will not be created: creationPolicy is Merge and the Secret does not exist"),
+        Written::Deleted => (
+            ConditionStatus::True,
+            reason::DELETED,
+            "secret deleted: the provider returned no data",
+        ),
+        Written::Retained => (
+            ConditionStatus::True,
+            reason::SYNCED,
+            "secret retained: the provider returned no data",
+        ),
+        Written::MissingForMerge => (
+            ConditionStatus::False,
+            reason::MISSING,
+            "secret will not be created: creationPolicy is Merge and the Secret does not exist",
+        ),
         _ => (ConditionStatus::True, reason::SYNCED, "secret synced"),
     };
     write_status(es, ctx, status, reason, message, true).await?;
     match written {
-        Written::Created => ctx.event(&es.object_ref(&()), EventType::Normal, "Created", "secret created".into()).await,
-        Written::Updated => ctx.event(&es.object_ref(&()), EventType::Normal, "Updated", "secret updated".into()).await,
-        Written::Deleted => ctx.event(&es.object_ref(&()), EventType::Normal, "Deleted", "secret deleted".into()).await,
+        Written::Created => {
+            ctx.event(
+                &es.object_ref(&()),
+                EventType::Normal,
+                "Created",
+                "secret created".into(),
+            )
+            .await
+        }
+        Written::Updated => {
+            ctx.event(
+                &es.object_ref(&()),
+                EventType::Normal,
+                "Updated",
+                "secret updated".into(),
+            )
+            .await
+        }
+        Written::Deleted => {
+            ctx.event(
+                &es.object_ref(&()),
+                EventType::Normal,
+                "Deleted",
+                "secret deleted".into(),
+            )
+            .await
+        }
         _ => {}
     }
     Ok(requeue(es, now))
@@ -206,18 +275,25 @@ async fn write_secret(
     }
     if let Some(existing) = existing {
         let current = desired::secret_data(existing);
-        let data_changes = desired::stale_keys(es, existing, data).len() > 0
+        let data_changes = !desired::stale_keys(es, existing, data).is_empty()
             || data.iter().any(|(k, v)| current.get(k) != Some(v));
         if existing.immutable == Some(true) && data_changes {
             return Err(Error::Immutable { name: target });
         }
-        if !data_changes && desired::secret_is_valid(es, Some(existing)) && metadata_matches(existing, &body) {
+        if !data_changes
+            && desired::secret_is_valid(es, Some(existing))
+            && metadata_matches(existing, &body)
+        {
             return Ok(Written::Unchanged);
         }
     }
     let manager = desired::field_manager(&es.name_any());
     secrets
-        .patch(&target, &PatchParams::apply(&manager).force(), &Patch::Apply(&body))
+        .patch(
+            &target,
+            &PatchParams::apply(&manager).force(),
+            &Patch::Apply(&body),
+        )
         .await
         .map_err(|source| Error::WriteSecret {
             name: target.clone(),
@@ -232,7 +308,8 @@ async fn write_secret(
                 .iter()
                 .map(|k| json!({"op": "remove", "path": format!("/data/{}", k.replace('~', "~0").replace('/', "~1"))}))
                 .collect();
-            let patch: json_patch::Patch = serde_json::from_value(json!(ops)).expect("well-formed JSON patch");
+            let patch: json_patch::Patch =
+                serde_json::from_value(json!(ops)).expect("well-formed JSON patch");
             secrets
                 .patch(&target, &PatchParams::default(), &Patch::<()>::Json(patch))
                 .await
@@ -251,8 +328,10 @@ async fn write_secret(
 fn metadata_matches(existing: &Secret, body: &serde_json::Value) -> bool {
     let want = &body["metadata"];
     let has_all = |have: &BTreeMap<String, String>, want: &serde_json::Value| {
-        want.as_object()
-            .is_none_or(|m| m.iter().all(|(k, v)| have.get(k).map(String::as_str) == v.as_str()))
+        want.as_object().is_none_or(|m| {
+            m.iter()
+                .all(|(k, v)| have.get(k).map(String::as_str) == v.as_str())
+        })
     };
     let owners_ok = want["ownerReferences"].as_array().is_none_or(|owners| {
         owners.iter().all(|o| {
@@ -262,10 +341,16 @@ fn metadata_matches(existing: &Secret, body: &serde_json::Value) -> bool {
                 .any(|e| Some(e.uid.as_str()) == o["uid"].as_str())
         })
     });
-    has_all(existing.labels(), &want["labels"]) && has_all(existing.annotations(), &want["annotations"]) && owners_ok
+    has_all(existing.labels(), &want["labels"])
+        && has_all(existing.annotations(), &want["annotations"])
+        && owners_ok
 }
 
-async fn delete_owned(es: &ExternalSecret, secrets: &Api<Secret>, secret: &Secret) -> Result<(), Error> {
+async fn delete_owned(
+    es: &ExternalSecret,
+    secrets: &Api<Secret>,
+    secret: &Secret,
+) -> Result<(), Error> {
     let ours = es.uid().is_some_and(|uid| {
         secret
             .owner_references()
@@ -275,7 +360,8 @@ async fn delete_owned(es: &ExternalSecret, secrets: &Api<Secret>, secret: &Secre
     if !ours {
         return Err(Error::Invalid {
             field: "spec.target.deletionPolicy".into(),
-            message: "Delete only removes a Secret this ExternalSecret owns (creationPolicy Owner)".into(),
+            message: "Delete only removes a Secret this ExternalSecret owns (creationPolicy Owner)"
+                .into(),
         });
     }
     secrets
@@ -302,7 +388,11 @@ async fn write_status(
     let now = Timestamp::now();
     let previous = es.status.clone().unwrap_or_default();
     let mut conditions = previous.conditions.clone();
-    set_condition(&mut conditions, Condition::ready(status, reason, message), now);
+    set_condition(
+        &mut conditions,
+        Condition::ready(status, reason, message),
+        now,
+    );
     let mut new = ExternalSecretStatus {
         conditions,
         observed_generation: es.meta().generation,
@@ -315,22 +405,30 @@ async fn write_status(
             name: Some(desired::target_name(es)),
         });
     }
-    ctx.metrics
-        .es_condition
-        .set(&es.name_any(), &es.namespace().unwrap_or_default(), READY, status);
+    ctx.metrics.es_condition.set(
+        &es.name_any(),
+        &es.namespace().unwrap_or_default(),
+        READY,
+        status,
+    );
     if new == previous {
         return Ok(());
     }
-    let api: Api<ExternalSecret> = Api::namespaced(ctx.client.clone(), &es.namespace().unwrap_or_default());
+    let api: Api<ExternalSecret> =
+        Api::namespaced(ctx.client.clone(), &es.namespace().unwrap_or_default());
     let patch = json!({
         "apiVersion": "external-secrets.io/v1",
         "kind": "ExternalSecret",
         "status": new,
     });
-    api.patch_status(&es.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
-        .await
-        .map(|_| ())
-        .map_err(Error::Status)
+    api.patch_status(
+        &es.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map(|_| ())
+    .map_err(Error::Status)
 }
 
 /// Whether `es` reads from the store `kind`/`name`, directly or through a `sourceRef`.
@@ -341,10 +439,16 @@ pub fn uses_store(es: &ExternalSecret, kind: clientmanager::StoreKind, name: &st
     let spec = &es.spec;
     spec.secret_store_ref.as_ref().is_some_and(matches)
         || spec.data.iter().flatten().any(|d| {
-            d.source_ref.as_ref().and_then(|s| s.store_ref.as_ref()).is_some_and(matches)
+            d.source_ref
+                .as_ref()
+                .and_then(|s| s.store_ref.as_ref())
+                .is_some_and(matches)
         })
         || spec.data_from.iter().flatten().any(|d| {
-            d.source_ref.as_ref().and_then(|s| s.store_ref.as_ref()).is_some_and(matches)
+            d.source_ref
+                .as_ref()
+                .and_then(|s| s.store_ref.as_ref())
+                .is_some_and(matches)
         })
 }
 

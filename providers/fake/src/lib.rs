@@ -55,7 +55,9 @@ impl provider::Provider for Fake {
         let spec: FakeProvider = parse_spec(spec)?;
         for (i, entry) in spec.data.iter().enumerate() {
             if entry.key.is_empty() {
-                return Err(Error::InvalidSpec(format!("data[{i}].key must not be empty")));
+                return Err(Error::InvalidSpec(format!(
+                    "data[{i}].key must not be empty"
+                )));
             }
             if entry.value.is_none() {
                 return Err(Error::InvalidSpec(format!("data[{i}].value is required")));

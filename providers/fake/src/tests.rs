@@ -35,15 +35,52 @@ fn remote(key: &str, property: Option<&str>, version: Option<&str>) -> RemoteRef
 #[tokio::test]
 async fn get_secret_by_key_version_and_property() {
     let c = Fake::default().client(request(spec())).unwrap();
-    assert_eq!(c.get_secret(&remote("plain", None, None)).await.unwrap(), b"v0");
-    assert_eq!(c.get_secret(&remote("plain", None, Some("1"))).await.unwrap(), b"v1");
-    assert!(matches!(c.get_secret(&remote("plain", None, Some("2"))).await, Err(Error::NoSecret)));
-    assert!(matches!(c.get_secret(&remote("missing", None, None)).await, Err(Error::NoSecret)));
-    assert_eq!(c.get_secret(&remote("json", Some("user"), None)).await.unwrap(), b"alice");
-    assert_eq!(c.get_secret(&remote("json", Some("port"), None)).await.unwrap(), b"5432");
-    assert_eq!(c.get_secret(&remote("json", Some(r"nested.a\.b"), None)).await.unwrap(), b"x");
-    assert_eq!(c.get_secret(&remote("json", Some("list.1"), None)).await.unwrap(), b"q");
-    assert!(matches!(c.get_secret(&remote("json", Some("nope"), None)).await, Err(Error::NoSecret)));
+    assert_eq!(
+        c.get_secret(&remote("plain", None, None)).await.unwrap(),
+        b"v0"
+    );
+    assert_eq!(
+        c.get_secret(&remote("plain", None, Some("1")))
+            .await
+            .unwrap(),
+        b"v1"
+    );
+    assert!(matches!(
+        c.get_secret(&remote("plain", None, Some("2"))).await,
+        Err(Error::NoSecret)
+    ));
+    assert!(matches!(
+        c.get_secret(&remote("missing", None, None)).await,
+        Err(Error::NoSecret)
+    ));
+    assert_eq!(
+        c.get_secret(&remote("json", Some("user"), None))
+            .await
+            .unwrap(),
+        b"alice"
+    );
+    assert_eq!(
+        c.get_secret(&remote("json", Some("port"), None))
+            .await
+            .unwrap(),
+        b"5432"
+    );
+    assert_eq!(
+        c.get_secret(&remote("json", Some(r"nested.a\.b"), None))
+            .await
+            .unwrap(),
+        b"x"
+    );
+    assert_eq!(
+        c.get_secret(&remote("json", Some("list.1"), None))
+            .await
+            .unwrap(),
+        b"q"
+    );
+    assert!(matches!(
+        c.get_secret(&remote("json", Some("nope"), None)).await,
+        Err(Error::NoSecret)
+    ));
 }
 
 #[tokio::test]
@@ -53,7 +90,10 @@ async fn secret_map_needs_a_json_object() {
     assert_eq!(map["user"], b"alice");
     assert_eq!(map["port"], b"5432");
     assert_eq!(map["nested"], br#"{"a.b":"x"}"#);
-    let err = c.get_secret_map(&remote("plain", None, None)).await.unwrap_err();
+    let err = c
+        .get_secret_map(&remote("plain", None, None))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("not a JSON object"), "{err}");
 }
 
@@ -87,8 +127,14 @@ async fn pushed_values_survive_a_new_client_but_cannot_shadow_the_spec() {
     c.push_secret(&push("new")).await.unwrap();
     assert!(c.push_secret(&push("plain")).await.is_err());
     let again = fake.client(request(json!({"data": []}))).unwrap();
-    assert_eq!(again.get_secret(&remote("new", None, None)).await.unwrap(), b"pushed");
-    assert!(matches!(again.get_secret(&remote("plain", None, None)).await, Err(Error::NoSecret)));
+    assert_eq!(
+        again.get_secret(&remote("new", None, None)).await.unwrap(),
+        b"pushed"
+    );
+    assert!(matches!(
+        again.get_secret(&remote("plain", None, None)).await,
+        Err(Error::NoSecret)
+    ));
     let gone = PushRemoteRef {
         remote_key: "new".into(),
         property: None,
@@ -101,7 +147,11 @@ async fn pushed_values_survive_a_new_client_but_cannot_shadow_the_spec() {
 #[tokio::test]
 async fn validation_result_hook() {
     let fake = Fake::default();
-    for (hook, ok) in [(None, Some(Validation::Ready)), (Some(1), Some(Validation::Unknown)), (Some(2), None)] {
+    for (hook, ok) in [
+        (None, Some(Validation::Ready)),
+        (Some(1), Some(Validation::Unknown)),
+        (Some(2), None),
+    ] {
         let c = fake
             .client(request(json!({"data": [], "validationResult": hook})))
             .unwrap();

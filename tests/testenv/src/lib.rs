@@ -1,1 +1,496 @@
+//! A real kube-apiserver + etcd + kube-controller-manager for tests, started from the binaries
+//! that `hack/build-control-plane.sh` builds (see `hack/README.md`).
+//!
+//! One [`ControlPlane`] is meant to be shared by a whole test binary; tests isolate themselves
+//! with [`create_namespace`]. Each test makes its own [`kube::Client`] with
+//! [`ControlPlane::client`], because a client is bound to the tokio runtime it was made in.
 
+mod apply;
+mod pki;
+mod process;
+
+use std::future::Future;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use base64::Engine;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::Api;
+use kube::config::AuthInfo;
+
+pub use apply::{
+    apply_yaml, apply_yaml_in, create_namespace, install_crds, parse_yaml, wait_for,
+    wait_for_crd_established,
+};
+
+use pki::Pki;
+use process::Supervisor;
+
+/// The Kubernetes version `hack/build-control-plane.sh` builds by default.
+pub const KUBERNETES_VERSION: &str = "1.36.3";
+
+const BINARIES: [&str; 3] = ["etcd", "kube-apiserver", "kube-controller-manager"];
+
+/// The controllers a test needs from kube-controller-manager: ownerReference cascades,
+/// namespace deletion, each namespace's `default` ServiceAccount, and tokens for
+/// manually created `kubernetes.io/service-account-token` Secrets.
+const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller,\
+serviceaccount-controller,serviceaccount-token-controller";
+
+const STEP_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Where the control-plane binaries for `version` live: the rule of `hack/testbin-dir.sh`.
+pub fn testbin_dir(version: &str) -> PathBuf {
+    let env = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let root = env("EXTERNAL_SECRETS_TESTBIN").unwrap_or_else(|| {
+        env("XDG_CACHE_HOME")
+            .or_else(|| env("HOME").map(|h| h.join(".cache")))
+            .unwrap_or_else(|| PathBuf::from(".cache"))
+            .join("external-secrets-rs/testbin")
+    });
+    root.join(format!("k8s-{version}"))
+}
+
+/// A running control plane; dropping it stops every process and deletes its files.
+pub struct ControlPlane {
+    // Field order matters: the processes must be gone before their directory is removed.
+    supervisor: Supervisor,
+    dir: Option<tempfile::TempDir>,
+    path: PathBuf,
+    server_url: String,
+    serving_ca_pem: String,
+    serving_ca_der: Vec<u8>,
+    sa_public_key_pem: String,
+}
+
+impl ControlPlane {
+    /// Starts etcd, kube-apiserver and kube-controller-manager on free 127.0.0.1 ports and
+    /// waits until the apiserver is ready and `default/default` ServiceAccount exists.
+    ///
+    /// Blocks the calling thread; safe to call from inside or outside a tokio runtime.
+    pub fn start() -> Result<Self> {
+        let started = Instant::now();
+        let bin = testbin_dir(KUBERNETES_VERSION);
+        let missing: Vec<_> = BINARIES
+            .iter()
+            .filter(|b| !bin.join(b).is_file())
+            .copied()
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "control-plane binaries {} are missing from {}; run: bash hack/build-control-plane.sh",
+                missing.join(", "),
+                bin.display()
+            );
+        }
+
+        // A reserved port is free again from the moment we release it until the process binds
+        // it; an outgoing connection can take it in between, which is worth another attempt.
+        let mut attempt = 1;
+        loop {
+            let (err, dir) = match Self::start_once(&bin) {
+                Ok(cp) => {
+                    eprintln!(
+                        "testenv: Kubernetes {KUBERNETES_VERSION} control plane ready at {} in {:.1}s (kubeconfig {}){}",
+                        cp.server_url,
+                        started.elapsed().as_secs_f64(),
+                        cp.kubeconfig_path().display(),
+                        if process::pdeathsig_available() {
+                            ""
+                        } else {
+                            "; setpriv is missing, so the processes outlive a killed test run"
+                        }
+                    );
+                    return Ok(cp);
+                }
+                Err(failure) => failure,
+            };
+            if attempt < 3 && format!("{err:#}").contains("address already in use") {
+                eprintln!("testenv: a port was taken while starting; retrying");
+                attempt += 1;
+                continue;
+            }
+            // Keep the logs the error points at.
+            if let Some(dir) = dir {
+                let _ = dir.keep();
+            }
+            return Err(err);
+        }
+    }
+
+    /// On failure the processes are already stopped; the folder with their logs is returned
+    /// so that the caller decides whether to keep it.
+    fn start_once(bin: &Path) -> Result<Self, (anyhow::Error, Option<tempfile::TempDir>)> {
+        let dir = tempfile::Builder::new()
+            .prefix("external-secrets-testenv-")
+            .tempdir()
+            .context("creating the control plane's temporary folder")
+            .map_err(|e| (e, None))?;
+        let path = dir.path().to_owned();
+        let mut cp = Self {
+            supervisor: Supervisor::new().map_err(|e| (e, None))?,
+            dir: Some(dir),
+            path,
+            server_url: String::new(),
+            serving_ca_pem: String::new(),
+            serving_ca_der: Vec::new(),
+            sa_public_key_pem: String::new(),
+        };
+        match cp.boot(bin) {
+            Ok(()) => Ok(cp),
+            Err(err) => {
+                let logs: Vec<String> = cp
+                    .log_paths()
+                    .into_iter()
+                    .filter(|p| p.exists())
+                    .map(|p| p.display().to_string())
+                    .collect();
+                let dir = cp.dir.take();
+                drop(cp);
+                let err = err.context(format!(
+                    "starting the control plane failed; logs: {}",
+                    logs.join(" ")
+                ));
+                Err((err, dir))
+            }
+        }
+    }
+
+    fn boot(&mut self, bin: &Path) -> Result<()> {
+        let pki = Pki::generate()?;
+        self.serving_ca_pem = pki.serving_ca_pem.clone();
+        self.serving_ca_der = pki.serving_ca_der.clone();
+        self.sa_public_key_pem = pki.sa_public_key_pem.clone();
+        // Holding each listener until just before its process starts narrows the window in
+        // which something else could take the port.
+        let etcd_client = reserve_port()?;
+        let etcd_peer = reserve_port()?;
+        let apiserver = reserve_port()?;
+        self.server_url = format!("https://127.0.0.1:{}", port(&apiserver)?);
+
+        let dir = self.path.clone();
+        let f = |name: &str| dir.join(name).to_string_lossy().into_owned();
+        for (name, contents) in [
+            ("serving-ca.crt", &pki.serving_ca_pem),
+            ("apiserver.crt", &pki.serving_cert_pem),
+            ("apiserver.key", &pki.serving_key_pem),
+            ("client-ca.crt", &pki.client_ca_pem),
+            ("admin.crt", &pki.admin_cert_pem),
+            ("admin.key", &pki.admin_key_pem),
+            ("sa.key", &pki.sa_key_pem),
+            ("sa.pub", &pki.sa_public_key_pem),
+        ] {
+            std::fs::write(dir.join(name), contents).with_context(|| format!("writing {name}"))?;
+        }
+        std::fs::write(self.kubeconfig_path(), self.kubeconfig(&pki)?)
+            .context("writing the kubeconfig")?;
+
+        let etcd_url = format!("http://127.0.0.1:{}", port(&etcd_client)?);
+        let peer_url = format!("http://127.0.0.1:{}", port(&etcd_peer)?);
+        let etcd_args = vec![
+            "--name=testenv".into(),
+            format!("--data-dir={}", f("etcd-data")),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=testenv={peer_url}"),
+            // Test data is thrown away, so durability only costs time.
+            "--unsafe-no-fsync=true".into(),
+            "--log-level=warn".into(),
+        ];
+        drop((etcd_client, etcd_peer));
+        self.supervisor.spawn(
+            "etcd",
+            &bin.join("etcd"),
+            etcd_args,
+            &self.path.join("etcd.log"),
+        )?;
+        self.wait_blocking("etcd /health", || etcd_healthy(&etcd_url))?;
+
+        let apiserver_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            format!("--secure-port={}", port(&apiserver)?),
+            "--bind-address=127.0.0.1".into(),
+            // Without it the apiserver looks for a default route and fails on hosts without one.
+            "--advertise-address=127.0.0.1".into(),
+            // Anything the apiserver writes on its own goes here, not to /var/run/kubernetes.
+            format!("--cert-dir={}", f("apiserver-certs")),
+            format!("--tls-cert-file={}", f("apiserver.crt")),
+            format!("--tls-private-key-file={}", f("apiserver.key")),
+            format!("--client-ca-file={}", f("client-ca.crt")),
+            "--authorization-mode=RBAC".into(),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--allow-privileged=true".into(),
+            // Issuer + signing key enable TokenRequest, TokenReview and OIDC discovery.
+            format!("--service-account-issuer={}/", self.server_url),
+            format!("--service-account-key-file={}", f("sa.pub")),
+            format!("--service-account-signing-key-file={}", f("sa.key")),
+            "--profiling=false".into(),
+        ];
+        drop(apiserver);
+        self.supervisor.spawn(
+            "kube-apiserver",
+            &bin.join("kube-apiserver"),
+            apiserver_args,
+            &self.path.join("kube-apiserver.log"),
+        )?;
+
+        let controller_manager_args = vec![
+            format!("--kubeconfig={}", self.kubeconfig_path().display()),
+            format!("--controllers={CONTROLLERS}"),
+            "--leader-elect=false".into(),
+            "--use-service-account-credentials=false".into(),
+            format!("--service-account-private-key-file={}", f("sa.key")),
+            format!("--root-ca-file={}", f("serving-ca.crt")),
+            // Nothing scrapes its metrics or health endpoints.
+            "--secure-port=0".into(),
+            "--bind-address=127.0.0.1".into(),
+        ];
+
+        let config = self.client_config();
+        let this = &*self;
+        block_on_own_thread(async move {
+            let client = kube::Client::try_from(config).context("building a client")?;
+            this.wait("kube-apiserver /readyz", || async {
+                let request = http::Request::get("/readyz").body(Vec::new())?;
+                let body = client.request_text(request).await?;
+                anyhow::ensure!(body.trim() == "ok", "/readyz says {body}");
+                Ok(())
+            })
+            .await?;
+            // The controller-manager needs a serving apiserver; started earlier it only retries.
+            this.supervisor.spawn(
+                "kube-controller-manager",
+                &bin.join("kube-controller-manager"),
+                controller_manager_args,
+                &this.path.join("kube-controller-manager.log"),
+            )?;
+            this.wait(
+                "namespace default and ServiceAccount default/default",
+                || async {
+                    Api::<Namespace>::all(client.clone()).get("default").await?;
+                    Api::<ServiceAccount>::namespaced(client.clone(), "default")
+                        .get("default")
+                        .await?;
+                    Ok(())
+                },
+            )
+            .await
+        })?
+    }
+
+    /// Polls `check` until it succeeds, failing early when a control-plane process died.
+    async fn wait<F, Fut>(&self, what: &str, mut check: F) -> Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<()>>,
+    {
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        loop {
+            let last = match check().await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            self.fail_if_exited()?;
+            if Instant::now() > deadline {
+                return Err(last.context(format!(
+                    "timed out after {STEP_TIMEOUT:?} waiting for {what}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn wait_blocking(&self, what: &str, mut check: impl FnMut() -> Result<()>) -> Result<()> {
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        loop {
+            let last = match check() {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            self.fail_if_exited()?;
+            if Instant::now() > deadline {
+                return Err(last.context(format!(
+                    "timed out after {STEP_TIMEOUT:?} waiting for {what}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn fail_if_exited(&self) -> Result<()> {
+        if let Some((name, status)) = self.supervisor.exited()? {
+            let log = self.path.join(format!("{name}.log"));
+            bail!(
+                "{name} exited ({status}); last lines of {}:\n{}",
+                log.display(),
+                tail(&log, 30)
+            );
+        }
+        Ok(())
+    }
+
+    fn kubeconfig(&self, pki: &Pki) -> Result<String> {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let doc = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "testenv", "cluster": {
+                "server": self.server_url,
+                "certificate-authority-data": b64(&pki.serving_ca_pem),
+            }}],
+            "users": [{"name": "admin", "user": {
+                "client-certificate-data": b64(&pki.admin_cert_pem),
+                "client-key-data": b64(&pki.admin_key_pem),
+            }}],
+            "contexts": [{"name": "testenv", "context": {
+                "cluster": "testenv", "user": "admin", "namespace": "default",
+            }}],
+            "current-context": "testenv",
+        });
+        Ok(serde_yaml::to_string(&doc)?)
+    }
+
+    /// An admin (`system:masters`) kubeconfig with embedded credentials.
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.path.join("kubeconfig")
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn server_url(&self) -> &str {
+        &self.server_url
+    }
+
+    /// The CA that signed the apiserver's serving certificate.
+    pub fn ca_cert_pem(&self) -> &str {
+        &self.serving_ca_pem
+    }
+
+    /// The `iss` of ServiceAccount tokens: the server URL with a trailing slash.
+    pub fn service_account_issuer(&self) -> String {
+        format!("{}/", self.server_url)
+    }
+
+    /// The public key that verifies ServiceAccount tokens (PEM, SPKI).
+    pub fn service_account_public_key_pem(&self) -> &str {
+        &self.sa_public_key_pem
+    }
+
+    /// The control plane's working folder (certificates, kubeconfig, etcd data, logs).
+    pub fn dir(&self) -> &Path {
+        &self.path
+    }
+
+    /// The log files of etcd, kube-apiserver and kube-controller-manager.
+    pub fn log_paths(&self) -> Vec<PathBuf> {
+        BINARIES
+            .iter()
+            .map(|b| self.path.join(format!("{b}.log")))
+            .collect()
+    }
+
+    /// Starts another process beside the control plane (the operator, for example), stopped
+    /// with it; its output goes to `<dir>/<name>.log`. Returns its pid.
+    pub fn spawn(&self, name: &str, program: &Path, args: Vec<String>) -> Result<u32> {
+        self.supervisor
+            .spawn(name, program, args, &self.path.join(format!("{name}.log")))
+    }
+
+    /// Admin client configuration (client certificate of `admin` in `system:masters`).
+    pub fn client_config(&self) -> kube::Config {
+        let mut config =
+            kube::Config::new(self.server_url.parse().expect("server URL is a valid URI"));
+        config.root_cert = Some(vec![self.serving_ca_der.clone()]);
+        config.auth_info = AuthInfo {
+            client_certificate: Some(self.path.join("admin.crt").to_string_lossy().into_owned()),
+            client_key: Some(self.path.join("admin.key").to_string_lossy().into_owned()),
+            ..AuthInfo::default()
+        };
+        config
+    }
+
+    /// A new admin client bound to the current tokio runtime.
+    pub async fn client(&self) -> kube::Client {
+        install_crypto_provider();
+        kube::Client::try_from(self.client_config())
+            .expect("building a client for the test control plane")
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        // `supervisor` is dropped first (declaration order): it kills and reaps the children.
+        if std::env::var_os("EXTERNAL_SECRETS_TESTENV_KEEP").is_some()
+            && let Some(dir) = self.dir.take()
+        {
+            eprintln!("testenv: keeping {}", dir.keep().display());
+        }
+    }
+}
+
+fn install_crypto_provider() {
+    // Another crate in the test binary may pull in a second rustls provider, in which case
+    // rustls refuses to pick one implicitly.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
+fn reserve_port() -> Result<TcpListener> {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("reserving a free 127.0.0.1 port")
+}
+
+fn port(listener: &TcpListener) -> Result<u16> {
+    Ok(listener.local_addr()?.port())
+}
+
+fn etcd_healthy(url: &str) -> Result<()> {
+    let addr: SocketAddr = url.trim_start_matches("http://").parse()?;
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    anyhow::ensure!(
+        response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200"),
+        "etcd /health: {response}"
+    );
+    anyhow::ensure!(
+        response.contains(r#""health":"true""#),
+        "etcd /health: {response}"
+    );
+    Ok(())
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Runs `future` to completion on a fresh runtime in a scoped thread, so that `start` works
+/// whether or not the caller is already inside a runtime (nesting `block_on` panics).
+fn block_on_own_thread<F>(future: F) -> Result<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    install_crypto_provider();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("building a tokio runtime")?;
+            Ok(rt.block_on(future))
+        })
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}

@@ -29,7 +29,10 @@ spec:
 "#;
 
 fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+        .collect()
 }
 
 fn synced(mut es: ExternalSecret, at: Timestamp) -> ExternalSecret {
@@ -43,8 +46,15 @@ fn synced(mut es: ExternalSecret, at: Timestamp) -> ExternalSecret {
 }
 
 fn secret_with(data_: &BTreeMap<String, Vec<u8>>, hash: Option<String>, managed: bool) -> Secret {
-    let mut s = Secret::default();
-    s.data = Some(data_.iter().map(|(k, v)| (k.clone(), ByteString(v.clone()))).collect());
+    let mut s = Secret {
+        data: Some(
+            data_
+                .iter()
+                .map(|(k, v)| (k.clone(), ByteString(v.clone())))
+                .collect(),
+        ),
+        ..Default::default()
+    };
     if managed {
         s.metadata.labels = Some(BTreeMap::from([(MANAGED_LABEL.into(), "true".into())]));
     }
@@ -62,8 +72,14 @@ fn owner_secret_has_eso_metadata_and_owner_reference() {
     assert_eq!(secret["metadata"]["name"], "app-secret");
     assert_eq!(secret["metadata"]["namespace"], "team");
     assert_eq!(secret["metadata"]["labels"][MANAGED_LABEL], "true");
-    assert_eq!(secret["metadata"]["labels"][CREATED_BY_LABEL], hash::created_by("team", "app"));
-    assert_eq!(secret["metadata"]["annotations"][DATA_HASH_ANNOTATION], hash::data_hash(&d));
+    assert_eq!(
+        secret["metadata"]["labels"][CREATED_BY_LABEL],
+        hash::created_by("team", "app")
+    );
+    assert_eq!(
+        secret["metadata"]["annotations"][DATA_HASH_ANNOTATION],
+        hash::data_hash(&d)
+    );
     assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "uid-1");
     assert_eq!(secret["metadata"]["ownerReferences"][0]["controller"], true);
     assert_eq!(secret["data"]["user"], "YWxpY2U=");
@@ -79,7 +95,10 @@ fn other_policies_shape_the_secret() {
     assert_eq!(secret["metadata"]["labels"]["a"], "b");
     assert_eq!(secret["type"], "kubernetes.io/tls");
     assert_eq!(secret["immutable"], true);
-    let none = es(&BASIC.replace("target: {name: app-secret}", "target: {creationPolicy: None}"));
+    let none = es(&BASIC.replace(
+        "target: {name: app-secret}",
+        "target: {creationPolicy: None}",
+    ));
     assert!(desired_secret(&none, &data(&[])).is_none());
 }
 
@@ -101,20 +120,29 @@ fn refresh_follows_policy_interval_and_changes() {
     bumped.metadata.generation = Some(4);
     assert!(should_refresh(&bumped, now), "spec changed");
 
-    let once = synced(es(&format!("{BASIC}  refreshPolicy: CreatedOnce\n")), now - SignedDuration::from_secs(3600));
+    let once = synced(
+        es(&format!("{BASIC}  refreshPolicy: CreatedOnce\n")),
+        now - SignedDuration::from_secs(3600),
+    );
     assert!(!should_refresh(&once, now));
     assert!(requeue_after(&once, now).is_none());
     let mut once_changed = once.clone();
     once_changed.metadata.generation = Some(9);
     assert!(!should_refresh(&once_changed, now));
 
-    let on_change = synced(es(&format!("{BASIC}  refreshPolicy: OnChange\n")), now - SignedDuration::from_secs(3600));
+    let on_change = synced(
+        es(&format!("{BASIC}  refreshPolicy: OnChange\n")),
+        now - SignedDuration::from_secs(3600),
+    );
     assert!(!should_refresh(&on_change, now));
     let mut on_change_bumped = on_change.clone();
     on_change_bumped.metadata.generation = Some(9);
     assert!(should_refresh(&on_change_bumped, now));
 
-    let zero = synced(es(&BASIC.replace("refreshInterval: 1m", "refreshInterval: \"0\"")), now - SignedDuration::from_secs(3600));
+    let zero = synced(
+        es(&BASIC.replace("refreshInterval: 1m", "refreshInterval: \"0\"")),
+        now - SignedDuration::from_secs(3600),
+    );
     assert!(!should_refresh(&zero, now));
     assert!(requeue_after(&zero, now).is_none());
 }
@@ -124,11 +152,23 @@ fn secret_validity_detects_hand_edits() {
     let es_ = es(BASIC);
     let d = data(&[("user", "alice")]);
     assert!(!secret_is_valid(&es_, None));
-    assert!(!secret_is_valid(&es_, Some(&secret_with(&d, Some(hash::data_hash(&d)), false))));
-    assert!(secret_is_valid(&es_, Some(&secret_with(&d, Some(hash::data_hash(&d)), true))));
+    assert!(!secret_is_valid(
+        &es_,
+        Some(&secret_with(&d, Some(hash::data_hash(&d)), false))
+    ));
+    assert!(secret_is_valid(
+        &es_,
+        Some(&secret_with(&d, Some(hash::data_hash(&d)), true))
+    ));
     let edited = data(&[("user", "mallory")]);
-    assert!(!secret_is_valid(&es_, Some(&secret_with(&edited, Some(hash::data_hash(&d)), true))));
-    let orphan = es(&BASIC.replace("target: {name: app-secret}", "target: {creationPolicy: Orphan}"));
+    assert!(!secret_is_valid(
+        &es_,
+        Some(&secret_with(&edited, Some(hash::data_hash(&d)), true))
+    ));
+    let orphan = es(&BASIC.replace(
+        "target: {name: app-secret}",
+        "target: {creationPolicy: Orphan}",
+    ));
     assert!(secret_is_valid(&orphan, None));
 }
 
@@ -136,32 +176,56 @@ fn secret_validity_detects_hand_edits() {
 fn stale_keys_depend_on_the_creation_policy() {
     let existing = secret_with(&data(&[("user", "a"), ("extra", "b")]), None, true);
     let want = data(&[("user", "a")]);
-    assert_eq!(stale_keys(&es(BASIC), &existing, &want), vec!["extra".to_string()]);
-    let merge = es(&BASIC.replace("target: {name: app-secret}", "target: {creationPolicy: Merge}"));
+    assert_eq!(
+        stale_keys(&es(BASIC), &existing, &want),
+        vec!["extra".to_string()]
+    );
+    let merge = es(&BASIC.replace(
+        "target: {name: app-secret}",
+        "target: {creationPolicy: Merge}",
+    ));
     assert!(stale_keys(&merge, &existing, &want).is_empty());
 }
 
 #[test]
 fn field_manager_is_esos() {
-    assert_eq!(field_manager("app"), "externalsecrets.external-secrets.io/app");
+    assert_eq!(
+        field_manager("app"),
+        "externalsecrets.external-secrets.io/app"
+    );
     let long = "a".repeat(40);
     let m = field_manager(&long);
-    assert!(m.starts_with("externalsecrets.external-secrets.io/sha3/"), "{m}");
+    assert!(
+        m.starts_with("externalsecrets.external-secrets.io/sha3/"),
+        "{m}"
+    );
 }
 
 #[test]
 fn decoding_strategies() {
     assert_eq!(decode(b"aGk=".to_vec(), Decoding::Base64).unwrap(), b"hi");
-    assert_eq!(decode(b"_-8=".to_vec(), Decoding::Base64Url).unwrap(), vec![0xff, 0xef]);
+    assert_eq!(
+        decode(b"_-8=".to_vec(), Decoding::Base64Url).unwrap(),
+        vec![0xff, 0xef]
+    );
     assert_eq!(decode(b"aGk=".to_vec(), Decoding::Auto).unwrap(), b"hi");
-    assert_eq!(decode(b"not base64!".to_vec(), Decoding::Auto).unwrap(), b"not base64!");
+    assert_eq!(
+        decode(b"not base64!".to_vec(), Decoding::Auto).unwrap(),
+        b"not base64!"
+    );
     assert_eq!(decode(b"aGk=".to_vec(), Decoding::None).unwrap(), b"aGk=");
     assert!(decode(b"!!".to_vec(), Decoding::Base64).is_err());
 }
 
 #[test]
 fn unsupported_features_name_their_field() {
-    let templated = es(&BASIC.replace("target: {name: app-secret}", "target: {template: {data: {a: '{{ .user }}'}}}"));
-    assert_eq!(unsupported(&templated).unwrap_err().0, "spec.target.template.data");
+    let templated = es(&BASIC.replace(
+        "target: {name: app-secret}",
+        "target: {template: {data: {a: '{{ .user }}'}}}",
+    ));
+    assert_eq!(
+        unsupported(&templated).unwrap_err().0,
+        "spec.target.template.data"
+    );
     assert!(unsupported(&es(BASIC)).is_ok());
 }
