@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager and etcd from the Go module proxy into a
+# Builds kube-apiserver, kube-controller-manager, etcd and kubectl from the Go module proxy into a
 # cache folder keyed by version. Does nothing when the binaries are already there.
 #
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and redirects them to ./staging,
@@ -14,7 +14,7 @@ mod="$here/testbin/k8s"
 out=$("$here/testbin-dir.sh" "$K8S_VERSION")
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/etcd" ]; then
+if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/etcd" ] && [ -x "$out/kubectl" ]; then
   echo "control plane $K8S_VERSION already built in $out"
   exit 0
 fi
@@ -42,11 +42,12 @@ minor=${K8S_VERSION#1.}
 ld="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION \
  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor%%.*} \
  -X k8s.io/component-base/version.gitTreeState=clean"
-echo "building kube-apiserver, kube-controller-manager, etcd into $out (a cold build takes a while)"
+echo "building kube-apiserver, kube-controller-manager, etcd, kubectl into $out (a cold build takes a while)"
 go build -trimpath -ldflags "$ld" -o "$out/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
 go build -trimpath -ldflags "$ld" -o "$out/kube-controller-manager.tmp" k8s.io/kubernetes/cmd/kube-controller-manager
 go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3
-for b in kube-apiserver kube-controller-manager etcd; do mv "$out/$b.tmp" "$out/$b"; done
+go build -trimpath -ldflags "$ld" -o "$out/kubectl.tmp" k8s.io/kubernetes/cmd/kubectl
+for b in kube-apiserver kube-controller-manager etcd kubectl; do mv "$out/$b.tmp" "$out/$b"; done
 "$out/kube-apiserver" --version
 "$out/etcd" --version | head -1
 echo "built in $(( $(date +%s) - start ))s; cache size $(du -sh "$out" | cut -f1)"

@@ -46,6 +46,12 @@ struct ControllerArgs {
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
+    /// Average requests per second to the API server (0 turns limiting off).
+    #[arg(long, default_value_t = 50.0)]
+    client_qps: f32,
+    /// Requests to the API server allowed at once above the average.
+    #[arg(long, default_value_t = 100)]
+    client_burst: u32,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Kubeconfig to use instead of $KUBECONFIG, ~/.kube/config or the in-cluster account.
@@ -102,7 +108,8 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         }
         None => kube::Config::infer().await.context("loading kubeconfig")?,
     };
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+    let client = controllers::ratelimit::client(config, args.client_qps, args.client_burst)
+        .context("building the Kubernetes client")?;
     let settings = controllers::Settings {
         controller_class: args.controller_class,
         namespace: args.namespace,

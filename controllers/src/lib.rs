@@ -7,6 +7,7 @@ pub mod externalsecret;
 pub mod http;
 pub mod metrics;
 pub mod provider;
+pub mod ratelimit;
 mod run;
 pub mod secretstore;
 

@@ -1,0 +1,384 @@
+//! Times the operator binary the way a user runs it: its own process, talking to a real
+//! kube-apiserver through a kubeconfig, syncing N ExternalSecrets from a Fake SecretStore.
+//! `hack/bench.sh` builds everything and runs this; see `hack/README.md` for results.
+
+use std::collections::HashSet;
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use api::conditions::{ConditionStatus, READY};
+use api::external_secret::{ExternalSecret, ExternalSecretSpec};
+use api::store::SecretStore;
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use testenv::ControlPlane;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const STORE: &str = "fake";
+
+const STORE_YAML: &str = r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata:
+  name: fake
+spec:
+  provider:
+    fake:
+      data:
+      - key: user
+        value: alice
+      - key: config
+        value: '{"a":"1","b":"2"}'
+"#;
+
+/// Enough parallel creates to keep the apiserver busy without the bench itself becoming the
+/// bottleneck being measured.
+const CREATE_PARALLELISM: usize = 32;
+
+const POLL: Duration = Duration::from_millis(500);
+
+#[derive(Parser)]
+#[command(
+    name = "bench",
+    about = "Times the operator syncing N ExternalSecrets against a fresh control plane per N"
+)]
+struct Args {
+    /// The operator binary (target/release/external-secrets).
+    #[arg(long)]
+    operator: PathBuf,
+    /// Numbers of ExternalSecrets, one fresh control plane each.
+    #[arg(long, value_delimiter = ',', default_value = "500")]
+    counts: Vec<usize>,
+    /// The operator's --concurrent.
+    #[arg(long, default_value_t = 8)]
+    concurrency: u16,
+    /// Seconds from the first create until every ExternalSecret must be Ready.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// Folder of the CRDs to install.
+    #[arg(long, default_value = "crds")]
+    crds: PathBuf,
+}
+
+struct Run {
+    count: usize,
+    creates_done: Duration,
+    all_ready: Duration,
+    all_secrets: Duration,
+    rss_before_mib: f64,
+    peak_rss_mib: f64,
+    rss_end_mib: f64,
+    sync_calls: f64,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    ensure!(
+        args.operator.is_file(),
+        "the operator binary {} does not exist; build it with cargo build --release -p external-secrets",
+        args.operator.display()
+    );
+    ensure!(!args.counts.is_empty(), "--counts is empty");
+    let runtime = tokio::runtime::Runtime::new()?;
+    let mut runs = Vec::new();
+    let mut kubernetes = String::new();
+    for &count in &args.counts {
+        // Started outside the runtime: start() blocks, and dropping it joins the supervisor.
+        let cp = ControlPlane::start()?;
+        let result = runtime.block_on(async {
+            let client = cp.client().await;
+            kubernetes = client.apiserver_version().await?.git_version;
+            run(&cp, &client, &args, count).await
+        });
+        let log = cp.dir().join("operator.log");
+        report_operator_log(&log);
+        match result {
+            Ok(r) => runs.push(r),
+            Err(e) => {
+                if std::env::var_os("EXTERNAL_SECRETS_TESTENV_KEEP").is_none() {
+                    eprintln!(
+                        "bench: set EXTERNAL_SECRETS_TESTENV_KEEP=1 to keep {}",
+                        log.display()
+                    );
+                }
+                return Err(e.context(format!("the run with {count} ExternalSecrets failed")));
+            }
+        }
+    }
+    print_table(&runs, &kubernetes, &args);
+    Ok(())
+}
+
+async fn run(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> Result<Run> {
+    eprintln!("bench: {count} ExternalSecrets");
+    testenv::install_crds(client, &args.crds).await?;
+    let ns = testenv::create_namespace(client, "bench").await?;
+
+    let metrics_port = free_port()?;
+    let pid = cp.spawn(
+        "operator",
+        &args.operator,
+        vec![
+            "controller".into(),
+            "--kubeconfig".into(),
+            cp.kubeconfig_path().to_string_lossy().into_owned(),
+            "--metrics-addr".into(),
+            format!("127.0.0.1:{metrics_port}"),
+            "--concurrent".into(),
+            args.concurrency.to_string(),
+        ],
+    )?;
+
+    testenv::apply_yaml_in(client, &ns, STORE_YAML, true).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    testenv::wait_for(
+        Duration::from_secs(60),
+        "SecretStore Ready=True",
+        || async {
+            alive(pid)?;
+            let store = stores.get(STORE).await?;
+            let conditions = store.status.map(|s| s.conditions).unwrap_or_default();
+            match api::conditions::find(&conditions, READY) {
+                Some(c) if c.status == ConditionStatus::True => Ok(()),
+                other => bail!("Ready condition is {other:?}"),
+            }
+        },
+    )
+    .await?;
+    // What the operator needs with one store and nothing to sync, to tell its fixed cost from
+    // its cost per ExternalSecret.
+    let rss_before_mib = rss_mib(pid, "VmRSS")?;
+
+    let spec: ExternalSecretSpec = serde_json::from_value(serde_json::json!({
+        "refreshInterval": "1h",
+        "secretStoreRef": {"name": STORE},
+        "data": [{"secretKey": "user", "remoteRef": {"key": "user"}}],
+        "dataFrom": [{"extract": {"key": "config"}}],
+    }))?;
+    let names: Vec<String> = (0..count).map(|i| format!("es-{i:05}")).collect();
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+
+    let start = Instant::now();
+    let creating = futures::stream::iter(names.iter().map(|name| {
+        let api = externalsecrets.clone();
+        let es = ExternalSecret::new(name, spec.clone());
+        async move {
+            api.create(&PostParams::default(), &es)
+                .await
+                .with_context(|| format!("creating ExternalSecret {name}"))
+        }
+    }))
+    .buffer_unordered(CREATE_PARALLELISM)
+    .try_for_each(|_| async { Ok(()) });
+    // Polled alongside the creates, so that time to Ready is not rounded up to the end of them.
+    let waiting = wait_all(&externalsecrets, &secrets, &names, start, args.timeout, pid);
+    let (creates_done, (all_ready, all_secrets)) = tokio::try_join!(
+        async {
+            creating.await?;
+            anyhow::Ok(start.elapsed())
+        },
+        waiting
+    )?;
+
+    let peak_rss_mib = rss_mib(pid, "VmHWM")?;
+    let rss_end_mib = rss_mib(pid, "VmRSS")?;
+    let metrics = scrape(metrics_port).await?;
+    let sync_calls = metrics
+        .lines()
+        .filter(|l| l.starts_with("externalsecret_sync_calls_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    Ok(Run {
+        count,
+        creates_done,
+        all_ready,
+        all_secrets,
+        rss_before_mib,
+        peak_rss_mib,
+        rss_end_mib,
+        sync_calls,
+    })
+}
+
+/// Polls until every ExternalSecret in `names` is Ready=True and every target Secret exists;
+/// returns both times since `start`.
+async fn wait_all(
+    externalsecrets: &Api<ExternalSecret>,
+    secrets: &Api<Secret>,
+    names: &[String],
+    start: Instant,
+    timeout: u64,
+    pid: u32,
+) -> Result<(Duration, Duration)> {
+    let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
+    let deadline = start + Duration::from_secs(timeout);
+    let (mut all_ready, mut all_secrets) = (None, None);
+    let mut last_print = Instant::now();
+    loop {
+        alive(pid)?;
+        let (mut ready, mut present) = (0, 0);
+        if all_ready.is_none() {
+            ready = externalsecrets
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|es| {
+                    es.status.as_ref().is_some_and(|s| {
+                        api::conditions::find(&s.conditions, READY)
+                            .is_some_and(|c| c.status == ConditionStatus::True)
+                    })
+                })
+                .count();
+            if ready == names.len() {
+                all_ready = Some(start.elapsed());
+            }
+        }
+        if all_secrets.is_none() {
+            // The target name defaults to the ExternalSecret's name.
+            present = secrets
+                .list_metadata(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|s| {
+                    s.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| wanted.contains(n))
+                })
+                .count();
+            if present == names.len() {
+                all_secrets = Some(start.elapsed());
+            }
+        }
+        if let (Some(r), Some(s)) = (all_ready, all_secrets) {
+            return Ok((r, s));
+        }
+        if Instant::now() >= deadline {
+            let ready = all_ready.map_or(format!("{ready}"), |_| "all".into());
+            let present = all_secrets.map_or(format!("{present}"), |_| "all".into());
+            bail!(
+                "after {timeout}s only {ready} of {} ExternalSecrets were Ready=True and {present} of their Secrets existed",
+                names.len()
+            );
+        }
+        if last_print.elapsed() >= Duration::from_secs(10) {
+            eprintln!(
+                "bench: {:.0}s: {} Ready, {} Secrets",
+                start.elapsed().as_secs_f64(),
+                all_ready.map_or(ready, |_| names.len()),
+                all_secrets.map_or(present, |_| names.len()),
+            );
+            last_print = Instant::now();
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Fails when the operator process has exited; the supervisor reaps children only when the
+/// control plane stops, so a dead operator is still a zombie here.
+fn alive(pid: u32) -> Result<()> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the parenthesised command name, which may itself contain spaces.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    if matches!(state, None | Some("Z" | "X")) {
+        bail!("the operator (pid {pid}) exited; see its log below");
+    }
+    Ok(())
+}
+
+/// A `/proc/<pid>/status` memory field (reported in kB) in MiB.
+fn rss_mib(pid: u32, field: &str) -> Result<f64> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("{path} has no {field}"))?;
+    Ok(kib / 1024.0)
+}
+
+fn free_port() -> Result<u16> {
+    // The operator binds it a moment later; the same small race testenv accepts for its ports.
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
+
+async fn scrape(port: u16) -> Result<String> {
+    let mut stream = tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+        .await
+        .context("connecting to the operator's /metrics")?;
+    stream
+        .write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    ensure!(
+        response.starts_with("HTTP/1.1 200"),
+        "/metrics answered {}",
+        response.lines().next().unwrap_or_default()
+    );
+    Ok(response)
+}
+
+/// Warnings and errors in the operator's log go to stderr: a fast run that logged errors is
+/// not a good result.
+fn report_operator_log(path: &Path) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        eprintln!("bench: no operator log at {}", path.display());
+        return;
+    };
+    let bad: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    eprintln!(
+        "bench: operator log: {} lines, {} WARN/ERROR",
+        text.lines().count(),
+        bad.len()
+    );
+    for line in bad.iter().take(10) {
+        eprintln!("  {line}");
+    }
+}
+
+fn print_table(runs: &[Run], kubernetes: &str, args: &Args) {
+    let nproc = std::thread::available_parallelism().map_or(0, usize::from);
+    println!(
+        "Kubernetes {kubernetes}, nproc {nproc}, operator --concurrent {}\n",
+        args.concurrency
+    );
+    println!(
+        "| ExternalSecrets | time to all Ready | Secrets/s | peak RSS (MiB) | RSS at end (MiB) \
+         | RSS before ExternalSecrets (MiB) | creates done | time to all Secrets | sync calls |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in runs {
+        println!(
+            "| {} | {:.1} s | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} s | {:.1} s | {} |",
+            r.count,
+            r.all_ready.as_secs_f64(),
+            r.count as f64 / r.all_ready.as_secs_f64(),
+            r.peak_rss_mib,
+            r.rss_end_mib,
+            r.rss_before_mib,
+            r.creates_done.as_secs_f64(),
+            r.all_secrets.as_secs_f64(),
+            r.sync_calls,
+        );
+    }
+}

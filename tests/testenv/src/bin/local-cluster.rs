@@ -1,0 +1,106 @@
+//! `hack/dev.sh`: a local control plane with the CRDs, the examples and the operator, kept
+//! running until Ctrl-C so a person can use kubectl against it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use external_secrets_testenv as testenv;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+
+const QUICKSTART: &str = "examples/fake-quickstart.yaml";
+
+fn main() -> Result<()> {
+    let operator = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .context("usage: local-cluster <path of the external-secrets binary>")?;
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let cp = testenv::ControlPlane::start()?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(run(&cp, &operator))?;
+    eprintln!("\nstopping: the control plane and the operator are stopped when this process ends");
+    Ok(())
+}
+
+async fn run(cp: &testenv::ControlPlane, operator: &Path) -> Result<()> {
+    let client = cp.client().await;
+    let crds = testenv::install_crds(&client, "crds").await?;
+    println!("installed {} CRDs", crds.len());
+
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    cp.spawn(
+        "operator",
+        operator,
+        vec![
+            "controller".into(),
+            "--kubeconfig".into(),
+            cp.kubeconfig_path().display().to_string(),
+            "--metrics-addr".into(),
+            metrics.to_string(),
+        ],
+    )?;
+    println!(
+        "operator started (log {}, metrics http://{metrics}/metrics)",
+        cp.dir().join("operator.log").display()
+    );
+
+    let ns = k8s_openapi::api::core::v1::Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some("examples".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&Default::default(), &ns)
+        .await?;
+    let mut files: Vec<_> = std::fs::read_dir("examples")?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    for file in &files {
+        let yaml = std::fs::read_to_string(file)?;
+        testenv::apply_yaml_in(&client, "examples", &yaml, true)
+            .await
+            .with_context(|| format!("applying {}", file.display()))?;
+    }
+    println!(
+        "applied {} example manifests into namespace examples",
+        files.len()
+    );
+
+    let secret = wait_for_quickstart(&client).await?;
+    println!(
+        "\nSecret examples/{} written by ExternalSecret examples/demo ({QUICKSTART}):",
+        secret.metadata.name.clone().unwrap_or_default()
+    );
+    for (key, value) in secret.data.unwrap_or_default() {
+        println!("  {key}: {}", String::from_utf8_lossy(&value.0));
+    }
+    println!("\nexport KUBECONFIG={}", cp.kubeconfig_path().display());
+    println!(
+        "kubectl get externalsecrets,secretstores,clustersecretstores -A; kubectl get external-secrets-providers -A"
+    );
+    println!("Ctrl-C stops everything.");
+    tokio::signal::ctrl_c().await?;
+    Ok(())
+}
+
+async fn wait_for_quickstart(client: &kube::Client) -> Result<Secret> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "examples");
+    let found = testenv::wait_for(
+        Duration::from_secs(60),
+        "Secret examples/demo-credentials",
+        || async {
+            match secrets.get_opt("demo-credentials").await? {
+                Some(s) => Ok(s),
+                None => bail!("not there yet"),
+            }
+        },
+    )
+    .await;
+    found.context("the operator did not write the quickstart Secret; see its log")
+}
