@@ -192,13 +192,27 @@ impl ClientManager {
             Some(r) => r.clone(),
             None => derived_provider_ref(&self.registry, store.kind, &store.name, &store.spec)?,
         };
-        resolve::load_provider(
+        let loaded = resolve::load_provider(
             &self.kube,
             &self.registry,
             &reference,
             store.namespace.as_deref(),
         )
-        .await
+        .await;
+        if let Err(Error::ProviderObjectMissing { kind, name }) = &loaded {
+            // The object is gone: close what was built from it instead of keeping it forever.
+            let namespace = store
+                .namespace
+                .clone()
+                .filter(|_| reference.api_version.starts_with(api::PROVIDERS_GROUP));
+            self.forget(&ProviderIdentity {
+                kind: kind.clone(),
+                namespace,
+                name: name.clone(),
+            })
+            .await;
+        }
+        loaded
     }
 
     /// A client for a loaded provider object on behalf of `caller` in `namespace`.
@@ -317,3 +331,6 @@ async fn close(client: Arc<dyn SecretsClient>) {
         debug!(error = %e, "closing an evicted secrets client failed");
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,6 +8,7 @@ mod control_plane;
 mod crds;
 mod examples;
 mod invalid_manifests;
+mod kubectl;
 mod operator;
 mod stores;
 mod sync;
@@ -98,6 +99,7 @@ fn main() -> ExitCode {
         crds::trials,
         examples::trials,
         invalid_manifests::trials,
+        kubectl::trials,
     ]
     .iter()
     .flat_map(|module| module(&env))

@@ -15,6 +15,17 @@ use crate::Env;
 
 /// Starts the operator; returns the address of its metrics endpoint.
 pub fn start(env: &Env) -> Result<SocketAddr> {
+    start_with(
+        env,
+        controllers::Settings {
+            concurrency: 8,
+            ..Default::default()
+        },
+    )
+}
+
+/// Starts an operator with `settings`; it runs until the process ends.
+pub fn start_with(env: &Env, settings: controllers::Settings) -> Result<SocketAddr> {
     // The operator's logs, when asked for: RUST_LOG=info cargo test --test e2e
     if std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
@@ -34,10 +45,6 @@ pub fn start(env: &Env) -> Result<SocketAddr> {
                 .expect("operator runtime");
             rt.block_on(async move {
                 let client = Client::try_from(config).expect("operator client");
-                let settings = controllers::Settings {
-                    concurrency: 8,
-                    ..Default::default()
-                };
                 let operator =
                     controllers::Operator::new(client, settings, controllers::default_registry());
                 operator.run(Some(addr), std::future::pending()).await;

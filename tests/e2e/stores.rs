@@ -45,9 +45,16 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             validation,
         ),
-        trial("stores::other_controller_class_is_left_alone", env, |env| {
-            other_class(env)
-        }),
+        trial(
+            "stores::other_controller_class_is_left_alone",
+            env,
+            other_class,
+        ),
+        trial(
+            "stores::single_namespace_operator_with_its_own_class",
+            env,
+            single_namespace_operator,
+        ),
     ]
 }
 
@@ -457,6 +464,62 @@ spec:
     ensure!(
         fakes(&client, Some(&ns)).get_opt("theirs").await?.is_none(),
         "a store of another class was converted"
+    );
+    Ok(())
+}
+
+/// A second operator in single-namespace mode with its own controller class: it handles its
+/// class in its namespace only, and the main operator leaves that class alone.
+async fn single_namespace_operator(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "scoped").await?;
+    let elsewhere = testenv::create_namespace(&client, "scoped-other").await?;
+    let class = format!("class-{ns}");
+    crate::operator::start_with(
+        &env,
+        controllers::Settings {
+            controller_class: class.clone(),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        },
+    )?;
+    let objects = format!(
+        r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: classy}}
+spec:
+  controller: {class}
+  provider: {{fake: {{data: [{{key: k, value: v}}]}}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: classy}}
+spec:
+  secretStoreRef: {{name: classy}}
+  data: [{{secretKey: k, remoteRef: {{key: k}}}}]
+"#
+    );
+    testenv::apply_yaml_in(&client, &ns, &objects, true).await?;
+    testenv::apply_yaml_in(&client, &elsewhere, &objects, true).await?;
+    wait_ready("SecretStore classy", "True", "Valid", || {
+        store_value(&client, &ns, "classy")
+    })
+    .await?;
+    let want = std::collections::BTreeMap::from([("k".to_owned(), b"v".to_vec())]);
+    crate::sync::wait_secret(&client, &ns, "classy", &want).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let other = store_value(&client, &elsewhere, "classy").await?;
+    ensure!(
+        other.get("status").is_none_or(Value::is_null),
+        "a store outside the namespace got status: {other}"
+    );
+    ensure!(
+        Api::<Secret>::namespaced(client.clone(), &elsewhere)
+            .get_opt("classy")
+            .await?
+            .is_none(),
+        "a Secret was written outside the operator's namespace"
     );
     Ok(())
 }

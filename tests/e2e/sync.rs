@@ -363,7 +363,15 @@ spec:
     // Nothing changes any more; only the 2s interval makes it sync again.
     let api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     let refreshed = |es: ExternalSecret| es.status.and_then(|s| s.refresh_time).map(|t| t.0);
-    let first = refreshed(api.get("periodic").await?).ok_or_else(|| anyhow!("no refreshTime"))?;
+    let transition = |es: &ExternalSecret| {
+        es.status
+            .as_ref()
+            .and_then(|s| api::conditions::find(&s.conditions, "Ready"))
+            .and_then(|c| c.last_transition_time.clone())
+    };
+    let before = api.get("periodic").await?;
+    let first_transition = transition(&before);
+    let first = refreshed(before).ok_or_else(|| anyhow!("no refreshTime"))?;
     testenv::wait_for(TIMEOUT, "a periodic refresh", || async {
         let now = refreshed(api.get("periodic").await?).ok_or_else(|| anyhow!("no refreshTime"))?;
         if now.duration_since(first).as_secs() >= 2 {
@@ -372,7 +380,15 @@ spec:
             Err(anyhow!("refreshTime still {now}"))
         }
     })
-    .await
+    .await?;
+    // A resync that does not flip Ready keeps its transition time.
+    let after = api.get("periodic").await?;
+    ensure!(
+        transition(&after) == first_transition,
+        "lastTransitionTime moved: {first_transition:?} -> {:?}",
+        transition(&after)
+    );
+    Ok(())
 }
 
 async fn fifty_converge(env: Arc<Env>) -> Result<()> {

@@ -81,6 +81,11 @@ async fn run(cp: &testenv::ControlPlane, operator: &Path) -> Result<()> {
         println!("  {key}: {}", String::from_utf8_lossy(&value.0));
     }
     println!("\nexport KUBECONFIG={}", cp.kubeconfig_path().display());
+    // kubectl is built with the control plane, at the same version.
+    println!(
+        "export PATH={}:$PATH",
+        testenv::testbin_dir(testenv::KUBERNETES_VERSION).display()
+    );
     println!(
         "kubectl get externalsecrets,secretstores,clustersecretstores -A; kubectl get external-secrets-providers -A"
     );
