@@ -43,9 +43,12 @@ struct ControllerArgs {
     /// Revalidation period of stores without spec.refreshInterval (Go duration).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     store_requeue_interval: Duration,
-    /// Address of /metrics, /healthz and /readyz.
+    /// Address of /metrics.
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
+    /// Address of /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8082")]
+    live_addr: SocketAddr,
     /// Average requests per second to the API server (0 turns limiting off).
     #[arg(long, default_value_t = 50.0)]
     client_qps: f32,
@@ -120,6 +123,10 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    operator.run(Some(args.metrics_addr), shutdown).await;
+    let addresses = controllers::Addresses {
+        metrics: Some(args.metrics_addr),
+        probes: Some(args.live_addr),
+    };
+    operator.run(addresses, shutdown).await;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! `/metrics`, `/healthz` and `/readyz`.
+//! `/metrics` on one address, `/healthz` and `/readyz` on another, as ESO serves them.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,19 +17,27 @@ struct Shared {
     ready: Arc<AtomicBool>,
 }
 
-/// Serves until the process ends; `ready` flips `/readyz` once the controllers run.
-pub async fn serve(
-    addr: SocketAddr,
-    registry: Arc<Registry>,
-    ready: Arc<AtomicBool>,
-) -> std::io::Result<()> {
+/// Serves `/metrics` until the process ends.
+pub async fn serve_metrics(addr: SocketAddr, registry: Arc<Registry>) -> std::io::Result<()> {
     let app = Router::new()
         .route("/metrics", get(metrics))
+        .with_state(Shared {
+            registry,
+            ready: Arc::default(),
+        });
+    axum::serve(tokio::net::TcpListener::bind(addr).await?, app).await
+}
+
+/// Serves `/healthz` and `/readyz`; `ready` flips `/readyz` once the controllers run.
+pub async fn serve_probes(addr: SocketAddr, ready: Arc<AtomicBool>) -> std::io::Result<()> {
+    let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .with_state(Shared { registry, ready });
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    axum::serve(listener, app).await
+        .with_state(Shared {
+            registry: Arc::default(),
+            ready,
+        });
+    axum::serve(tokio::net::TcpListener::bind(addr).await?, app).await
 }
 
 async fn metrics(State(s): State<Shared>) -> impl IntoResponse {

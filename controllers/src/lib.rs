@@ -12,4 +12,4 @@ mod run;
 pub mod secretstore;
 
 pub use context::{Context, Settings};
-pub use run::{Operator, default_registry};
+pub use run::{Addresses, Operator, default_registry};

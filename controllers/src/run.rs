@@ -36,6 +36,15 @@ pub fn default_registry() -> ::provider::Registry {
     registry
 }
 
+/// Where the operator serves HTTP; `None` serves nothing there.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Addresses {
+    /// `/metrics`
+    pub metrics: Option<SocketAddr>,
+    /// `/healthz` and `/readyz`
+    pub probes: Option<SocketAddr>,
+}
+
 pub struct Operator {
     pub ctx: Arc<Context>,
     pub metrics_registry: Arc<Registry>,
@@ -70,15 +79,23 @@ impl Operator {
     /// Runs every controller until `shutdown` resolves.
     pub async fn run(
         self,
-        metrics_addr: Option<SocketAddr>,
+        addresses: Addresses,
         shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     ) {
         let ctx = self.ctx.clone();
-        if let Some(addr) = metrics_addr {
-            let (registry, ready) = (self.metrics_registry.clone(), self.ready.clone());
+        if let Some(addr) = addresses.metrics {
+            let registry = self.metrics_registry.clone();
             tokio::spawn(async move {
-                if let Err(e) = crate::http::serve(addr, registry, ready).await {
+                if let Err(e) = crate::http::serve_metrics(addr, registry).await {
                     error!(error = %e, %addr, "metrics server failed");
+                }
+            });
+        }
+        if let Some(addr) = addresses.probes {
+            let ready = self.ready.clone();
+            tokio::spawn(async move {
+                if let Err(e) = crate::http::serve_probes(addr, ready).await {
+                    error!(error = %e, %addr, "probe server failed");
                 }
             });
         }
@@ -184,12 +201,25 @@ impl Operator {
         .predicate_filter(predicates::generation, PredicateConfig::default());
         let (forced_ss, forced_css) = (self.forced.clone(), self.forced.clone());
         let (reader_ss, reader_css) = (reader.clone(), reader.clone());
+        let reader_secrets = reader.clone();
         let provider_triggers = self.provider_triggers(reader.clone(), ss_reader, css_reader);
         let mut controller = Controller::for_stream(es_stream, reader)
             .with_config(
                 kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency),
             )
-            .owns_stream(secrets)
+            // By target name rather than owner reference: Orphan and Merge targets have none.
+            .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+                let (name, namespace) = (secret.name_any(), secret.namespace());
+                reader_secrets
+                    .state()
+                    .iter()
+                    .filter(|es| {
+                        es.namespace() == namespace
+                            && externalsecret::desired::target_name(es) == name
+                    })
+                    .map(|es| ObjectRef::from(es.as_ref()))
+                    .collect::<Vec<_>>()
+            })
             .watches_stream(ss_changes, move |store: SecretStore| {
                 users(
                     &reader_ss,

@@ -47,7 +47,11 @@ pub fn start_with(env: &Env, settings: controllers::Settings) -> Result<SocketAd
                 let client = Client::try_from(config).expect("operator client");
                 let operator =
                     controllers::Operator::new(client, settings, controllers::default_registry());
-                operator.run(Some(addr), std::future::pending()).await;
+                let addresses = controllers::Addresses {
+                    metrics: Some(addr),
+                    probes: None,
+                };
+                operator.run(addresses, std::future::pending()).await;
             });
         })?;
     Ok(addr)

@@ -214,7 +214,11 @@ fn decoding_strategies() {
         b"not base64!"
     );
     assert_eq!(decode(b"aGk=".to_vec(), Decoding::None).unwrap(), b"aGk=");
-    assert!(decode(b"!!".to_vec(), Decoding::Base64).is_err());
+    let err = decode(b"s3cr3t!".to_vec(), Decoding::Base64).unwrap_err();
+    assert!(
+        !err.contains('!') && !err.contains("33"),
+        "the error quotes the value: {err}"
+    );
 }
 
 #[test]

@@ -39,6 +39,10 @@ async fn run(cp: &testenv::ControlPlane, operator: &Path) -> Result<()> {
             cp.kubeconfig_path().display().to_string(),
             "--metrics-addr".into(),
             metrics.to_string(),
+            "--live-addr".into(),
+            std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .to_string(),
         ],
     )?;
     println!(
