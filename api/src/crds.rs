@@ -2,12 +2,13 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
+use serde_json::Value;
 
 use crate::{external_secret, provider_kinds as pk, push_secret, store};
 
 /// All CRDs, core kinds first.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![
+    [
         external_secret::ExternalSecret::crd(),
         store::SecretStore::crd(),
         store::ClusterSecretStore::crd(),
@@ -21,6 +22,33 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         pk::gitlab::Gitlab::crd(),
         pk::gitlab::Cluster::crd(),
     ]
+    .into_iter()
+    .map(without_nullable)
+    .collect()
+}
+
+/// kube-derive marks every `Option` field `nullable`, so an explicit `null` (an empty Helm value,
+/// say) would be stored, or rejected by an enum. ESO's schemas are not nullable: the API server
+/// drops such nulls and applies the default. Removing the marks gives ESO's behaviour.
+fn without_nullable(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                if map.get("nullable") == Some(&Value::Bool(true)) {
+                    map.remove("nullable");
+                }
+                if let Some(Value::Array(values)) = map.get_mut("enum") {
+                    values.retain(|e| !e.is_null());
+                }
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::to_value(&crd).expect("a CRD serializes");
+    strip(&mut value);
+    serde_json::from_value(value).expect("stripping nullable keeps a valid CRD")
 }
 
 /// Each CRD as `(file name, YAML)`, the file named `<plural>.<group>.yaml`.

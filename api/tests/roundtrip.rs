@@ -66,6 +66,17 @@ fn roundtrip(doc: &Value, origin: &str) -> bool {
     true
 }
 
+fn drop_nulls(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
 fn docs(yaml: &str) -> Vec<Value> {
     serde_yaml::Deserializer::from_str(yaml)
         .map(|d| Value::deserialize(d).expect("valid YAML"))
@@ -520,7 +531,9 @@ fn every_example_round_trips() {
             continue;
         }
         let origin = path.display().to_string();
-        for doc in docs(&std::fs::read_to_string(&path).unwrap()) {
+        for mut doc in docs(&std::fs::read_to_string(&path).unwrap()) {
+            // The API server drops explicit nulls of defaulted fields before anyone reads them.
+            drop_nulls(&mut doc);
             if roundtrip(&doc, &origin) {
                 seen += 1;
             }

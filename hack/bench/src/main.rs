@@ -189,6 +189,8 @@ async fn run(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> R
     let peak_rss_mib = rss_mib(pid, "VmHWM")?;
     let rss_end_mib = rss_mib(pid, "VmRSS")?;
     let metrics = scrape(metrics_port).await?;
+    // Kept with the control plane's folder (EXTERNAL_SECRETS_TESTENV_KEEP=1) for a closer look.
+    std::fs::write(cp.dir().join("operator-metrics.txt"), &metrics)?;
     let sync_calls = metrics
         .lines()
         .filter(|l| l.starts_with("externalsecret_sync_calls_total"))
