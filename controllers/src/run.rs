@@ -170,6 +170,8 @@ impl Operator {
         let metrics_ctx = ctx.clone();
         let es_stream = watcher(es_api, watcher::Config::default())
             .default_backoff()
+            // managedFields are often the larger part of an object and nothing here reads them.
+            .modify(|es| es.managed_fields_mut().clear())
             .reflect(writer)
             .inspect_ok(move |event| {
                 if let watcher::Event::Delete(es) = event {
@@ -196,6 +198,7 @@ impl Operator {
             watcher::Config::default(),
         )
         .default_backoff()
+        .modify(|s| s.managed_fields_mut().clear())
         .reflect(ss_writer)
         .applied_objects()
         .predicate_filter(predicates::generation, PredicateConfig::default());
@@ -235,6 +238,7 @@ impl Operator {
                 watcher::Config::default(),
             )
             .default_backoff()
+            .modify(|s| s.managed_fields_mut().clear())
             .reflect(css_writer)
             .applied_objects()
             .predicate_filter(predicates::generation, PredicateConfig::default());
