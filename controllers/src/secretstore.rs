@@ -248,7 +248,7 @@ async fn sync_generated_provider<S: StoreObject>(
         )
     })?;
     let Some(_) = &loaded.spec.provider else {
-        delete_generated(store, loaded, ctx).await;
+        delete_generated(store, loaded, ctx, None).await;
         return Ok(());
     };
     let (provider, inline) = inline_provider(registry, S::KIND, &loaded.name, &loaded.spec)
@@ -307,7 +307,11 @@ async fn sync_generated_provider<S: StoreObject>(
         .patch(&loaded.name, &params, &Patch::Apply(&desired))
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            // The inline provider may have changed kind; the old kind's object goes.
+            delete_generated(store, loaded, ctx, Some(provider.kind())).await;
+            Ok(())
+        }
         Err(kube::Error::Api(s)) if s.code == 404 => Err(not_installed(&resource)),
         Err(e) => Err(Outcome::failed(
             reason::INVALID_PROVIDER_CONFIG,
@@ -334,15 +338,25 @@ fn provider_api(
     }
 }
 
-/// After a switch to `providerRef`, the object converted from the old inline provider is ours to
-/// remove. Only objects this store controls are touched.
-async fn delete_generated<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: &Context) {
+/// After a switch to `providerRef` or to another provider kind, the object converted from the old
+/// inline provider is ours to remove. Only objects this store controls are touched.
+async fn delete_generated<S: StoreObject>(
+    store: &S,
+    loaded: &LoadedStore,
+    ctx: &Context,
+    keep_kind: Option<&str>,
+) {
     let Some(uid) = store.uid() else { return };
     let group = match S::KIND {
         StoreKind::SecretStore => PROVIDERS_GROUP,
         StoreKind::ClusterSecretStore => CLUSTER_PROVIDERS_GROUP,
     };
-    for provider in ctx.manager.registry().iter() {
+    for provider in ctx
+        .manager
+        .registry()
+        .iter()
+        .filter(|p| Some(p.kind()) != keep_kind)
+    {
         let resource = ApiResource {
             group: group.into(),
             version: api::provider_kinds::VERSION.into(),

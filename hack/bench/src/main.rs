@@ -63,6 +63,9 @@ struct Args {
     /// Folder of the CRDs to install.
     #[arg(long, default_value = "crds")]
     crds: PathBuf,
+    /// Another argument for the operator, e.g. --operator-arg=--client-qps=0 (repeatable).
+    #[arg(long = "operator-arg", allow_hyphen_values = true)]
+    operator_args: Vec<String>,
 }
 
 struct Run {
@@ -120,19 +123,22 @@ async fn run(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> R
     let ns = testenv::create_namespace(client, "bench").await?;
 
     let metrics_port = free_port()?;
-    let pid = cp.spawn(
-        "operator",
-        &args.operator,
-        vec![
-            "controller".into(),
-            "--kubeconfig".into(),
-            cp.kubeconfig_path().to_string_lossy().into_owned(),
-            "--metrics-addr".into(),
-            format!("127.0.0.1:{metrics_port}"),
-            "--concurrent".into(),
-            args.concurrency.to_string(),
-        ],
-    )?;
+    // Its default probe address is a fixed port on every interface, which anything else on
+    // the machine may hold.
+    let probes_port = free_port()?;
+    let mut operator_args = vec![
+        "controller".into(),
+        "--kubeconfig".into(),
+        cp.kubeconfig_path().to_string_lossy().into_owned(),
+        "--metrics-addr".into(),
+        format!("127.0.0.1:{metrics_port}"),
+        "--live-addr".into(),
+        format!("127.0.0.1:{probes_port}"),
+        "--concurrent".into(),
+        args.concurrency.to_string(),
+    ];
+    operator_args.extend(args.operator_args.iter().cloned());
+    let pid = cp.spawn("operator", &args.operator, operator_args)?;
 
     testenv::apply_yaml_in(client, &ns, STORE_YAML, true).await?;
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
@@ -360,8 +366,9 @@ fn report_operator_log(path: &Path) {
 
 fn print_table(runs: &[Run], kubernetes: &str, args: &Args) {
     let nproc = std::thread::available_parallelism().map_or(0, usize::from);
+    let extra: String = args.operator_args.iter().map(|a| format!(" {a}")).collect();
     println!(
-        "Kubernetes {kubernetes}, nproc {nproc}, operator --concurrent {}\n",
+        "Kubernetes {kubernetes}, nproc {nproc}, operator --concurrent {}{extra}\n",
         args.concurrency
     );
     println!(
