@@ -27,7 +27,7 @@ pub struct Env {
     // Set only when some trial will run, so `--list` works without the binaries.
     control_plane: OnceLock<ControlPlane>,
     /// The operator's metrics endpoint, once set-up started it.
-    metrics_addr: OnceLock<SocketAddr>,
+    addresses: OnceLock<controllers::Addresses>,
 }
 
 impl Env {
@@ -37,11 +37,17 @@ impl Env {
             .expect("the control plane starts before any trial runs")
     }
 
-    pub fn metrics_addr(&self) -> SocketAddr {
+    pub fn addresses(&self) -> controllers::Addresses {
         *self
-            .metrics_addr
+            .addresses
             .get()
             .expect("set-up starts the operator before any trial runs")
+    }
+
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.addresses()
+            .metrics
+            .expect("the test operator serves metrics")
     }
 
     pub async fn client(&self) -> kube::Client {
@@ -81,7 +87,7 @@ pub fn chain(e: &anyhow::Error) -> String {
 async fn setup(env: &Env, install_late_crd: bool) -> Result<()> {
     crds::setup(env, install_late_crd).await?;
     examples::setup(env).await?;
-    let _ = env.metrics_addr.set(operator::start(env)?);
+    let _ = env.addresses.set(operator::start(env)?);
     Ok(())
 }
 
@@ -89,7 +95,7 @@ fn main() -> ExitCode {
     let args = Arguments::from_args();
     let env = Arc::new(Env {
         control_plane: OnceLock::new(),
-        metrics_addr: OnceLock::new(),
+        addresses: OnceLock::new(),
     });
     let trials: Vec<Trial> = [
         // First: its opening trial must run before the others need the CRD it installs.
@@ -100,6 +106,7 @@ fn main() -> ExitCode {
         examples::trials,
         invalid_manifests::trials,
         kubectl::trials,
+        operator::trials,
     ]
     .iter()
     .flat_map(|module| module(&env))

@@ -13,8 +13,8 @@ use serde_json::Value;
 
 use crate::Env;
 
-/// Starts the operator; returns the address of its metrics endpoint.
-pub fn start(env: &Env) -> Result<SocketAddr> {
+/// Starts the operator; returns where it serves metrics and probes.
+pub fn start(env: &Env) -> Result<controllers::Addresses> {
     start_with(
         env,
         controllers::Settings {
@@ -25,7 +25,7 @@ pub fn start(env: &Env) -> Result<SocketAddr> {
 }
 
 /// Starts an operator with `settings`; it runs until the process ends.
-pub fn start_with(env: &Env, settings: controllers::Settings) -> Result<SocketAddr> {
+pub fn start_with(env: &Env, settings: controllers::Settings) -> Result<controllers::Addresses> {
     // The operator's logs, when asked for: RUST_LOG=info cargo test --test e2e
     if std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
@@ -33,7 +33,11 @@ pub fn start_with(env: &Env, settings: controllers::Settings) -> Result<SocketAd
             .with_test_writer()
             .try_init();
     }
-    let addr = TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let free = || -> Result<SocketAddr> { Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?) };
+    let addresses = controllers::Addresses {
+        metrics: Some(free()?),
+        probes: Some(free()?),
+    };
     let config = env.control_plane().client_config();
     std::thread::Builder::new()
         .name("operator".into())
@@ -47,14 +51,10 @@ pub fn start_with(env: &Env, settings: controllers::Settings) -> Result<SocketAd
                 let client = Client::try_from(config).expect("operator client");
                 let operator =
                     controllers::Operator::new(client, settings, controllers::default_registry());
-                let addresses = controllers::Addresses {
-                    metrics: Some(addr),
-                    probes: None,
-                };
                 operator.run(addresses, std::future::pending()).await;
             });
         })?;
-    Ok(addr)
+    Ok(addresses)
 }
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -104,23 +104,22 @@ pub async fn event_reasons(client: &Client, namespace: &str, name: &str) -> Resu
     Ok(list.items.into_iter().filter_map(|e| e.reason).collect())
 }
 
-/// The metrics endpoint's text.
-pub async fn scrape(addr: SocketAddr) -> Result<String> {
+/// The body of `path` on the operator's HTTP server at `addr`.
+pub async fn get(addr: SocketAddr, path: &str) -> Result<String> {
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
-        .context("connecting to /metrics")?;
+        .with_context(|| format!("connecting to {addr} for {path}"))?;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     stream
         .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
         )
         .await?;
     let mut body = String::new();
     stream.read_to_string(&mut body).await?;
     if !body.starts_with("HTTP/1.1 200") {
         bail!(
-            "/metrics answered {}",
+            "{path} answered {}",
             body.lines().next().unwrap_or_default()
         );
     }
@@ -134,4 +133,24 @@ pub fn sample(metrics: &str, series: &str) -> Option<f64> {
         .find(|l| l.starts_with(series))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
+}
+
+/// The metrics endpoint's text.
+pub async fn scrape(addr: SocketAddr) -> Result<String> {
+    get(addr, "/metrics").await
+}
+
+pub fn trials(env: &std::sync::Arc<Env>) -> Vec<libtest_mimic::Trial> {
+    vec![crate::trial("operator::probes", env, |env| async move {
+        let probes = env
+            .addresses()
+            .probes
+            .expect("the test operator serves probes");
+        for path in ["/healthz", "/readyz"] {
+            // The operator starts in the background; give it a moment to listen.
+            let body = testenv::wait_for(TIMEOUT, path, || get(probes, path)).await?;
+            anyhow::ensure!(body.ends_with("ok"), "{path}: {body}");
+        }
+        Ok(())
+    })]
 }
