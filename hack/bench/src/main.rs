@@ -103,6 +103,12 @@ fn main() -> Result<()> {
         match result {
             Ok(r) => runs.push(r),
             Err(e) => {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                eprintln!("bench: the end of {}:", log.display());
+                for line in &lines[lines.len().saturating_sub(20)..] {
+                    eprintln!("  {line}");
+                }
                 if std::env::var_os("EXTERNAL_SECRETS_TESTENV_KEEP").is_none() {
                     eprintln!(
                         "bench: set EXTERNAL_SECRETS_TESTENV_KEEP=1 to keep {}",
@@ -142,20 +148,22 @@ async fn run(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> R
 
     testenv::apply_yaml_in(client, &ns, STORE_YAML, true).await?;
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
-    testenv::wait_for(
-        Duration::from_secs(60),
-        "SecretStore Ready=True",
-        || async {
-            alive(pid)?;
-            let store = stores.get(STORE).await?;
-            let conditions = store.status.map(|s| s.conditions).unwrap_or_default();
-            match api::conditions::find(&conditions, READY) {
-                Some(c) if c.status == ConditionStatus::True => Ok(()),
-                other => bail!("Ready condition is {other:?}"),
+    // Not testenv::wait_for: that would take a dead operator for "not yet" and wait it out.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        alive(pid)?;
+        let store = stores.get(STORE).await?;
+        let conditions = store.status.map(|s| s.conditions).unwrap_or_default();
+        match api::conditions::find(&conditions, READY) {
+            Some(c) if c.status == ConditionStatus::True => break,
+            other if Instant::now() >= deadline => {
+                bail!(
+                    "SecretStore {STORE} is not Ready=True after 60s; its Ready condition is {other:?}"
+                )
             }
-        },
-    )
-    .await?;
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
     // What the operator needs with one store and nothing to sync, to tell its fixed cost from
     // its cost per ExternalSecret.
     let rss_before_mib = rss_mib(pid, "VmRSS")?;
@@ -299,7 +307,7 @@ fn alive(pid: u32) -> Result<()> {
         .rsplit_once(')')
         .and_then(|(_, rest)| rest.split_whitespace().next());
     if matches!(state, None | Some("Z" | "X")) {
-        bail!("the operator (pid {pid}) exited; see its log below");
+        bail!("the operator (pid {pid}) exited");
     }
     Ok(())
 }
