@@ -6,6 +6,7 @@
 //! provider object's uid and generation and by the resourceVersions of the Secrets its
 //! credentials came from, so any of those changing yields a fresh client and closes the old one.
 
+mod cache;
 mod conditions;
 mod metrics;
 mod resolve;
@@ -127,6 +128,7 @@ pub struct ClientManager {
     flood_gate: bool,
     controller_class: String,
     cache: Mutex<HashMap<Slot, Cached>>,
+    watched: cache::Caches,
     metrics: Metrics,
 }
 
@@ -144,6 +146,7 @@ impl ClientManager {
             flood_gate,
             controller_class,
             cache: Mutex::default(),
+            watched: cache::Caches::default(),
             metrics,
         }
     }
@@ -152,10 +155,31 @@ impl ClientManager {
         &self.registry
     }
 
+    /// Lets store lookups use the ExternalSecret controller's watch caches.
+    pub fn use_store_caches(
+        &self,
+        stores: kube::runtime::reflector::Store<api::store::SecretStore>,
+        cluster: kube::runtime::reflector::Store<api::store::ClusterSecretStore>,
+    ) {
+        self.watched.set_stores(stores, cluster);
+    }
+
+    /// Lets provider object lookups use a provider controller's watch cache.
+    pub fn use_provider_cache(
+        &self,
+        resource: kube::api::ApiResource,
+        objects: kube::runtime::reflector::Store<kube::api::DynamicObject>,
+    ) {
+        self.watched.set_provider(resource, objects);
+    }
+
     /// A client for `store`, used from `namespace`: the path of ExternalSecrets and PushSecrets.
     /// Enforces ClusterSecretStore `conditions` and refuses stores that are not Ready.
     pub async fn get(&self, store: &StoreRef, namespace: &str) -> Result<Handle> {
-        let loaded = resolve::load_store(&self.kube, store, namespace).await?;
+        let loaded = match self.watched.store(store, namespace) {
+            Some(cached) => cached,
+            None => resolve::load_store(&self.kube, store, namespace).await?,
+        };
         if let Some(class) = loaded
             .spec
             .controller
@@ -195,6 +219,7 @@ impl ClientManager {
         let loaded = resolve::load_provider(
             &self.kube,
             &self.registry,
+            &self.watched,
             &reference,
             store.namespace.as_deref(),
         )

@@ -219,10 +219,15 @@ impl ProviderObject {
 pub(crate) async fn load_provider(
     kube: &kube::Client,
     registry: &Registry,
+    watched: &crate::cache::Caches,
     reference: &ProviderRef,
     store_namespace: Option<&str>,
 ) -> Result<ProviderObject> {
     let (provider, resource) = provider_resource(registry, reference)?;
+    let namespace = store_namespace.filter(|_| resource.group == PROVIDERS_GROUP);
+    if let Some(obj) = watched.provider(&resource, namespace, &reference.name) {
+        return Ok(ProviderObject::from_dynamic(provider, &obj));
+    }
     let api: Api<DynamicObject> = match store_namespace {
         Some(ns) if resource.group == PROVIDERS_GROUP => {
             Api::namespaced_with(kube.clone(), ns, &resource)

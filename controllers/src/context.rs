@@ -1,6 +1,7 @@
 //! State shared by every reconciler.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clientmanager::ClientManager;
@@ -44,6 +45,9 @@ pub struct Context {
     pub backoff: Backoff,
     /// Provider objects whose spec changed: the ExternalSecrets reading through them resync.
     pub provider_changed: UnboundedSender<ProviderIdentity>,
+    /// resourceVersions of target Secrets as this operator last wrote them, by namespace and
+    /// name: the watch event of our own write needs no reconcile.
+    own_writes: Mutex<HashMap<(String, String), Vec<String>>>,
     recorder: Recorder,
 }
 
@@ -72,6 +76,7 @@ impl Context {
             settings,
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(420)),
             provider_changed,
+            own_writes: Mutex::default(),
             recorder,
         })
     }
@@ -79,6 +84,40 @@ impl Context {
     /// Whether this operator handles an object with this controller class.
     pub fn owns_class(&self, class: Option<&str>) -> bool {
         class.is_none_or(|c| c.is_empty() || c == self.settings.controller_class)
+    }
+
+    /// Remembers that this operator wrote `namespace/name` at `resource_versions`, replacing what
+    /// was remembered for it.
+    pub fn wrote(&self, namespace: &str, name: &str, resource_versions: Vec<String>) {
+        self.own_writes
+            .lock()
+            .expect("own writes poisoned")
+            .insert((namespace.to_owned(), name.to_owned()), resource_versions);
+    }
+
+    /// Whether a watch event at `resource_version` is one of our own writes (and forgets it).
+    pub fn own_write_seen(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+    ) -> bool {
+        let Some(rv) = resource_version else {
+            return false;
+        };
+        let mut writes = self.own_writes.lock().expect("own writes poisoned");
+        let key = (namespace.to_owned(), name.to_owned());
+        let Some(versions) = writes.get_mut(&key) else {
+            return false;
+        };
+        let Some(i) = versions.iter().position(|v| v == rv) else {
+            return false;
+        };
+        versions.remove(i);
+        if versions.is_empty() {
+            writes.remove(&key);
+        }
+        true
     }
 
     /// Publishes an event; a failure to publish is logged and otherwise ignored, since the

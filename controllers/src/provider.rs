@@ -137,7 +137,11 @@ async fn run_kind(kctx: Arc<KindContext>) {
         (Some(ns), false) => Api::namespaced_with(kctx.ctx.client.clone(), ns, &kctx.resource),
         _ => Api::all_with(kctx.ctx.client.clone(), &kctx.resource),
     };
-    Controller::new_with(api, watcher::Config::default(), kctx.resource.clone())
+    let controller = Controller::new_with(api, watcher::Config::default(), kctx.resource.clone());
+    kctx.ctx
+        .manager
+        .use_provider_cache(kctx.resource.clone(), controller.store());
+    controller
         .with_config(
             kube::runtime::controller::Config::default().concurrency(kctx.ctx.settings.concurrency),
         )

@@ -205,6 +205,9 @@ impl Operator {
         let (forced_ss, forced_css) = (self.forced.clone(), self.forced.clone());
         let (reader_ss, reader_css) = (reader.clone(), reader.clone());
         let reader_secrets = reader.clone();
+        let secrets_ctx = ctx.clone();
+        ctx.manager
+            .use_store_caches(ss_reader.clone(), css_reader.clone());
         let provider_triggers = self.provider_triggers(reader.clone(), ss_reader, css_reader);
         let mut controller = Controller::for_stream(es_stream, reader)
             .with_config(
@@ -213,6 +216,13 @@ impl Operator {
             // By target name rather than owner reference: Orphan and Merge targets have none.
             .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
                 let (name, namespace) = (secret.name_any(), secret.namespace());
+                if secrets_ctx.own_write_seen(
+                    namespace.as_deref().unwrap_or_default(),
+                    &name,
+                    secret.resource_version().as_deref(),
+                ) {
+                    return Vec::new();
+                }
                 reader_secrets
                     .state()
                     .iter()

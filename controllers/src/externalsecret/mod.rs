@@ -197,7 +197,7 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             _ => Written::Retained,
         }
     } else {
-        write_secret(es, &secrets, existing.as_ref(), &fetched).await?
+        write_secret(es, ctx, &secrets, existing.as_ref(), &fetched).await?
     };
 
     let (status, reason, message) = match written {
@@ -261,6 +261,7 @@ fn requeue(es: &ExternalSecret, now: Timestamp) -> Action {
 
 async fn write_secret(
     es: &ExternalSecret,
+    ctx: &Context,
     secrets: &Api<Secret>,
     existing: Option<&Secret>,
     data: &BTreeMap<String, Vec<u8>>,
@@ -288,7 +289,7 @@ async fn write_secret(
         }
     }
     let manager = desired::field_manager(&es.name_any());
-    secrets
+    let written = secrets
         .patch(
             &target,
             &PatchParams::apply(&manager).force(),
@@ -299,6 +300,7 @@ async fn write_secret(
             name: target.clone(),
             source,
         })?;
+    let mut versions: Vec<String> = written.resource_version().into_iter().collect();
     if let Some(existing) = existing {
         let stale = desired::stale_keys(es, existing, data);
         if !stale.is_empty() {
@@ -310,18 +312,22 @@ async fn write_secret(
                 .collect();
             let patch: json_patch::Patch =
                 serde_json::from_value(json!(ops)).expect("well-formed JSON patch");
-            secrets
+            let trimmed = secrets
                 .patch(&target, &PatchParams::default(), &Patch::<()>::Json(patch))
                 .await
                 .map_err(|source| Error::WriteSecret {
                     name: target.clone(),
                     source,
                 })?;
+            versions.extend(trimmed.resource_version());
         }
-        Ok(Written::Updated)
-    } else {
-        Ok(Written::Created)
     }
+    ctx.wrote(&es.namespace().unwrap_or_default(), &target, versions);
+    Ok(if existing.is_some() {
+        Written::Updated
+    } else {
+        Written::Created
+    })
 }
 
 /// Whether the labels, annotations and owner references we want are already on the Secret.

@@ -1,0 +1,80 @@
+//! Reads of stores and provider objects from the controllers' watch caches, so that a reconcile
+//! does not cost two API requests before it reaches the provider. A miss (a cache not filled
+//! yet, an object created a moment ago) falls back to a GET.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use api::store::{ClusterSecretStore, SecretStore};
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::resolve::{LoadedStore, StoreKind, StoreRef};
+
+/// A provider kind's cache, with the resource (and so the version) it was built for.
+type ProviderCache = (ApiResource, Store<DynamicObject>);
+
+#[derive(Default)]
+pub(crate) struct Caches {
+    secret_stores: OnceLock<Store<SecretStore>>,
+    cluster_secret_stores: OnceLock<Store<ClusterSecretStore>>,
+    /// By (group, kind).
+    providers: Mutex<HashMap<(String, String), ProviderCache>>,
+}
+
+impl Caches {
+    pub(crate) fn set_stores(
+        &self,
+        stores: Store<SecretStore>,
+        cluster: Store<ClusterSecretStore>,
+    ) {
+        let _ = self.secret_stores.set(stores);
+        let _ = self.cluster_secret_stores.set(cluster);
+    }
+
+    pub(crate) fn set_provider(&self, resource: ApiResource, store: Store<DynamicObject>) {
+        self.providers
+            .lock()
+            .expect("provider caches poisoned")
+            .insert(
+                (resource.group.clone(), resource.kind.clone()),
+                (resource, store),
+            );
+    }
+
+    pub(crate) fn store(&self, store: &StoreRef, namespace: &str) -> Option<LoadedStore> {
+        match store.kind {
+            StoreKind::SecretStore => self
+                .secret_stores
+                .get()?
+                .get(&ObjectRef::new(&store.name).within(namespace))
+                .map(|s| LoadedStore::from_secret_store(&s)),
+            StoreKind::ClusterSecretStore => self
+                .cluster_secret_stores
+                .get()?
+                .get(&ObjectRef::new(&store.name))
+                .map(|s| LoadedStore::from_cluster_secret_store(&s)),
+        }
+    }
+
+    pub(crate) fn provider(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<DynamicObject> {
+        let providers = self.providers.lock().expect("provider caches poisoned");
+        let (cached_resource, store) =
+            providers.get(&(resource.group.clone(), resource.kind.clone()))?;
+        // Another served version would be converted by the API server; only the cached one is
+        // answered from here.
+        if cached_resource.version != resource.version {
+            return None;
+        }
+        let mut key = ObjectRef::new_with(name, cached_resource.clone());
+        if let Some(ns) = namespace {
+            key = key.within(ns);
+        }
+        store.get(&key).map(|o| (*o).clone())
+    }
+}
