@@ -14,12 +14,12 @@ use clientmanager::{ClientManager, StoreKind};
 use futures::channel::mpsc;
 use futures::{StreamExt, TryStreamExt, future};
 use k8s_openapi::api::core::v1::Secret;
-use kube::core::PartialObjectMeta;
+use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::{PredicateConfig, predicates};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
@@ -45,12 +45,16 @@ pub struct Addresses {
     pub probes: Option<SocketAddr>,
 }
 
+/// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
+/// must not stall the watch for all others; it gets a status condition instead.
+type Watched = DeserializeGuard<ExternalSecret>;
+
 pub struct Operator {
     pub ctx: Arc<Context>,
     pub metrics_registry: Arc<Registry>,
     ready: Arc<AtomicBool>,
     /// ExternalSecrets to refresh regardless of their interval, because a store they use changed.
-    forced: Arc<Mutex<HashSet<ObjectRef<ExternalSecret>>>>,
+    forced: Arc<Mutex<HashSet<ObjectRef<Watched>>>>,
     provider_changes: Mutex<Option<mpsc::UnboundedReceiver<ProviderIdentity>>>,
 }
 
@@ -163,7 +167,7 @@ impl Operator {
         let ctx = self.ctx.clone();
         let namespace = ctx.settings.namespace.clone();
         let client = ctx.client.clone();
-        let es_api: Api<ExternalSecret> = scoped(&client, namespace.as_deref());
+        let es_api: Api<Watched> = scoped(&client, namespace.as_deref());
         let (reader, writer) = reflector::store();
         // Our own status writes must not trigger a reconcile: react to spec, labels and
         // annotations only, as ESO's predicate does.
@@ -228,7 +232,10 @@ impl Operator {
                     .iter()
                     .filter(|es| {
                         es.namespace() == namespace
-                            && externalsecret::desired::target_name(es) == name
+                            && es
+                                .0
+                                .as_ref()
+                                .is_ok_and(|es| externalsecret::desired::target_name(es) == name)
                     })
                     .map(|es| ObjectRef::from(es.as_ref()))
                     .collect::<Vec<_>>()
@@ -268,12 +275,18 @@ impl Operator {
             .reconcile_on(provider_triggers)
             .graceful_shutdown_on(shutdown)
             .run(
-                move |es, ctx| {
+                move |watched: Arc<Watched>, ctx| {
                     let force = forced
                         .lock()
                         .expect("forced set poisoned")
-                        .remove(&ObjectRef::from(es.as_ref()));
-                    externalsecret::reconcile(es, ctx, force)
+                        .remove(&ObjectRef::from(watched.as_ref()));
+                    let es = watched.0.clone().map(Arc::new);
+                    async move {
+                        match es {
+                            Ok(es) => externalsecret::reconcile(es, ctx, force).await,
+                            Err(invalid) => externalsecret::report_invalid(&ctx, invalid).await,
+                        }
+                    }
                 },
                 es_error_policy,
                 ctx,
@@ -287,10 +300,10 @@ impl Operator {
     /// references it, directly or as the object converted from its inline provider.
     fn provider_triggers(
         &self,
-        externalsecrets: Store<ExternalSecret>,
+        externalsecrets: Store<Watched>,
         secret_stores: Store<SecretStore>,
         cluster_secret_stores: Store<ClusterSecretStore>,
-    ) -> impl futures::Stream<Item = ObjectRef<ExternalSecret>> + Send + 'static {
+    ) -> impl futures::Stream<Item = ObjectRef<Watched>> + Send + 'static {
         let changes = self
             .provider_changes
             .lock()
@@ -345,12 +358,12 @@ where
     }
 }
 
-fn es_fingerprint(es: &ExternalSecret) -> Option<u64> {
+fn es_fingerprint(es: &Watched) -> Option<u64> {
     let mut h = DefaultHasher::new();
-    es.metadata.generation.hash(&mut h);
+    es.meta().generation.hash(&mut h);
     es.labels().hash(&mut h);
     es.annotations().hash(&mut h);
-    es.metadata
+    es.meta()
         .deletion_timestamp
         .as_ref()
         .map(|t| t.0.as_second())
@@ -360,17 +373,20 @@ fn es_fingerprint(es: &ExternalSecret) -> Option<u64> {
 
 /// The ExternalSecrets that read from a store, marked for a forced refresh.
 fn users(
-    reader: &Store<ExternalSecret>,
-    forced: &Mutex<HashSet<ObjectRef<ExternalSecret>>>,
+    reader: &Store<Watched>,
+    forced: &Mutex<HashSet<ObjectRef<Watched>>>,
     kind: StoreKind,
     name: &str,
     namespace: Option<&str>,
-) -> Vec<ObjectRef<ExternalSecret>> {
+) -> Vec<ObjectRef<Watched>> {
     let refs: Vec<_> = reader
         .state()
         .iter()
         .filter(|es| namespace.is_none_or(|ns| es.namespace().as_deref() == Some(ns)))
-        .filter(|es| externalsecret::uses_store(es, kind, name))
+        .filter(|es| {
+            es.0.as_ref()
+                .is_ok_and(|es| externalsecret::uses_store(es, kind, name))
+        })
         .map(|es| ObjectRef::from(es.as_ref()))
         .collect();
     forced
@@ -395,11 +411,7 @@ fn store_error_policy<S: secretstore::StoreObject>(
     Action::requeue(ctx.backoff.failed(&store.uid().unwrap_or_default()))
 }
 
-fn es_error_policy(
-    es: Arc<ExternalSecret>,
-    error: &externalsecret::Error,
-    ctx: Arc<Context>,
-) -> Action {
+fn es_error_policy(es: Arc<Watched>, error: &externalsecret::Error, ctx: Arc<Context>) -> Action {
     ctx.metrics
         .reconcile_errors
         .get_or_create(&ErrorLabels {

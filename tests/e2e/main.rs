@@ -10,6 +10,7 @@ mod examples;
 mod invalid_manifests;
 mod kubectl;
 mod operator;
+mod robustness;
 mod stores;
 mod sync;
 
@@ -107,6 +108,7 @@ fn main() -> ExitCode {
         invalid_manifests::trials,
         kubectl::trials,
         operator::trials,
+        robustness::trials,
     ]
     .iter()
     .flat_map(|module| module(&env))

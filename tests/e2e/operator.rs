@@ -26,6 +26,19 @@ pub fn start(env: &Env) -> Result<controllers::Addresses> {
 
 /// Starts an operator with `settings`; it runs until the process ends.
 pub fn start_with(env: &Env, settings: controllers::Settings) -> Result<controllers::Addresses> {
+    start_for(
+        env.control_plane().client_config(),
+        settings,
+        std::future::pending(),
+    )
+}
+
+/// Starts an operator against the cluster of `config`, until `shutdown` resolves.
+pub fn start_for(
+    config: kube::Config,
+    settings: controllers::Settings,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> Result<controllers::Addresses> {
     // The operator's logs, when asked for: RUST_LOG=info cargo test --test e2e
     if std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
@@ -38,7 +51,6 @@ pub fn start_with(env: &Env, settings: controllers::Settings) -> Result<controll
         metrics: Some(free()?),
         probes: Some(free()?),
     };
-    let config = env.control_plane().client_config();
     std::thread::Builder::new()
         .name("operator".into())
         .spawn(move || {
@@ -51,7 +63,7 @@ pub fn start_with(env: &Env, settings: controllers::Settings) -> Result<controll
                 let client = Client::try_from(config).expect("operator client");
                 let operator =
                     controllers::Operator::new(client, settings, controllers::default_registry());
-                operator.run(addresses, std::future::pending()).await;
+                operator.run(addresses, shutdown).await;
             });
         })?;
     Ok(addresses)

@@ -74,7 +74,7 @@ spec:
     - regexp: {source: "^app/(.*)", target: "app-${1}"}
 "#;
 
-fn expected() -> BTreeMap<String, Vec<u8>> {
+pub fn expected() -> BTreeMap<String, Vec<u8>> {
     [
         ("user", "alice"),
         ("user-v2", "bob"),

@@ -437,6 +437,45 @@ async fn write_status(
     .map_err(Error::Status)
 }
 
+/// An ExternalSecret that does not fit our types: say so in its status, naming what is wrong,
+/// and wait for it to change. Written without our types, since they cannot read it.
+pub async fn report_invalid(
+    ctx: &Context,
+    invalid: kube::core::error_boundary::InvalidObject,
+) -> Result<Action, Error> {
+    let name = invalid.metadata.name.clone().unwrap_or_default();
+    let namespace = invalid.metadata.namespace.clone().unwrap_or_default();
+    let message = format!(
+        "the ExternalSecret cannot be read by this operator: {}",
+        invalid.error
+    );
+    let mut conditions = Vec::new();
+    set_condition(
+        &mut conditions,
+        Condition::ready(ConditionStatus::False, reason::SYNC_ERROR, message),
+        Timestamp::now(),
+    );
+    let resource = kube::api::ApiResource::erase::<ExternalSecret>(&());
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
+    let patch = json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "status": {"conditions": conditions, "observedGeneration": invalid.metadata.generation},
+    });
+    api.patch_status(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(Error::Status)?;
+    ctx.metrics
+        .es_condition
+        .set(&name, &namespace, READY, ConditionStatus::False);
+    Ok(Action::await_change())
+}
+
 /// Whether `es` reads from the store `kind`/`name`, directly or through a `sourceRef`.
 pub fn uses_store(es: &ExternalSecret, kind: clientmanager::StoreKind, name: &str) -> bool {
     let matches = |r: &api::external_secret::SecretStoreRef| {

@@ -1,0 +1,84 @@
+//! ExternalSecrets this operator cannot read (stored under another CRD, ESO's say) get a status
+//! condition, and do not stall the others.
+
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow, ensure};
+use api::external_secret::ExternalSecret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use libtest_mimic::Trial;
+use serde_json::json;
+
+use crate::operator::{TIMEOUT, ready};
+use crate::sync::{ES, STORE, wait_secret};
+use crate::{Env, trial};
+
+pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
+    vec![trial(
+        "robustness::unreadable_externalsecret_does_not_stall_others",
+        env,
+        unreadable,
+    )]
+}
+
+async fn unreadable(_env: Arc<Env>) -> Result<()> {
+    // A cluster of its own: the trial loosens the ExternalSecret CRD, which others rely on.
+    let cp = tokio::task::spawn_blocking(testenv::ControlPlane::start).await??;
+    let client = cp.client().await;
+    testenv::install_crds(&client, Env::path("crds")).await?;
+    // As an older or foreign CRD would: any refreshPolicy is stored.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let loosen: json_patch::Patch = serde_json::from_value(json!([{
+        "op": "remove",
+        "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/refreshPolicy/enum",
+    }]))?;
+    crds.patch(
+        "externalsecrets.external-secrets.io",
+        &PatchParams::default(),
+        &Patch::<()>::Json(loosen),
+    )
+    .await?;
+
+    let ns = testenv::create_namespace(&client, "unreadable").await?;
+    let broken = ES.replace("name: app}", "name: broken}").replace(
+        "refreshInterval: 1h",
+        "refreshInterval: 1h\n  refreshPolicy: Sometimes",
+    );
+    testenv::wait_for(
+        TIMEOUT,
+        "the loosened CRD to store refreshPolicy Sometimes",
+        || testenv::apply_yaml_in(&client, &ns, &broken, false),
+    )
+    .await?;
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    crate::operator::start_for(cp.client_config(), Default::default(), async move {
+        let _ = stopped.await;
+    })?;
+    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
+    testenv::apply_yaml_in(&client, &ns, ES, true).await?;
+    wait_secret(&client, &ns, "app-secret", &crate::sync::expected()).await?;
+
+    let resource = kube::api::ApiResource::erase::<ExternalSecret>(&());
+    let raw: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    let condition = testenv::wait_for(
+        TIMEOUT,
+        "a Ready=False condition on the unreadable ExternalSecret",
+        || async {
+            let obj = raw.get("broken").await?;
+            ready(&serde_json::to_value(&obj)?)
+                .filter(|c| c.status.as_str() == "False")
+                .ok_or_else(|| anyhow!("no Ready=False yet"))
+        },
+    )
+    .await?;
+    let message = condition.message.unwrap_or_default();
+    ensure!(
+        message.contains("Sometimes"),
+        "message names the bad value: {message}"
+    );
+    let _ = stop.send(());
+    Ok(())
+}
