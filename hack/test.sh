@@ -6,4 +6,15 @@ cd "$(dirname "$0")/.."
 bash hack/build-control-plane.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --locked
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --locked 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# cargo prints one result line per test binary, the last often a crate's empty doc-tests; one
+# total at the end says what the whole run did.
+sum() { grep -oE "test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed" "$log" | awk -v f="$1" '{ s += $f } END { print s + 0 }'; }
+echo "tests: $(sum 4) passed, $(sum 6) failed"
+exit "$status"
