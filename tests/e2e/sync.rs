@@ -2,10 +2,12 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
 use api::store::SecretStore;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -34,7 +36,7 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             periodic_refresh,
         ),
-        trial("sync::fifty_converge", env, fifty_converge),
+        trial("sync::five_hundred_converge", env, many_converge),
     ]
 }
 
@@ -391,33 +393,62 @@ spec:
     Ok(())
 }
 
-async fn fifty_converge(env: Arc<Env>) -> Result<()> {
+/// How many ExternalSecrets `many_converge` creates; `hack/bench.sh` measures larger numbers.
+const MANY: usize = 500;
+
+async fn many_converge(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "sync-many").await?;
     testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
     let api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
-    for i in 0..50 {
-        let mut es: ExternalSecret = serde_yaml::from_str(&format!(
-            "{{apiVersion: external-secrets.io/v1, kind: ExternalSecret, metadata: {{name: es-{i}}}, spec: {{secretStoreRef: {{name: fake}}, data: [{{secretKey: user, remoteRef: {{key: user}}}}]}}}}"
-        ))?;
-        es.metadata.namespace = Some(ns.clone());
-        api.create(&PostParams::default(), &es).await?;
-    }
-    testenv::wait_for(TIMEOUT, "50 ExternalSecrets to be Ready", || async {
-        let list = api.list(&Default::default()).await?;
-        let ready = list
-            .items
-            .iter()
-            .filter(|es| {
-                crate::operator::ready(&serde_json::to_value(es).unwrap_or_default())
-                    .is_some_and(|c| c.status.as_str() == "True")
-            })
-            .count();
-        if ready == 50 {
-            Ok(())
-        } else {
-            Err(anyhow!("{ready} of 50 Ready"))
+    let creates = (0..MANY).map(|i| {
+        let api = api.clone();
+        let ns = ns.clone();
+        async move {
+            let mut es: ExternalSecret = serde_yaml::from_str(&format!(
+                "{{apiVersion: external-secrets.io/v1, kind: ExternalSecret, metadata: {{name: es-{i}}}, spec: {{secretStoreRef: {{name: fake}}, data: [{{secretKey: user, remoteRef: {{key: user}}}}]}}}}"
+            ))?;
+            es.metadata.namespace = Some(ns);
+            api.create(&PostParams::default(), &es).await?;
+            anyhow::Ok(())
         }
-    })
-    .await
+    });
+    futures::stream::iter(creates)
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    testenv::wait_for(
+        Duration::from_secs(180),
+        &format!("{MANY} ExternalSecrets to be Ready"),
+        || async {
+            let list = api.list(&Default::default()).await?;
+            let ready = list
+                .items
+                .iter()
+                .filter(|es| {
+                    crate::operator::ready(&serde_json::to_value(es).unwrap_or_default())
+                        .is_some_and(|c| c.status.as_str() == "True")
+                })
+                .count();
+            if ready == MANY {
+                Ok(())
+            } else {
+                Err(anyhow!("{ready} of {MANY} Ready"))
+            }
+        },
+    )
+    .await?;
+    let written = secrets
+        .list_metadata(&Default::default())
+        .await?
+        .items
+        .len();
+    ensure!(
+        written == MANY,
+        "{written} Secrets for {MANY} ExternalSecrets"
+    );
+    Ok(())
 }
