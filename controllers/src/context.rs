@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::events::{EventType, Recorder};
 use clientmanager::ClientManager;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use provider::ProviderIdentity;
 use tracing::warn;
 
@@ -64,10 +64,8 @@ impl Context {
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
-            Reporter {
-                controller: FIELD_MANAGER.into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
+            FIELD_MANAGER,
+            std::env::var("POD_NAME").ok(),
         );
         Arc::new(Self {
             client,
@@ -129,14 +127,7 @@ impl Context {
         reason: &str,
         note: String,
     ) {
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: reason.to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, object).await {
+        if let Err(e) = self.recorder.publish(object, type_, reason, note).await {
             warn!(error = %e, reason, "could not publish event");
         }
     }

@@ -3,6 +3,7 @@
 pub mod backoff;
 pub mod context;
 pub mod duration;
+pub mod events;
 pub mod externalsecret;
 pub mod http;
 pub mod metrics;

@@ -290,12 +290,30 @@ async fn provider_error_keeps_the_secret(env: Arc<Env>) -> Result<()> {
         before.metadata.resource_version,
         after.metadata.resource_version
     );
-    let reasons = event_reasons(&client, &ns, "app").await?;
-    ensure!(
-        reasons.contains(&"UpdateFailed".to_owned()),
-        "events: {reasons:?}"
-    );
-    Ok(())
+    // Retries repeat the same failure: one event whose series counts them.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    testenv::wait_for(TIMEOUT, "UpdateFailed repeats to form a series", || async {
+        let failed: Vec<_> = events
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("UpdateFailed"))
+            .collect();
+        let count = failed
+            .first()
+            .and_then(|e| e.series.as_ref())
+            .map(|s| s.count);
+        if failed.len() == 1 && count >= Some(2) {
+            Ok(())
+        } else {
+            Err(anyhow!(
+                "{} UpdateFailed events, series count {count:?}",
+                failed.len()
+            ))
+        }
+    })
+    .await
 }
 
 async fn store_change_resyncs(env: Arc<Env>) -> Result<()> {

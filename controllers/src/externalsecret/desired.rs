@@ -71,6 +71,14 @@ pub fn should_refresh(es: &ExternalSecret, now: Timestamp) -> bool {
     let (Some(synced), Some(refreshed)) = (synced, refreshed) else {
         return true;
     };
+    // ESO waits for the next interval after a failed sync; retrying (with the controller's
+    // backoff) lets a fixed store or provider heal the ExternalSecret without an hour's wait.
+    let failed = status
+        .and_then(|s| api::conditions::find(&s.conditions, api::conditions::READY))
+        .is_some_and(|c| c.reason.as_deref() == Some(super::reason::SYNC_ERROR));
+    if failed {
+        return true;
+    }
     let changed = synced != synced_resource_version(es);
     match es.spec.refresh_policy {
         Some(RefreshPolicy::CreatedOnce) => false,

@@ -120,6 +120,14 @@ fn refresh_follows_policy_interval_and_changes() {
     bumped.metadata.generation = Some(4);
     assert!(should_refresh(&bumped, now), "spec changed");
 
+    let mut failed = recent.clone();
+    failed.status.as_mut().unwrap().conditions = vec![api::conditions::Condition::ready(
+        api::conditions::ConditionStatus::False,
+        "SecretSyncedError",
+        "provider down",
+    )];
+    assert!(should_refresh(&failed, now), "a failed sync is retried");
+
     let once = synced(
         es(&format!("{BASIC}  refreshPolicy: CreatedOnce\n")),
         now - SignedDuration::from_secs(3600),
