@@ -37,6 +37,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             periodic_refresh,
         ),
         trial("sync::five_hundred_converge", env, many_converge),
+        trial(
+            "sync::found_keys_are_converted",
+            env,
+            found_keys_are_converted,
+        ),
     ]
 }
 
@@ -468,5 +473,45 @@ async fn many_converge(env: Arc<Env>) -> Result<()> {
         written == MANY,
         "{written} Secrets for {MANY} ExternalSecrets"
     );
+    Ok(())
+}
+
+async fn found_keys_are_converted(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "sync-convert").await?;
+    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
+    let objects = r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: default-conversion}
+spec:
+  secretStoreRef: {name: fake}
+  dataFrom: [{find: {name: {regexp: "^app/"}}}]
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: unicode-conversion}
+spec:
+  secretStoreRef: {name: fake}
+  dataFrom: [{find: {name: {regexp: "^app/"}, conversionStrategy: Unicode}}]
+"#;
+    testenv::apply_yaml_in(&client, &ns, objects, true).await?;
+    let want = |a: &str, b: &str| {
+        BTreeMap::from([(a.to_owned(), b"1".to_vec()), (b.to_owned(), b"2".to_vec())])
+    };
+    wait_secret(
+        &client,
+        &ns,
+        "default-conversion",
+        &want("app_one", "app_two"),
+    )
+    .await?;
+    wait_secret(
+        &client,
+        &ns,
+        "unicode-conversion",
+        &want("app_U002f_one", "app_U002f_two"),
+    )
+    .await?;
     Ok(())
 }

@@ -169,6 +169,44 @@ pub fn unsupported(es: &ExternalSecret) -> Result<(), (String, String)> {
     Ok(())
 }
 
+/// A key allowed in a Secret's data.
+pub fn valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 253
+        && key != "."
+        && key != ".."
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// ESO's `conversionStrategy` for keys from `extract` and `find`: each character a Secret key
+/// cannot hold becomes `_` (Default) or `_U<hex code point>_` (Unicode).
+pub fn convert_key(key: &str, unicode: bool) -> String {
+    key.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c.to_string()
+            } else if unicode {
+                format!("_U{:04x}_", u32::from(c))
+            } else {
+                "_".to_owned()
+            }
+        })
+        .collect()
+}
+
+/// `nullBytePolicy: Fail` refuses values with a NUL byte (which some consumers truncate at).
+pub fn check_nul(
+    value: &[u8],
+    policy: Option<api::external_secret::NullBytePolicy>,
+) -> Result<(), String> {
+    if policy == Some(api::external_secret::NullBytePolicy::Fail) && value.contains(&0) {
+        return Err("the value contains a NUL byte and nullBytePolicy is Fail".into());
+    }
+    Ok(())
+}
+
 /// How a fetched value is decoded (`decodingStrategy`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decoding {

@@ -3,13 +3,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use api::external_secret::{DecodingStrategy, DeletionPolicy, ExternalSecret, SecretStoreRef};
+use api::external_secret::{
+    ConversionStrategy, DecodingStrategy, DeletionPolicy, ExternalSecret, SecretStoreRef,
+};
 use clientmanager::{Handle, StoreKind, StoreRef};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use provider::{FindRequest, RemoteRef};
 
-use super::desired::{Decoding, decode};
+use super::desired::{Decoding, check_nul, convert_key, decode, valid_key};
 use super::{Error, Outcome};
 use crate::context::Context;
 
@@ -76,7 +78,7 @@ pub(super) async fn fetch(
         let over = entry.source_ref.as_ref().and_then(|s| s.store_ref.as_ref());
         let handle = stores.handle(over, &field).await?;
         let kind = handle.provider.kind();
-        let (result, strategy, call) = if let Some(extract) = &entry.extract {
+        let (result, (strategy, conversion, nul), call) = if let Some(extract) = &entry.extract {
             let remote = RemoteRef {
                 key: extract.key.clone(),
                 property: extract.property.clone(),
@@ -84,7 +86,11 @@ pub(super) async fn fetch(
             };
             (
                 handle.client.get_secret_map(&remote).await,
-                extract.decoding_strategy,
+                (
+                    extract.decoding_strategy,
+                    extract.conversion_strategy,
+                    extract.null_byte_policy,
+                ),
                 "GetSecretMap",
             )
         } else if let Some(find) = &entry.find {
@@ -95,7 +101,11 @@ pub(super) async fn fetch(
             };
             (
                 handle.client.get_all_secrets(&request).await,
-                find.decoding_strategy,
+                (
+                    find.decoding_strategy,
+                    find.conversion_strategy,
+                    find.null_byte_policy,
+                ),
                 "GetAllSecrets",
             )
         } else {
@@ -118,12 +128,25 @@ pub(super) async fn fetch(
             }
             Err(source) => return Err(Error::Provider { field, source }.into()),
         };
-        let map = rewrite(entry, map, &field)?;
+        // ESO: a rewrite names the keys; without one, the conversion strategy makes them valid.
+        let map = if entry.rewrite.as_ref().is_some_and(|r| !r.is_empty()) {
+            rewrite(entry, map, &field)?
+        } else {
+            let unicode = conversion == Some(ConversionStrategy::Unicode);
+            map.into_iter()
+                .map(|(k, v)| (convert_key(&k, unicode), v))
+                .collect()
+        };
         for (k, v) in map {
-            let v = decode(v, decoding(strategy)).map_err(|message| Error::Invalid {
+            let invalid = |message: String| Error::Invalid {
                 field: format!("{field} key {k:?}"),
                 message,
-            })?;
+            };
+            if !valid_key(&k) {
+                return Err(invalid("not a valid Secret key; add a rewrite".into()).into());
+            }
+            let v = decode(v, decoding(strategy)).map_err(invalid)?;
+            check_nul(&v, nul).map_err(invalid)?;
             out.insert(k, v);
         }
     }
@@ -164,6 +187,10 @@ pub(super) async fn fetch(
                     message,
                 }
             })?;
+        check_nul(&value, entry.remote_ref.null_byte_policy).map_err(|message| Error::Invalid {
+            field: format!("{field}.remoteRef.nullBytePolicy"),
+            message,
+        })?;
         out.insert(entry.secret_key.clone(), value);
     }
     Ok(out)

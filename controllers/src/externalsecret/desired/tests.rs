@@ -241,3 +241,23 @@ fn unsupported_features_name_their_field() {
     );
     assert!(unsupported(&es(BASIC)).is_ok());
 }
+
+#[test]
+fn key_conversion_and_validation() {
+    assert_eq!(convert_key("app/db.password", false), "app_db.password");
+    assert_eq!(convert_key("app/db pass", true), "app_U002f_db_U0020_pass");
+    assert_eq!(convert_key("ключ", true), "_U043a__U043b__U044e__U0447_");
+    assert!(valid_key("a-b_c.d"));
+    assert!(!valid_key("a/b"));
+    assert!(!valid_key(".."));
+    assert!(!valid_key(""));
+}
+
+#[test]
+fn nul_bytes_fail_only_when_asked() {
+    use api::external_secret::NullBytePolicy;
+    assert!(check_nul(b"a\0b", Some(NullBytePolicy::Fail)).is_err());
+    assert!(check_nul(b"a\0b", Some(NullBytePolicy::Ignore)).is_ok());
+    assert!(check_nul(b"a\0b", None).is_ok());
+    assert!(check_nul(b"ab", Some(NullBytePolicy::Fail)).is_ok());
+}
