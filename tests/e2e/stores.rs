@@ -300,6 +300,12 @@ async fn provider_installed_later(env: Arc<Env>) -> Result<()> {
             .is_some_and(|o| o.kind == "ClusterSecretStore"),
         "owner of the cluster Fake"
     );
+    // The cluster-scoped kind's own reconciler, started when its CRD appeared, validates it.
+    let cluster_fakes = fakes(&client, None);
+    wait_ready("cluster Fake", "True", "Valid", || async {
+        Ok(serde_json::to_value(cluster_fakes.get(&name).await?)?)
+    })
+    .await?;
     Ok(())
 }
 
