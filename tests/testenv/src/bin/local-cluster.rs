@@ -94,7 +94,12 @@ async fn run(cp: &testenv::ControlPlane, operator: &Path) -> Result<()> {
         "kubectl get externalsecrets,secretstores,clustersecretstores -A; kubectl get external-secrets-providers -A"
     );
     println!("Ctrl-C stops everything.");
-    tokio::signal::ctrl_c().await?;
+    // Ctrl-C, or a plain kill: either way the control plane is dropped and cleaned up.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
     Ok(())
 }
 
