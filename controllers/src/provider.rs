@@ -241,14 +241,17 @@ async fn validate(
     Option<api::providers::Capabilities>,
 ) {
     let provider = object.provider.clone();
-    if let Err(e) = provider.validate_spec(&object.spec) {
-        return (
-            ConditionStatus::False,
-            reason::INVALID_PROVIDER_CONFIG,
-            format!("spec: {e}"),
-            None,
-        );
-    }
+    let warnings = match provider.validate_spec(&object.spec) {
+        Ok(report) => report.warnings,
+        Err(e) => {
+            return (
+                ConditionStatus::False,
+                reason::INVALID_PROVIDER_CONFIG,
+                format!("spec: {e}"),
+                None,
+            );
+        }
+    };
     let (caller, namespace) = match &object.identity.namespace {
         Some(ns) => (Caller::Provider, ns.clone()),
         None => (Caller::ClusterProvider, String::new()),
@@ -269,7 +272,7 @@ async fn validate(
         Ok(Validation::Ready) => (
             ConditionStatus::True,
             reason::VALID,
-            "provider validated".into(),
+            crate::secretstore::valid_message("provider validated", &warnings),
             capabilities,
         ),
         Ok(Validation::Unknown) => (

@@ -172,9 +172,10 @@ async fn evaluate<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: &Context
         Err(e) => return from_manager_error(e),
     };
     let provider = object.provider.clone();
-    if let Err(e) = provider.validate_spec(&object.spec) {
-        return Outcome::failed(reason::INVALID_PROVIDER_CONFIG, e.to_string());
-    }
+    let warnings = match provider.validate_spec(&object.spec) {
+        Ok(report) => report.warnings,
+        Err(e) => return Outcome::failed(reason::INVALID_PROVIDER_CONFIG, e.to_string()),
+    };
     let (caller, namespace) = match S::KIND {
         StoreKind::SecretStore => (
             Caller::SecretStore,
@@ -201,7 +202,7 @@ async fn evaluate<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: &Context
         Ok(Validation::Ready) => Outcome {
             status: ConditionStatus::True,
             reason: reason::VALID,
-            message: "store validated".into(),
+            message: valid_message("store validated", &warnings),
             capabilities,
             requeue: None,
         },
@@ -219,6 +220,16 @@ async fn evaluate<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: &Context
                 format!("unable to validate store: {e}"),
             )
         },
+    }
+}
+
+/// The Valid message, carrying the provider's warnings so they are seen without an admission
+/// webhook.
+pub(crate) fn valid_message(message: &str, warnings: &[String]) -> String {
+    if warnings.is_empty() {
+        message.to_owned()
+    } else {
+        format!("{message}; warnings: {}", warnings.join("; "))
     }
 }
 
@@ -437,4 +448,19 @@ async fn write_status<S: StoreObject>(
         .await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn warnings_reach_the_valid_message() {
+        assert_eq!(
+            super::valid_message("store validated", &[]),
+            "store validated"
+        );
+        assert_eq!(
+            super::valid_message("store validated", &["a".into(), "b".into()]),
+            "store validated; warnings: a; b"
+        );
+    }
 }
