@@ -94,12 +94,14 @@ impl Recorder {
             };
             let patch = json!({"series": series});
             // The event may have expired in the API server meanwhile; then start a new one.
-            if events
+            match events
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .is_ok()
             {
-                return Ok(());
+                Ok(_) => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(error = %e, event = name, "could not add to an event series; starting a new event")
+                }
             }
         }
         let name = format!(
