@@ -330,6 +330,20 @@ async fn cluster_store(env: Arc<Env>) -> Result<()> {
         cluster_store_value(&client, &name)
     })
     .await?;
+    let series = format!(
+        "clustersecretstore_status_condition{{name=\"{name}\",namespace=\"\",condition=\"Ready\",status=\"True\"}}"
+    );
+    testenv::wait_for(
+        TIMEOUT,
+        "the ClusterSecretStore condition metric",
+        || async {
+            let metrics = crate::operator::scrape(env.metrics_addr()).await?;
+            crate::operator::sample(&metrics, &series)
+                .filter(|v| *v == 1.0)
+                .ok_or_else(|| anyhow!("no {series} = 1"))
+        },
+    )
+    .await?;
     let es = |ns: &str| {
         json!({
             "apiVersion": "external-secrets.io/v1",

@@ -295,6 +295,12 @@ async fn provider_error_keeps_the_secret(env: Arc<Env>) -> Result<()> {
         before.metadata.resource_version,
         after.metadata.resource_version
     );
+    let errors = format!("externalsecret_sync_calls_error{{name=\"app\",namespace=\"{ns}\"}}");
+    let metrics = scrape(env.metrics_addr()).await?;
+    ensure!(
+        sample(&metrics, &errors).is_some_and(|v| v >= 1.0),
+        "no {errors} >= 1"
+    );
     // Retries repeat the same failure: they are counted in an event's series instead of each
     // being written as an event of its own.
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
