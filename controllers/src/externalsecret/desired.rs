@@ -14,9 +14,10 @@ use serde_json::{Value, json};
 
 use super::hash;
 
-pub const MANAGED_LABEL: &str = "reconcile.external-secrets.io/managed";
-pub const CREATED_BY_LABEL: &str = "reconcile.external-secrets.io/created-by";
-pub const DATA_HASH_ANNOTATION: &str = "reconcile.external-secrets.io/data-hash";
+pub use api::external_secret::{
+    ANNOTATION_DATA_HASH as DATA_HASH_ANNOTATION, LABEL_CREATED_BY as CREATED_BY_LABEL,
+    LABEL_MANAGED as MANAGED_LABEL,
+};
 const DEFAULT_REFRESH: Duration = Duration::from_secs(3600);
 
 /// ESO's field manager for an ExternalSecret's target, so both operators own the same fields.

@@ -24,11 +24,12 @@ use tracing::{debug, instrument};
 use crate::context::{Context, FIELD_MANAGER};
 use crate::metrics::labels;
 
+/// ESO's reasons, under the names this module uses.
 pub mod reason {
-    pub const SYNCED: &str = "SecretSynced";
-    pub const SYNC_ERROR: &str = "SecretSyncedError";
-    pub const DELETED: &str = "SecretDeleted";
-    pub const MISSING: &str = "SecretMissing";
+    pub use api::external_secret::reason::{
+        SECRET_DELETED as DELETED, SECRET_MISSING as MISSING, SECRET_SYNCED as SYNCED,
+        SECRET_SYNCED_ERROR as SYNC_ERROR,
+    };
 }
 
 #[derive(Debug, thiserror::Error)]
