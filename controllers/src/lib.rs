@@ -8,6 +8,7 @@ pub mod externalsecret;
 pub mod http;
 pub mod metrics;
 pub mod provider;
+pub mod pushsecret;
 pub mod ratelimit;
 mod run;
 pub mod secretstore;

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use ::provider::ProviderIdentity;
 use api::external_secret::ExternalSecret;
+use api::push_secret::PushSecret;
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{ClientManager, StoreKind};
 use futures::channel::mpsc;
@@ -27,7 +28,7 @@ use crate::context::{Context, Settings};
 use crate::externalsecret::desired::MANAGED_LABEL;
 use crate::metrics::{ErrorLabels, Metrics};
 use crate::provider::StoreNudges;
-use crate::{externalsecret, provider, secretstore};
+use crate::{externalsecret, provider, pushsecret, secretstore};
 
 /// The providers compiled into this binary.
 pub fn default_registry() -> ::provider::Registry {
@@ -119,6 +120,7 @@ impl Operator {
         let ctrl_config =
             kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
 
+        let (ps_reader, ps_writer) = reflector::store::<PushSecret>();
         let ss_api: Api<SecretStore> = scoped(&client, namespace.as_deref());
         let stores = Controller::new(ss_api, wc.clone())
             .with_config(ctrl_config.clone())
@@ -150,12 +152,27 @@ impl Operator {
                 .await
         };
 
+        let ps_stream = watcher(
+            scoped::<PushSecret>(&client, namespace.as_deref()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|ps| ps.managed_fields_mut().clear())
+        .reflect(ps_writer)
+        .applied_objects()
+        .predicate_filter(fingerprint, PredicateConfig::default());
+        let pushsecrets = Controller::for_stream(ps_stream, ps_reader)
+            .with_config(ctrl_config.clone())
+            .graceful_shutdown_on(shutdown.clone())
+            .run(pushsecret::reconcile, ps_error_policy, ctx.clone())
+            .for_each(log_outcome);
+
         let externalsecrets = self.externalsecret_controller(shutdown.clone());
         let discovery = provider::discover(ctx.clone(), nudges);
         self.ready.store(true, Ordering::Relaxed);
         info!(namespace = ?namespace, class = %ctx.settings.controller_class, "controllers started");
         tokio::select! {
-            _ = future::join3(stores, cluster_stores, externalsecrets) => {}
+            _ = future::join4(stores, cluster_stores, externalsecrets, pushsecrets) => {}
             _ = discovery => {}
         }
     }
@@ -187,7 +204,7 @@ impl Operator {
                 }
             })
             .applied_objects()
-            .predicate_filter(es_fingerprint, PredicateConfig::default());
+            .predicate_filter(fingerprint, PredicateConfig::default());
         // Only Secrets this operator manages, and only their metadata: no cache of Secret data.
         let secrets = watcher(
             scoped::<PartialObjectMeta<Secret>>(&client, namespace.as_deref()),
@@ -358,12 +375,15 @@ where
     }
 }
 
-fn es_fingerprint(es: &Watched) -> Option<u64> {
+/// What a reconcile reacts to: spec (generation), labels, annotations, finalizers and deletion,
+/// not status, which the reconcile itself writes.
+fn fingerprint<K: Resource>(obj: &K) -> Option<u64> {
     let mut h = DefaultHasher::new();
-    es.meta().generation.hash(&mut h);
-    es.labels().hash(&mut h);
-    es.annotations().hash(&mut h);
-    es.meta()
+    obj.meta().generation.hash(&mut h);
+    obj.labels().hash(&mut h);
+    obj.annotations().hash(&mut h);
+    obj.finalizers().hash(&mut h);
+    obj.meta()
         .deletion_timestamp
         .as_ref()
         .map(|t| t.0.as_second())
@@ -409,6 +429,17 @@ fn store_error_policy<S: secretstore::StoreObject>(
         })
         .inc();
     Action::requeue(ctx.backoff.failed(&store.uid().unwrap_or_default()))
+}
+
+fn ps_error_policy(ps: Arc<PushSecret>, error: &pushsecret::Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&ErrorLabels {
+            controller: "pushsecret",
+            error: error.kind(),
+        })
+        .inc();
+    Action::requeue(ctx.backoff.failed(&ps.uid().unwrap_or_default()))
 }
 
 fn es_error_policy(es: Arc<Watched>, error: &externalsecret::Error, ctx: Arc<Context>) -> Action {

@@ -10,6 +10,7 @@ mod examples;
 mod invalid_manifests;
 mod kubectl;
 mod operator;
+mod push;
 mod robustness;
 mod stores;
 mod sync;
@@ -108,6 +109,7 @@ fn main() -> ExitCode {
         invalid_manifests::trials,
         kubectl::trials,
         operator::trials,
+        push::trials,
         robustness::trials,
     ]
     .iter()

@@ -1,0 +1,371 @@
+//! The PushSecret reconciler: read the source Secret, push its values through each store's
+//! client, delete what is no longer pushed (deletionPolicy Delete), report status.
+
+mod plan;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::conditions::{Condition, ConditionStatus, set_condition};
+use api::external_secret::SecretStoreKind;
+use api::push_secret::{
+    FINALIZER, PushSecret, PushSecretData, PushSecretDeletionPolicy, PushSecretStatus,
+    PushSecretStoreRef, PushSecretUpdatePolicy, reason,
+};
+use api::store::{ClusterSecretStore, SecretStore};
+use clientmanager::{StoreKind, StoreRef};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::core::Selector;
+use kube::runtime::controller::Action;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+use tracing::instrument;
+
+use crate::context::{Context, FIELD_MANAGER};
+use crate::events::EventType;
+
+const DEFAULT_REFRESH: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    #[error(transparent)]
+    Store(#[from] clientmanager::Error),
+    #[error("{field}: {source}")]
+    Provider {
+        field: String,
+        source: provider::Error,
+    },
+    #[error("could not read {what}: {source}")]
+    Read { what: String, source: kube::Error },
+    #[error("could not write {what}: {source}")]
+    Write { what: String, source: kube::Error },
+}
+
+impl Error {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Invalid { .. } => "Invalid",
+            Self::Store(e) => e.kind(),
+            Self::Provider { .. } => "Provider",
+            Self::Read { .. } => "Read",
+            Self::Write { .. } => "Write",
+        }
+    }
+}
+
+type Synced = BTreeMap<String, BTreeMap<String, PushSecretData>>;
+
+#[instrument(skip_all, fields(namespace = ps.namespace(), name = ps.name_any()))]
+pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let api: Api<PushSecret> =
+        Api::namespaced(ctx.client.clone(), &ps.namespace().unwrap_or_default());
+    let delete_policy = ps.spec.deletion_policy == Some(PushSecretDeletionPolicy::Delete);
+    let has_finalizer = ps.finalizers().iter().any(|f| f == FINALIZER);
+    if ps.meta().deletion_timestamp.is_some() {
+        if has_finalizer {
+            let previous = synced_before(&ps);
+            delete_entries(&ps, &ctx, plan::stale(&previous, &Synced::new())).await?;
+            set_finalizers(
+                &api,
+                &ps,
+                ps.finalizers()
+                    .iter()
+                    .filter(|f| *f != FINALIZER)
+                    .cloned()
+                    .collect(),
+            )
+            .await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if delete_policy && !has_finalizer {
+        let mut finalizers = ps.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_owned());
+        set_finalizers(&api, &ps, finalizers).await?;
+    }
+    let uid = ps.uid().unwrap_or_default();
+    match push(&ps, &ctx).await {
+        Ok(synced) => {
+            if delete_policy {
+                delete_entries(&ps, &ctx, plan::stale(&synced_before(&ps), &synced)).await?;
+            }
+            write_status(
+                &api,
+                &ps,
+                ConditionStatus::True,
+                reason::SYNCED,
+                "PushSecret synced successfully",
+                Some(synced),
+            )
+            .await?;
+            ctx.backoff.succeeded(&uid);
+            let interval = refresh_interval(&ps).unwrap_or(DEFAULT_REFRESH);
+            Ok(if interval.is_zero() {
+                Action::await_change()
+            } else {
+                Action::requeue(interval)
+            })
+        }
+        Err(e) => {
+            let message = e.to_string();
+            write_status(
+                &api,
+                &ps,
+                ConditionStatus::False,
+                reason::ERRORED,
+                &message,
+                None,
+            )
+            .await?;
+            ctx.event(
+                &ps.object_ref(&()),
+                EventType::Warning,
+                reason::ERRORED,
+                message,
+            )
+            .await;
+            match e {
+                Error::Invalid { .. } => Ok(Action::await_change()),
+                e => Err(e),
+            }
+        }
+    }
+}
+
+fn refresh_interval(ps: &PushSecret) -> Option<Duration> {
+    ps.spec
+        .refresh_interval
+        .as_deref()
+        .and_then(|s| crate::duration::parse(s).ok())
+}
+
+fn synced_before(ps: &PushSecret) -> Synced {
+    ps.status
+        .as_ref()
+        .and_then(|s| s.synced_push_secrets.clone())
+        .unwrap_or_default()
+}
+
+async fn push(ps: &PushSecret, ctx: &Context) -> Result<Synced, Error> {
+    plan::unsupported(ps).map_err(|(field, message)| Error::Invalid { field, message })?;
+    let namespace = ps.namespace().unwrap_or_default();
+    let source_name = ps
+        .spec
+        .selector
+        .secret
+        .as_ref()
+        .and_then(|s| s.name.clone())
+        .ok_or_else(|| Error::Invalid {
+            field: "spec.selector.secret.name".into(),
+            message: "a source Secret is required".into(),
+        })?;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let source = secrets
+        .get_opt(&source_name)
+        .await
+        .map_err(|source| Error::Read {
+            what: format!("Secret {source_name:?}"),
+            source,
+        })?
+        .ok_or_else(|| Error::Invalid {
+            field: "spec.selector.secret.name".into(),
+            message: format!("Secret {source_name:?} does not exist"),
+        })?;
+    let data = crate::externalsecret::desired::secret_data(&source);
+    let pushes =
+        plan::pushes(ps, &data).map_err(|(field, message)| Error::Invalid { field, message })?;
+    let only_new = ps.spec.update_policy == Some(PushSecretUpdatePolicy::IfNotExists);
+
+    let mut synced = Synced::new();
+    for (i, store_ref) in ps.spec.secret_store_refs.iter().enumerate() {
+        for store in stores(ctx, store_ref, &namespace, i).await? {
+            let handle = match ctx.manager.get(&store, &namespace).await {
+                Ok(h) => h,
+                Err(clientmanager::Error::OtherController { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let kind = handle.provider.kind();
+            let entries = synced
+                .entry(format!("{}/{}", store.kind, store.name))
+                .or_default();
+            for (j, p) in pushes.iter().enumerate() {
+                let field = format!("spec.data[{j}] to {} {:?}", store.kind, store.name);
+                if only_new {
+                    let exists = handle.client.secret_exists(&p.request.remote).await;
+                    ctx.metrics
+                        .provider_call(kind, "SecretExists", exists.is_ok());
+                    if exists.map_err(|source| Error::Provider {
+                        field: field.clone(),
+                        source,
+                    })? {
+                        entries.insert(plan::status_key(&p.entry), p.entry.clone());
+                        continue;
+                    }
+                }
+                let pushed = handle.client.push_secret(&p.request).await;
+                ctx.metrics
+                    .provider_call(kind, "PushSecret", pushed.is_ok());
+                pushed.map_err(|source| Error::Provider { field, source })?;
+                entries.insert(plan::status_key(&p.entry), p.entry.clone());
+            }
+        }
+    }
+    Ok(synced)
+}
+
+/// The stores one `secretStoreRefs` entry names: by name, or every store matching its labels.
+async fn stores(
+    ctx: &Context,
+    r: &PushSecretStoreRef,
+    namespace: &str,
+    i: usize,
+) -> Result<Vec<StoreRef>, Error> {
+    let kind = StoreKind::parse(r.kind.map(SecretStoreKind::as_str));
+    if let Some(name) = r.name.as_ref().filter(|n| !n.is_empty()) {
+        return Ok(vec![StoreRef {
+            kind,
+            name: name.clone(),
+        }]);
+    }
+    let field = format!("spec.secretStoreRefs[{i}]");
+    let selector = r.label_selector.clone().ok_or_else(|| Error::Invalid {
+        field: field.clone(),
+        message: "set name or labelSelector".into(),
+    })?;
+    let selector = Selector::try_from(selector).map_err(|e| Error::Invalid {
+        field: format!("{field}.labelSelector"),
+        message: e.to_string(),
+    })?;
+    let params = ListParams::default().labels_from(&selector);
+    let read = |source| Error::Read {
+        what: format!("stores for {field}"),
+        source,
+    };
+    let names: Vec<String> = match kind {
+        StoreKind::SecretStore => Api::<SecretStore>::namespaced(ctx.client.clone(), namespace)
+            .list_metadata(&params)
+            .await
+            .map_err(read)?
+            .items
+            .iter()
+            .map(|s| s.name_any())
+            .collect(),
+        StoreKind::ClusterSecretStore => Api::<ClusterSecretStore>::all(ctx.client.clone())
+            .list_metadata(&params)
+            .await
+            .map_err(read)?
+            .items
+            .iter()
+            .map(|s| s.name_any())
+            .collect(),
+    };
+    Ok(names
+        .into_iter()
+        .map(|name| StoreRef { kind, name })
+        .collect())
+}
+
+/// Removes pushed entries at their stores; a store that is gone or not ready fails the
+/// reconcile, so nothing is forgotten while it still exists at the provider.
+async fn delete_entries(
+    ps: &PushSecret,
+    ctx: &Context,
+    entries: Vec<(String, PushSecretData)>,
+) -> Result<(), Error> {
+    let namespace = ps.namespace().unwrap_or_default();
+    for (store_key, entry) in entries {
+        let (kind, name) = store_key
+            .split_once('/')
+            .unwrap_or(("SecretStore", &store_key));
+        let store = StoreRef {
+            kind: StoreKind::parse(Some(kind)),
+            name: name.to_owned(),
+        };
+        let handle = ctx.manager.get(&store, &namespace).await?;
+        let remote = provider::PushRemoteRef {
+            remote_key: entry.match_.remote_ref.remote_key.clone(),
+            property: entry.match_.remote_ref.property.clone(),
+        };
+        let deleted = handle.client.delete_secret(&remote).await;
+        ctx.metrics
+            .provider_call(handle.provider.kind(), "DeleteSecret", deleted.is_ok());
+        deleted.map_err(|source| Error::Provider {
+            field: format!("deleting {:?} from {store_key}", remote.remote_key),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+async fn set_finalizers(
+    api: &Api<PushSecret>,
+    ps: &PushSecret,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    // A merge patch of metadata only: an update would take ownership of the whole spec.
+    let patch =
+        json!({"metadata": {"finalizers": finalizers, "resourceVersion": ps.resource_version()}});
+    api.patch(
+        &ps.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| Error::Write {
+        what: "finalizers".into(),
+        source,
+    })
+}
+
+async fn write_status(
+    api: &Api<PushSecret>,
+    ps: &PushSecret,
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    synced: Option<Synced>,
+) -> Result<(), Error> {
+    let previous = ps.status.clone().unwrap_or_default();
+    let mut conditions = previous.conditions.clone();
+    set_condition(
+        &mut conditions,
+        Condition::ready(status, reason, message),
+        Timestamp::now(),
+    );
+    let mut new = PushSecretStatus {
+        conditions,
+        observed_generation: ps.meta().generation,
+        ..previous.clone()
+    };
+    if let Some(synced) = synced {
+        new.refresh_time = Some(Time(Timestamp::now()));
+        new.synced_resource_version = Some(format!("{}", ps.meta().generation.unwrap_or_default()));
+        new.synced_push_secrets = Some(synced);
+    }
+    if new == previous {
+        return Ok(());
+    }
+    let patch = json!({
+        "apiVersion": "external-secrets.io/v1alpha1",
+        "kind": "PushSecret",
+        "status": new,
+    });
+    api.patch_status(
+        &ps.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| Error::Write {
+        what: "status".into(),
+        source,
+    })
+}
