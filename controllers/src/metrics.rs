@@ -81,6 +81,8 @@ pub struct Metrics {
     pub ss_reconcile_duration: Family<ObjectLabels, Gauge>,
     pub css_condition: ConditionGauge,
     pub css_reconcile_duration: Family<ObjectLabels, Gauge>,
+    pub ps_condition: ConditionGauge,
+    pub ps_reconcile_duration: Family<ObjectLabels, Gauge>,
     pub reconcile_errors: Family<ErrorLabels, Counter>,
 }
 
@@ -137,6 +139,16 @@ impl Metrics {
             "clustersecretstore_reconcile_duration",
             "The duration of the last ClusterSecretStore reconcile in nanoseconds",
             m.css_reconcile_duration.clone(),
+        );
+        registry.register(
+            "pushsecret_status_condition",
+            "The status condition of a specific PushSecret",
+            m.ps_condition.0.clone(),
+        );
+        registry.register(
+            "pushsecret_reconcile_duration",
+            "The duration of the last PushSecret reconcile in nanoseconds",
+            m.ps_reconcile_duration.clone(),
         );
         registry.register(
             "external_secrets_reconcile_errors",

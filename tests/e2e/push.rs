@@ -86,6 +86,14 @@ async fn pushed_and_deleted(env: Arc<Env>) -> Result<()> {
         "finalizer: {}",
         ps["metadata"]
     );
+    let series = format!(
+        "pushsecret_status_condition{{name=\"push\",namespace=\"{ns}\",condition=\"Ready\",status=\"True\"}}"
+    );
+    let metrics = crate::operator::scrape(env.metrics_addr()).await?;
+    ensure!(
+        crate::operator::sample(&metrics, &series) == Some(1.0),
+        "no {series} = 1"
+    );
     let token = BTreeMap::from([("token".to_owned(), b"t0k".to_vec())]);
     testenv::apply_yaml_in(&client, &ns, &reader("read-first", "first"), true).await?;
     wait_secret(&client, &ns, "read-first", &token).await?;

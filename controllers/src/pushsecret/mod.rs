@@ -63,17 +63,28 @@ type Synced = BTreeMap<String, BTreeMap<String, PushSecretData>>;
 
 #[instrument(skip_all, fields(namespace = ps.namespace(), name = ps.name_any()))]
 pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let result = sync(&ps, &ctx).await;
+    let labels = crate::metrics::labels(&ps.name_any(), &ps.namespace().unwrap_or_default());
+    ctx.metrics
+        .ps_reconcile_duration
+        .get_or_create(&labels)
+        .set(started.elapsed().as_nanos() as i64);
+    result
+}
+
+async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
     let api: Api<PushSecret> =
         Api::namespaced(ctx.client.clone(), &ps.namespace().unwrap_or_default());
     let delete_policy = ps.spec.deletion_policy == Some(PushSecretDeletionPolicy::Delete);
     let has_finalizer = ps.finalizers().iter().any(|f| f == FINALIZER);
     if ps.meta().deletion_timestamp.is_some() {
         if has_finalizer {
-            let previous = synced_before(&ps);
-            delete_entries(&ps, &ctx, plan::stale(&previous, &Synced::new())).await?;
+            let previous = synced_before(ps);
+            delete_entries(ps, ctx, plan::stale(&previous, &Synced::new())).await?;
             set_finalizers(
                 &api,
-                &ps,
+                ps,
                 ps.finalizers()
                     .iter()
                     .filter(|f| *f != FINALIZER)
@@ -87,17 +98,18 @@ pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action,
     if delete_policy && !has_finalizer {
         let mut finalizers = ps.finalizers().to_vec();
         finalizers.push(FINALIZER.to_owned());
-        set_finalizers(&api, &ps, finalizers).await?;
+        set_finalizers(&api, ps, finalizers).await?;
     }
     let uid = ps.uid().unwrap_or_default();
-    match push(&ps, &ctx).await {
+    match push(ps, ctx).await {
         Ok(synced) => {
             if delete_policy {
-                delete_entries(&ps, &ctx, plan::stale(&synced_before(&ps), &synced)).await?;
+                delete_entries(ps, ctx, plan::stale(&synced_before(ps), &synced)).await?;
             }
             write_status(
+                &ctx.metrics,
                 &api,
-                &ps,
+                ps,
                 ConditionStatus::True,
                 reason::SYNCED,
                 "PushSecret synced successfully",
@@ -105,7 +117,7 @@ pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action,
             )
             .await?;
             ctx.backoff.succeeded(&uid);
-            let interval = refresh_interval(&ps).unwrap_or(DEFAULT_REFRESH);
+            let interval = refresh_interval(ps).unwrap_or(DEFAULT_REFRESH);
             Ok(if interval.is_zero() {
                 Action::await_change()
             } else {
@@ -115,8 +127,9 @@ pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action,
         Err(e) => {
             let message = e.to_string();
             write_status(
+                &ctx.metrics,
                 &api,
-                &ps,
+                ps,
                 ConditionStatus::False,
                 reason::ERRORED,
                 &message,
@@ -325,6 +338,7 @@ async fn set_finalizers(
 }
 
 async fn write_status(
+    metrics: &crate::metrics::Metrics,
     api: &Api<PushSecret>,
     ps: &PushSecret,
     status: ConditionStatus,
@@ -339,6 +353,10 @@ async fn write_status(
         Condition::ready(status, reason, message),
         Timestamp::now(),
     );
+    let (name, namespace) = (ps.name_any(), ps.namespace().unwrap_or_default());
+    metrics
+        .ps_condition
+        .set(&name, &namespace, api::conditions::READY, status);
     let mut new = PushSecretStatus {
         conditions,
         observed_generation: ps.meta().generation,
