@@ -161,8 +161,35 @@ impl Operator {
         .reflect(ps_writer)
         .applied_objects()
         .predicate_filter(fingerprint, PredicateConfig::default());
+        // Every Secret's metadata streams by (nothing is cached): a changed source is pushed at
+        // once rather than at the next refresh.
+        let sources = watcher(
+            scoped::<PartialObjectMeta<Secret>>(&client, namespace.as_deref()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .touched_objects();
+        let ps_by_source = ps_reader.clone();
         let pushsecrets = Controller::for_stream(ps_stream, ps_reader)
             .with_config(ctrl_config.clone())
+            .watches_stream(sources, move |secret: PartialObjectMeta<Secret>| {
+                let (name, ns) = (secret.name_any(), secret.namespace());
+                ps_by_source
+                    .state()
+                    .iter()
+                    .filter(|ps| {
+                        ps.namespace() == ns
+                            && ps
+                                .spec
+                                .selector
+                                .secret
+                                .as_ref()
+                                .and_then(|s| s.name.as_deref())
+                                == Some(name.as_str())
+                    })
+                    .map(|ps| ObjectRef::from(ps.as_ref()))
+                    .collect::<Vec<_>>()
+            })
             .graceful_shutdown_on(shutdown.clone())
             .run(pushsecret::reconcile, ps_error_policy, ctx.clone())
             .for_each(log_outcome);

@@ -134,6 +134,16 @@ async fn pushed_and_deleted(env: Arc<Env>) -> Result<()> {
         failed["status"]
     );
 
+    // A change to the source Secret is pushed without waiting for the hourly refresh.
+    testenv::apply_yaml_in(&client, &ns, &SOURCE.replace("t0k", "n3w"), true).await?;
+    let follower = reader("follow-second", "second").replace(
+        "  secretStoreRef",
+        "  refreshInterval: 1s\n  secretStoreRef",
+    );
+    testenv::apply_yaml_in(&client, &ns, &follower, true).await?;
+    let updated = BTreeMap::from([("token".to_owned(), b"n3w".to_vec())]);
+    wait_secret(&client, &ns, "follow-second", &updated).await?;
+
     // Deleting the PushSecret deletes what it pushed, then lets it go.
     pushes.delete("push", &DeleteParams::default()).await?;
     testenv::wait_for(TIMEOUT, "the PushSecret to be deleted", || async {
