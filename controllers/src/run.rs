@@ -120,7 +120,6 @@ impl Operator {
         let ctrl_config =
             kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
 
-        let (ps_reader, ps_writer) = reflector::store::<PushSecret>();
         let ss_api: Api<SecretStore> = scoped(&client, namespace.as_deref());
         let stores = Controller::new(ss_api, wc.clone())
             .with_config(ctrl_config.clone())
@@ -152,6 +151,27 @@ impl Operator {
                 .await
         };
 
+        let pushsecrets = self.pushsecret_controller(shutdown.clone());
+        let externalsecrets = self.externalsecret_controller(shutdown.clone());
+        let discovery = provider::discover(ctx.clone(), nudges);
+        self.ready.store(true, Ordering::Relaxed);
+        info!(namespace = ?namespace, class = %ctx.settings.controller_class, "controllers started");
+        tokio::select! {
+            _ = future::join4(stores, cluster_stores, externalsecrets, pushsecrets) => {}
+            _ = discovery => {}
+        }
+    }
+
+    fn pushsecret_controller<F>(&self, shutdown: F) -> impl Future<Output = ()> + use<F>
+    where
+        F: Future<Output = ()> + Send + Sync + 'static,
+    {
+        let ctx = self.ctx.clone();
+        let namespace = ctx.settings.namespace.clone();
+        let client = ctx.client.clone();
+        let ctrl_config =
+            kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
+        let (ps_reader, ps_writer) = reflector::store::<PushSecret>();
         let ps_stream = watcher(
             scoped::<PushSecret>(&client, namespace.as_deref()),
             watcher::Config::default(),
@@ -170,7 +190,7 @@ impl Operator {
         .default_backoff()
         .touched_objects();
         let ps_by_source = ps_reader.clone();
-        let pushsecrets = Controller::for_stream(ps_stream, ps_reader)
+        Controller::for_stream(ps_stream, ps_reader)
             .with_config(ctrl_config.clone())
             .watches_stream(sources, move |secret: PartialObjectMeta<Secret>| {
                 let (name, ns) = (secret.name_any(), secret.namespace());
@@ -190,18 +210,9 @@ impl Operator {
                     .map(|ps| ObjectRef::from(ps.as_ref()))
                     .collect::<Vec<_>>()
             })
-            .graceful_shutdown_on(shutdown.clone())
-            .run(pushsecret::reconcile, ps_error_policy, ctx.clone())
-            .for_each(log_outcome);
-
-        let externalsecrets = self.externalsecret_controller(shutdown.clone());
-        let discovery = provider::discover(ctx.clone(), nudges);
-        self.ready.store(true, Ordering::Relaxed);
-        info!(namespace = ?namespace, class = %ctx.settings.controller_class, "controllers started");
-        tokio::select! {
-            _ = future::join4(stores, cluster_stores, externalsecrets, pushsecrets) => {}
-            _ = discovery => {}
-        }
+            .graceful_shutdown_on(shutdown)
+            .run(pushsecret::reconcile, ps_error_policy, ctx)
+            .for_each(log_outcome)
     }
 
     fn externalsecret_controller<F>(&self, shutdown: F) -> impl Future<Output = ()> + use<F>
