@@ -132,3 +132,28 @@ impl Context {
         }
     }
 }
+
+/// Server-side applies `status` to the status subresource of `name`, as this operator's field
+/// manager; forced, since no one else owns our status fields.
+pub async fn apply_status<K>(
+    api: &kube::Api<K>,
+    dyntype: &K::DynamicType,
+    name: &str,
+    status: &impl serde::Serialize,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(dyntype),
+        "kind": K::kind(dyntype),
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &kube::api::PatchParams::apply(FIELD_MANAGER).force(),
+        &kube::api::Patch::Apply(&patch),
+    )
+    .await
+    .map(|_| ())
+}

@@ -14,17 +14,16 @@ use clientmanager::ProviderObject;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use provider::{Caller, Validation};
-use serde_json::json;
 use tracing::{info, instrument, warn};
 
-use crate::context::{Context, FIELD_MANAGER};
+use crate::context::{Context, apply_status};
 use crate::secretstore::reason;
 
 #[derive(Debug, thiserror::Error)]
@@ -198,22 +197,13 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
             Some(ns) => Api::namespaced_with(kctx.ctx.client.clone(), &ns, &kctx.resource),
             None => Api::all_with(kctx.ctx.client.clone(), &kctx.resource),
         };
-        let patch = json!({
-            "apiVersion": kctx.resource.api_version,
-            "kind": kctx.resource.kind,
-            "status": new,
-        });
-        api.patch_status(
-            &obj.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await
-        .map_err(|source| Error::Status {
-            kind: kctx.resource.kind.clone(),
-            name: obj.name_any(),
-            source,
-        })?;
+        apply_status(&api, &kctx.resource, &obj.name_any(), &new)
+            .await
+            .map_err(|source| Error::Status {
+                kind: kctx.resource.kind.clone(),
+                name: obj.name_any(),
+                source,
+            })?;
         let was = api::conditions::find(&previous.conditions, READY);
         if was.is_none_or(|c| c.reason.as_deref() != Some(reason)) {
             let type_ = if status == ConditionStatus::False {

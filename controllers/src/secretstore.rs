@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tracing::{info, instrument};
 
-use crate::context::{Context, FIELD_MANAGER};
+use crate::context::{Context, apply_status};
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels, labels};
 
 /// ESO's reasons for a store's Ready condition, plus ProviderNotInstalled.
@@ -417,22 +417,13 @@ async fn write_status<S: StoreObject>(
             || c.message.as_deref() != Some(&outcome.message)
     });
     let api = S::api(ctx.client.clone(), loaded.namespace.as_deref());
-    let patch = json!({
-        "apiVersion": S::api_version(&()),
-        "kind": S::kind(&()),
-        "status": status,
-    });
-    api.patch_status(
-        &loaded.name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|source| Error::Status {
-        kind: S::KIND,
-        name: loaded.name.clone(),
-        source,
-    })?;
+    apply_status(&api, &(), &loaded.name, &status)
+        .await
+        .map_err(|source| Error::Status {
+            kind: S::KIND,
+            name: loaded.name.clone(),
+            source,
+        })?;
     if changed {
         let type_ = if outcome.status == ConditionStatus::False {
             EventType::Warning

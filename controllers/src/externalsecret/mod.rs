@@ -21,7 +21,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{debug, instrument};
 
-use crate::context::{Context, FIELD_MANAGER};
+use crate::context::{Context, apply_status};
 use crate::metrics::labels;
 
 /// ESO's reasons, under the names this module uses.
@@ -423,19 +423,9 @@ async fn write_status(
     }
     let api: Api<ExternalSecret> =
         Api::namespaced(ctx.client.clone(), &es.namespace().unwrap_or_default());
-    let patch = json!({
-        "apiVersion": "external-secrets.io/v1",
-        "kind": "ExternalSecret",
-        "status": new,
-    });
-    api.patch_status(
-        &es.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map(|_| ())
-    .map_err(Error::Status)
+    apply_status(&api, &(), &es.name_any(), &new)
+        .await
+        .map_err(Error::Status)
 }
 
 /// An ExternalSecret that does not fit our types: say so in its status, naming what is wrong,
@@ -459,18 +449,11 @@ pub async fn report_invalid(
     let resource = kube::api::ApiResource::erase::<ExternalSecret>(&());
     let api: Api<kube::api::DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
-    let patch = json!({
-        "apiVersion": resource.api_version,
-        "kind": resource.kind,
-        "status": {"conditions": conditions, "observedGeneration": invalid.metadata.generation},
-    });
-    api.patch_status(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(Error::Status)?;
+    let status =
+        json!({"conditions": conditions, "observedGeneration": invalid.metadata.generation});
+    apply_status(&api, &resource, &name, &status)
+        .await
+        .map_err(Error::Status)?;
     ctx.metrics
         .es_condition
         .set(&name, &namespace, READY, ConditionStatus::False);

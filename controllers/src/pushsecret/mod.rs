@@ -25,7 +25,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::instrument;
 
-use crate::context::{Context, FIELD_MANAGER};
+use crate::context::{Context, apply_status};
 use crate::events::EventType;
 
 const DEFAULT_REFRESH: Duration = Duration::from_secs(3600);
@@ -370,20 +370,10 @@ async fn write_status(
     if new == previous {
         return Ok(());
     }
-    let patch = json!({
-        "apiVersion": "external-secrets.io/v1alpha1",
-        "kind": "PushSecret",
-        "status": new,
-    });
-    api.patch_status(
-        &ps.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map(|_| ())
-    .map_err(|source| Error::Write {
-        what: "status".into(),
-        source,
-    })
+    apply_status(api, &(), &ps.name_any(), &new)
+        .await
+        .map_err(|source| Error::Write {
+            what: "status".into(),
+            source,
+        })
 }
