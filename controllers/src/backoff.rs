@@ -1,5 +1,6 @@
 //! Per-object exponential backoff with jitter. kube's `error_policy` is synchronous and never
-//! told about successes, so failures are counted here by object UID and reset by `reconcile`.
+//! told about successes, so failures are counted here by object and reset from the stream of
+//! reconcile outcomes.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -22,12 +23,12 @@ impl Backoff {
         }
     }
 
-    /// Records a failure of `uid` and returns how long to wait: base·2ⁿ capped at max, with up
+    /// Records a failure of `object` and returns how long to wait: base·2ⁿ capped at max, with up
     /// to ±25 % jitter so that objects failing together do not retry together.
-    pub fn failed(&self, uid: &str) -> Duration {
+    pub fn failed(&self, object: &str) -> Duration {
         let n = {
             let mut failures = self.failures.lock().expect("backoff lock poisoned");
-            let n = failures.entry(uid.to_owned()).or_insert(0);
+            let n = failures.entry(object.to_owned()).or_insert(0);
             *n = n.saturating_add(1);
             *n
         };
@@ -37,11 +38,11 @@ impl Backoff {
         delay.mul_f64(jitter).min(self.max)
     }
 
-    pub fn succeeded(&self, uid: &str) {
+    pub fn succeeded(&self, object: &str) {
         self.failures
             .lock()
             .expect("backoff lock poisoned")
-            .remove(uid);
+            .remove(object);
     }
 }
 

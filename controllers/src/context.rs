@@ -11,7 +11,10 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use provider::ProviderIdentity;
 use tracing::warn;
 
+use kube::runtime::controller::Action;
+
 use crate::backoff::Backoff;
+use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
 
 /// Operator settings that reconcilers read.
@@ -82,6 +85,16 @@ impl Context {
     /// Whether this operator handles an object with this controller class.
     pub fn owns_class(&self, class: Option<&str>) -> bool {
         class.is_none_or(|c| c.is_empty() || c == self.settings.controller_class)
+    }
+
+    /// Counts a failed reconcile of `object` (an `ObjectRef` display) and returns when to retry:
+    /// exponentially later for each failure in a row.
+    pub fn failed(&self, controller: &'static str, error: &'static str, object: &str) -> Action {
+        self.metrics
+            .reconcile_errors
+            .get_or_create(&ErrorLabels { controller, error })
+            .inc();
+        Action::requeue(self.backoff.failed(object))
     }
 
     /// Remembers that this operator wrote `namespace/name` at `resource_versions`, replacing what

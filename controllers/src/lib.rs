@@ -10,7 +10,7 @@ pub mod metrics;
 pub mod provider;
 pub mod pushsecret;
 pub mod ratelimit;
-mod run;
+pub(crate) mod run;
 pub mod secretstore;
 
 pub use context::{Context, Settings};

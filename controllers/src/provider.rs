@@ -36,6 +36,14 @@ pub enum Error {
     },
 }
 
+impl Error {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Status { .. } => "Status",
+        }
+    }
+}
+
 /// Where a provider reconciler sends the stores whose generated provider object it saw change.
 #[derive(Clone)]
 pub struct StoreNudges {
@@ -145,16 +153,14 @@ async fn run_kind(kctx: Arc<KindContext>) {
             kube::runtime::controller::Config::default().concurrency(kctx.ctx.settings.concurrency),
         )
         .run(reconcile, error_policy, kctx.clone())
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                warn!(error = %e, "provider reconcile failed");
-            }
-        })
+        .for_each(crate::run::outcome(kctx.ctx.clone()))
         .await;
 }
 
-fn error_policy(obj: Arc<DynamicObject>, _error: &Error, kctx: Arc<KindContext>) -> Action {
-    Action::requeue(kctx.ctx.backoff.failed(&obj.uid().unwrap_or_default()))
+fn error_policy(obj: Arc<DynamicObject>, error: &Error, kctx: Arc<KindContext>) -> Action {
+    let object = ObjectRef::from_obj_with(obj.as_ref(), kctx.resource.clone());
+    kctx.ctx
+        .failed("provider", error.kind(), &object.to_string())
 }
 
 #[instrument(skip_all, fields(kind = %kctx.resource.kind, group = %kctx.resource.group, namespace = obj.namespace(), name = obj.name_any()))]
@@ -216,7 +222,6 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
                 .await;
         }
     }
-    kctx.ctx.backoff.succeeded(&obj.uid().unwrap_or_default());
     tracing::debug!(elapsed = ?started.elapsed(), "provider reconciled");
     Ok(Action::requeue(kctx.ctx.settings.store_requeue_interval))
 }

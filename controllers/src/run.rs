@@ -26,7 +26,7 @@ use tracing::{error, info};
 
 use crate::context::{Context, Settings};
 use crate::externalsecret::desired::MANAGED_LABEL;
-use crate::metrics::{ErrorLabels, Metrics};
+use crate::metrics::Metrics;
 use crate::provider::StoreNudges;
 use crate::{externalsecret, provider, pushsecret, secretstore};
 
@@ -128,10 +128,10 @@ impl Operator {
             .graceful_shutdown_on(shutdown.clone())
             .run(
                 secretstore::reconcile::<SecretStore>,
-                store_error_policy::<SecretStore>,
+                error_policy("secretstore"),
                 ctx.clone(),
             )
-            .for_each(log_outcome);
+            .for_each(outcome(ctx.clone()));
 
         let cluster_stores = async {
             if namespace.is_some() {
@@ -144,10 +144,10 @@ impl Operator {
                 .graceful_shutdown_on(shutdown.clone())
                 .run(
                     secretstore::reconcile::<ClusterSecretStore>,
-                    store_error_policy::<ClusterSecretStore>,
+                    error_policy("clustersecretstore"),
                     ctx.clone(),
                 )
-                .for_each(log_outcome)
+                .for_each(outcome(ctx.clone()))
                 .await
         };
 
@@ -211,8 +211,12 @@ impl Operator {
                     .collect::<Vec<_>>()
             })
             .graceful_shutdown_on(shutdown)
-            .run(pushsecret::reconcile, ps_error_policy, ctx)
-            .for_each(log_outcome)
+            .run(
+                pushsecret::reconcile,
+                error_policy("pushsecret"),
+                ctx.clone(),
+            )
+            .for_each(outcome(ctx))
     }
 
     fn externalsecret_controller<F>(&self, shutdown: F) -> impl Future<Output = ()> + use<F>
@@ -343,10 +347,10 @@ impl Operator {
                         }
                     }
                 },
-                es_error_policy,
-                ctx,
+                error_policy("externalsecret"),
+                ctx.clone(),
             )
-            .for_each(log_outcome)
+            .for_each(outcome(ctx))
     }
 }
 
@@ -454,51 +458,66 @@ fn users(
     refs
 }
 
-fn store_error_policy<S: secretstore::StoreObject>(
-    store: Arc<S>,
-    error: &secretstore::Error,
-    ctx: Arc<Context>,
-) -> Action {
-    ctx.metrics
-        .reconcile_errors
-        .get_or_create(&ErrorLabels {
-            controller: "secretstore",
-            error: error.kind(),
-        })
-        .inc();
-    Action::requeue(ctx.backoff.failed(&store.uid().unwrap_or_default()))
+/// Errors that can name their kind with a bounded label.
+pub(crate) trait ErrorKind {
+    fn kind(&self) -> &'static str;
 }
 
-fn ps_error_policy(ps: Arc<PushSecret>, error: &pushsecret::Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics
-        .reconcile_errors
-        .get_or_create(&ErrorLabels {
-            controller: "pushsecret",
-            error: error.kind(),
-        })
-        .inc();
-    Action::requeue(ctx.backoff.failed(&ps.uid().unwrap_or_default()))
+impl ErrorKind for secretstore::Error {
+    fn kind(&self) -> &'static str {
+        secretstore::Error::kind(self)
+    }
 }
 
-fn es_error_policy(es: Arc<Watched>, error: &externalsecret::Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics
-        .reconcile_errors
-        .get_or_create(&ErrorLabels {
-            controller: "externalsecret",
-            error: error.kind(),
-        })
-        .inc();
-    Action::requeue(ctx.backoff.failed(&es.uid().unwrap_or_default()))
+impl ErrorKind for externalsecret::Error {
+    fn kind(&self) -> &'static str {
+        externalsecret::Error::kind(self)
+    }
 }
 
-/// Reconcile failures are already counted and backed off; this makes them visible in the log.
-async fn log_outcome<K, E: std::fmt::Display, Q: std::fmt::Display>(
-    result: Result<(ObjectRef<K>, Action), kube::runtime::controller::Error<E, Q>>,
-) where
-    K: kube::Resource,
+impl ErrorKind for pushsecret::Error {
+    fn kind(&self) -> &'static str {
+        pushsecret::Error::kind(self)
+    }
+}
+
+/// The error policy of every typed controller: count the failure by kind, back off per object.
+fn error_policy<K, E>(controller: &'static str) -> impl Fn(Arc<K>, &E, Arc<Context>) -> Action
+where
+    K: kube::Resource<DynamicType = ()>,
+    E: ErrorKind,
 {
-    match result {
-        Ok((object, _)) => tracing::debug!(%object, "reconciled"),
-        Err(e) => tracing::warn!(error = %e, "reconcile failed"),
+    move |obj, error, ctx| {
+        ctx.failed(
+            controller,
+            error.kind(),
+            &ObjectRef::from(obj.as_ref()).to_string(),
+        )
+    }
+}
+
+/// Logs failures (already counted and backed off) and forgets the backoff of objects that
+/// reconciled: one place for every controller, so none can miss the reset.
+/// What a controller's `run` stream yields for each reconcile.
+type Outcome<K, E, Q> = Result<(ObjectRef<K>, Action), kube::runtime::controller::Error<E, Q>>;
+
+pub(crate) fn outcome<K, E, Q>(
+    ctx: Arc<Context>,
+) -> impl FnMut(Outcome<K, E, Q>) -> future::Ready<()>
+where
+    K: kube::Resource,
+    K::DynamicType: std::fmt::Debug,
+    E: std::fmt::Display,
+    Q: std::fmt::Display,
+{
+    move |result| {
+        match result {
+            Ok((object, _)) => {
+                ctx.backoff.succeeded(&object.to_string());
+                tracing::debug!(%object, "reconciled");
+            }
+            Err(e) => tracing::warn!(error = %e, "reconcile failed"),
+        }
+        future::ready(())
     }
 }

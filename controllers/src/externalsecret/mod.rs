@@ -101,12 +101,8 @@ pub async fn reconcile(
         .es_reconcile_duration
         .get_or_create(&object_labels)
         .set(started.elapsed().as_nanos() as i64);
-    let uid = es.uid().unwrap_or_default();
     match result {
-        Ok(action) => {
-            ctx.backoff.succeeded(&uid);
-            Ok(action)
-        }
+        Ok(action) => Ok(action),
         Err(Skip) => Ok(Action::await_change()),
         Err(Failed(e)) => {
             ctx.metrics

@@ -100,7 +100,6 @@ async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
         finalizers.push(FINALIZER.to_owned());
         set_finalizers(&api, ps, finalizers).await?;
     }
-    let uid = ps.uid().unwrap_or_default();
     match push(ps, ctx).await {
         Ok(synced) => {
             if delete_policy {
@@ -116,7 +115,6 @@ async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
                 Some(synced),
             )
             .await?;
-            ctx.backoff.succeeded(&uid);
             let interval = refresh_interval(ps).unwrap_or(DEFAULT_REFRESH);
             Ok(if interval.is_zero() {
                 Action::await_change()
