@@ -34,6 +34,8 @@ pub enum Error {
         name: String,
         source: kube::Error,
     },
+    #[error("{kind} {name:?} does not exist")]
+    StoreMissing { kind: StoreKind, name: String },
     #[error(
         "using cluster store {name:?} is not allowed from namespace {namespace:?}: denied by spec.condition"
     )]
@@ -78,6 +80,7 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::StoreGet { .. } => "StoreGet",
+            Self::StoreMissing { .. } => "StoreMissing",
             Self::Denied { .. } => "Denied",
             Self::Conditions { .. } => "Conditions",
             Self::OtherController { .. } => "OtherController",

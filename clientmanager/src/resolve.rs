@@ -90,10 +90,17 @@ pub(crate) async fn load_store(
     store: &StoreRef,
     namespace: &str,
 ) -> Result<LoadedStore> {
-    let err = |source| Error::StoreGet {
-        kind: store.kind,
-        name: store.name.clone(),
-        source,
+    // A misspelt store name is the common case: say so plainly, not with the API's status dump.
+    let err = |source| match source {
+        kube::Error::Api(status) if status.code == 404 => Error::StoreMissing {
+            kind: store.kind,
+            name: store.name.clone(),
+        },
+        source => Error::StoreGet {
+            kind: store.kind,
+            name: store.name.clone(),
+            source,
+        },
     };
     match store.kind {
         StoreKind::SecretStore => {

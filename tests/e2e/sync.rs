@@ -42,6 +42,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             found_keys_are_converted,
         ),
+        trial(
+            "sync::bad_references_are_named",
+            env,
+            bad_references_are_named,
+        ),
     ]
 }
 
@@ -521,5 +526,62 @@ spec:
         &want("app_U002f_one", "app_U002f_two"),
     )
     .await?;
+    Ok(())
+}
+
+async fn bad_references_are_named(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let (ns, before) = synced_namespace(&client, "sync-bad-refs").await?;
+    let objects = r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: typo}
+spec:
+  secretStoreRef: {name: fakee}
+  data: [{secretKey: user, remoteRef: {key: user}}]
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: rival}
+spec:
+  secretStoreRef: {name: fake}
+  target: {name: app-secret}
+  data: [{secretKey: user, remoteRef: {key: user}}]
+"#;
+    testenv::apply_yaml_in(&client, &ns, objects, true).await?;
+    let api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let message = |name: &'static str| {
+        let api = api.clone();
+        async move {
+            let es = wait_ready(name, "False", "SecretSyncedError", || async {
+                Ok(serde_json::to_value(api.get(name).await?)?)
+            })
+            .await?;
+            anyhow::Ok(
+                es["status"]["conditions"][0]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        }
+    };
+    let typo = message("typo").await?;
+    ensure!(
+        typo == "SecretStore \"fakee\" does not exist",
+        "message: {typo}"
+    );
+    let rival = message("rival").await?;
+    ensure!(
+        rival.contains("spec.target.name")
+            && rival.contains("controlled by ExternalSecret \"app\""),
+        "message: {rival}"
+    );
+    let after = Api::<Secret>::namespaced(client.clone(), &ns)
+        .get("app-secret")
+        .await?;
+    ensure!(
+        after.metadata.resource_version == before.metadata.resource_version,
+        "the rival rewrote the Secret"
+    );
     Ok(())
 }

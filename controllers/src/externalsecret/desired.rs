@@ -167,6 +167,41 @@ pub fn unsupported(es: &ExternalSecret) -> Result<(), (String, String)> {
             "templating is not supported yet".into(),
         ));
     }
+    let spec = &es.spec;
+    let remote_refs = spec
+        .data()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (format!("spec.data[{i}].remoteRef"), Some(&d.remote_ref)))
+        .chain(
+            spec.data_from()
+                .iter()
+                .enumerate()
+                .map(|(i, d)| (format!("spec.dataFrom[{i}].extract"), d.extract.as_ref())),
+        );
+    for (field, remote) in remote_refs {
+        if remote.and_then(|r| r.metadata_policy)
+            == Some(api::external_secret::MetadataPolicy::Fetch)
+        {
+            return Err((
+                format!("{field}.metadataPolicy"),
+                "Fetch (reading secret metadata) is not supported yet".into(),
+            ));
+        }
+    }
+    // ESO accepts a generator under spec.data but never runs it; silently reading from the
+    // default store instead would be worse than saying so.
+    for (i, d) in spec.data().iter().enumerate() {
+        if d.source_ref
+            .as_ref()
+            .is_some_and(|s| s.generator_ref.is_some())
+        {
+            return Err((
+                format!("spec.data[{i}].sourceRef.generatorRef"),
+                "generators are not supported in spec.data; use spec.dataFrom".into(),
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -246,9 +281,11 @@ pub fn desired_secret(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>) -> 
     let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
     let mut labels = BTreeMap::new();
     let mut annotations = BTreeMap::new();
+    let mut finalizers = Vec::new();
     if let Some(meta) = template.and_then(|t| t.metadata.as_ref()) {
         labels.extend(meta.labels.clone().unwrap_or_default());
         annotations.extend(meta.annotations.clone().unwrap_or_default());
+        finalizers.extend(meta.finalizers.clone().unwrap_or_default());
     }
     labels.insert(MANAGED_LABEL.to_owned(), "true".to_owned());
     annotations.insert(DATA_HASH_ANNOTATION.to_owned(), hash::data_hash(data));
@@ -265,6 +302,9 @@ pub fn desired_secret(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>) -> 
         metadata["ownerReferences"] = json!(owner.into_iter().collect::<Vec<_>>());
     }
     metadata["labels"] = json!(labels);
+    if !finalizers.is_empty() {
+        metadata["finalizers"] = json!(finalizers);
+    }
     metadata["annotations"] = json!(annotations);
     let encoded: BTreeMap<&String, String> = data
         .iter()
@@ -283,6 +323,22 @@ pub fn desired_secret(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>) -> 
         secret["immutable"] = json!(true);
     }
     Some(secret)
+}
+
+/// With creationPolicy Owner, the controller owner reference of an existing Secret that points at
+/// another object: two controllers of one Secret would fight, and the API server allows only one.
+pub fn foreign_controller<'a>(
+    es: &ExternalSecret,
+    existing: &'a Secret,
+) -> Option<&'a OwnerReference> {
+    if creation_policy(es) != CreationPolicy::Owner {
+        return None;
+    }
+    let uid = es.uid();
+    existing
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true) && Some(&o.uid) != uid.as_ref())
 }
 
 /// Keys of `existing` this ExternalSecret must remove: with Owner and Orphan the Secret holds

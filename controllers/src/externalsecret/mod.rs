@@ -272,6 +272,15 @@ async fn write_secret(
         return Ok(Written::MissingForMerge);
     }
     if let Some(existing) = existing {
+        if let Some(owner) = desired::foreign_controller(es, existing) {
+            return Err(Error::Invalid {
+                field: "spec.target.name".into(),
+                message: format!(
+                    "Secret {target:?} is controlled by {} {:?}; pick another target name, or creationPolicy Merge to add keys to it",
+                    owner.kind, owner.name
+                ),
+            });
+        }
         let current = desired::secret_data(existing);
         let data_changes = !desired::stale_keys(es, existing, data).is_empty()
             || data.iter().any(|(k, v)| current.get(k) != Some(v));

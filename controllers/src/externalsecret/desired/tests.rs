@@ -4,7 +4,7 @@ use api::external_secret::ExternalSecret;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 
 use super::*;
 
@@ -88,11 +88,12 @@ fn owner_secret_has_eso_metadata_and_owner_reference() {
 
 #[test]
 fn other_policies_shape_the_secret() {
-    let orphan = es(&BASIC.replace("target: {name: app-secret}", "target: {name: app-secret, creationPolicy: Orphan, immutable: true, template: {type: kubernetes.io/tls, metadata: {labels: {a: b}}}}"));
+    let orphan = es(&BASIC.replace("target: {name: app-secret}", "target: {name: app-secret, creationPolicy: Orphan, immutable: true, template: {type: kubernetes.io/tls, metadata: {labels: {a: b}, finalizers: [example.com/keep]}}}"));
     let secret = desired_secret(&orphan, &data(&[("user", "x")])).unwrap();
     assert!(secret["metadata"].get("ownerReferences").is_none());
     assert!(secret["metadata"]["labels"].get(CREATED_BY_LABEL).is_none());
     assert_eq!(secret["metadata"]["labels"]["a"], "b");
+    assert_eq!(secret["metadata"]["finalizers"][0], "example.com/keep");
     assert_eq!(secret["type"], "kubernetes.io/tls");
     assert_eq!(secret["immutable"], true);
     let none = es(&BASIC.replace(
@@ -240,6 +241,22 @@ fn unsupported_features_name_their_field() {
         "spec.target.template.data"
     );
     assert!(unsupported(&es(BASIC)).is_ok());
+    let fetch = es(&BASIC.replace(
+        "remoteRef: {key: user}",
+        "remoteRef: {key: user, metadataPolicy: Fetch}",
+    ));
+    assert_eq!(
+        unsupported(&fetch).unwrap_err().0,
+        "spec.data[0].remoteRef.metadataPolicy"
+    );
+    let generated = es(&BASIC.replace(
+        "remoteRef: {key: user}",
+        "remoteRef: {key: user}\n    sourceRef: {generatorRef: {kind: Password, name: p}}",
+    ));
+    assert_eq!(
+        unsupported(&generated).unwrap_err().0,
+        "spec.data[0].sourceRef.generatorRef"
+    );
 }
 
 #[test]
@@ -260,4 +277,30 @@ fn nul_bytes_fail_only_when_asked() {
     assert!(check_nul(b"a\0b", Some(NullBytePolicy::Ignore)).is_ok());
     assert!(check_nul(b"a\0b", None).is_ok());
     assert!(check_nul(b"ab", Some(NullBytePolicy::Fail)).is_ok());
+}
+
+#[test]
+fn a_secret_controlled_by_another_object_is_refused() {
+    let es_ = es(BASIC);
+    let mut secret = secret_with(&data(&[]), None, true);
+    assert!(foreign_controller(&es_, &secret).is_none());
+    secret.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "external-secrets.io/v1".into(),
+        kind: "ExternalSecret".into(),
+        name: "other".into(),
+        uid: "uid-2".into(),
+        controller: Some(true),
+        ..Default::default()
+    }]);
+    assert_eq!(
+        foreign_controller(&es_, &secret).map(|o| o.name.as_str()),
+        Some("other")
+    );
+    let merge = es(&BASIC.replace(
+        "target: {name: app-secret}",
+        "target: {name: app-secret, creationPolicy: Merge}",
+    ));
+    assert!(foreign_controller(&merge, &secret).is_none());
+    secret.metadata.owner_references.as_mut().unwrap()[0].uid = "uid-1".into();
+    assert!(foreign_controller(&es_, &secret).is_none());
 }
