@@ -1,12 +1,14 @@
-//! Reads of stores and provider objects from the controllers' watch caches, so that a reconcile
+//! Reads of stores, provider objects and namespace labels from the controllers' watch caches, so that a reconcile
 //! does not cost two API requests before it reaches the provider. A miss (a cache not filled
 //! yet, an object created a moment ago) falls back to a GET.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
 
 use api::store::{ClusterSecretStore, SecretStore};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::resolve::{LoadedStore, StoreKind, StoreRef};
@@ -18,6 +20,7 @@ type ProviderCache = (ApiResource, Store<DynamicObject>);
 pub(crate) struct Caches {
     secret_stores: OnceLock<Store<SecretStore>>,
     cluster_secret_stores: OnceLock<Store<ClusterSecretStore>>,
+    namespaces: OnceLock<Store<PartialObjectMeta<Namespace>>>,
     /// By (group, kind).
     providers: Mutex<HashMap<(String, String), ProviderCache>>,
 }
@@ -30,6 +33,17 @@ impl Caches {
     ) {
         let _ = self.secret_stores.set(stores);
         let _ = self.cluster_secret_stores.set(cluster);
+    }
+
+    pub(crate) fn set_namespaces(&self, namespaces: Store<PartialObjectMeta<Namespace>>) {
+        let _ = self.namespaces.set(namespaces);
+    }
+
+    pub(crate) fn namespace_labels(&self, name: &str) -> Option<BTreeMap<String, String>> {
+        self.namespaces
+            .get()?
+            .get(&ObjectRef::new(name))
+            .map(|ns| ns.metadata.labels.clone().unwrap_or_default())
     }
 
     pub(crate) fn set_provider(&self, resource: ApiResource, store: Store<DynamicObject>) {

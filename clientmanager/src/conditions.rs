@@ -11,6 +11,7 @@ use crate::{Error, Result};
 
 pub(crate) async fn check(
     kube: &kube::Client,
+    watched: &crate::cache::Caches,
     store: &str,
     spec: &SecretStoreSpec,
     namespace: &str,
@@ -19,14 +20,19 @@ pub(crate) async fn check(
     if conditions.is_empty() {
         return Ok(());
     }
-    let ns = Api::<Namespace>::all(kube.clone())
-        .get(namespace)
-        .await
-        .map_err(|e| Error::Conditions {
-            name: store.to_owned(),
-            reason: e.to_string(),
-        })?;
-    let labels = ns.metadata.labels.unwrap_or_default();
+    let labels = match watched.namespace_labels(namespace) {
+        Some(labels) => labels,
+        None => Api::<Namespace>::all(kube.clone())
+            .get_metadata(namespace)
+            .await
+            .map_err(|e| Error::Conditions {
+                name: store.to_owned(),
+                reason: e.to_string(),
+            })?
+            .metadata
+            .labels
+            .unwrap_or_default(),
+    };
     if namespace_allowed(conditions, namespace, &labels).map_err(|reason| Error::Conditions {
         name: store.to_owned(),
         reason,

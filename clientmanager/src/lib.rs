@@ -167,6 +167,16 @@ impl ClientManager {
         self.watched.set_stores(stores, cluster);
     }
 
+    /// Lets ClusterSecretStore `conditions` read namespace labels from a watch cache.
+    pub fn use_namespace_cache(
+        &self,
+        namespaces: kube::runtime::reflector::Store<
+            kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::Namespace>,
+        >,
+    ) {
+        self.watched.set_namespaces(namespaces);
+    }
+
     /// Lets provider object lookups use a provider controller's watch cache.
     pub fn use_provider_cache(
         &self,
@@ -196,7 +206,14 @@ impl ClientManager {
             });
         }
         if let StoreKind::ClusterSecretStore = store.kind {
-            conditions::check(&self.kube, &store.name, &loaded.spec, namespace).await?;
+            conditions::check(
+                &self.kube,
+                &self.watched,
+                &store.name,
+                &loaded.spec,
+                namespace,
+            )
+            .await?;
         }
         if self.flood_gate && !loaded.ready {
             return Err(Error::NotReady {

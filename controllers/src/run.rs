@@ -14,7 +14,7 @@ use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{ClientManager, StoreKind};
 use futures::channel::mpsc;
 use futures::{StreamExt, TryStreamExt, future};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -154,11 +154,33 @@ impl Operator {
         let pushsecrets = self.pushsecret_controller(shutdown.clone());
         let externalsecrets = self.externalsecret_controller(shutdown.clone());
         let discovery = provider::discover(ctx.clone(), nudges);
+        let namespaces = self.namespace_cache();
         self.ready.store(true, Ordering::Relaxed);
         info!(namespace = ?namespace, class = %ctx.settings.controller_class, "controllers started");
         tokio::select! {
             _ = future::join4(stores, cluster_stores, externalsecrets, pushsecrets) => {}
             _ = discovery => {}
+            _ = namespaces => {}
+        }
+    }
+
+    /// Namespace labels for ClusterSecretStore `conditions`, so checking them costs no request
+    /// per reconcile. Not in single-namespace mode, where cluster stores are not served.
+    fn namespace_cache(&self) -> impl Future<Output = ()> + use<> {
+        let ctx = self.ctx.clone();
+        async move {
+            if ctx.settings.namespace.is_some() {
+                return std::future::pending().await;
+            }
+            let (reader, writer) = reflector::store::<PartialObjectMeta<Namespace>>();
+            ctx.manager.use_namespace_cache(reader);
+            let api: Api<PartialObjectMeta<Namespace>> = Api::all(ctx.client.clone());
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .modify(|ns| ns.managed_fields_mut().clear())
+                .reflect(writer)
+                .for_each(|_| future::ready(()))
+                .await
         }
     }
 
