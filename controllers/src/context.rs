@@ -170,3 +170,37 @@ where
     .await
     .map(|_| ())
 }
+
+/// An object this operator's types cannot read (written under another CRD, ESO's say): say so
+/// in its Ready condition, naming what is wrong, and wait for it to change. Written without our
+/// types, since they cannot read it.
+pub async fn report_unreadable<K>(
+    ctx: &Context,
+    invalid: &kube::core::error_boundary::InvalidObject,
+    reason: &str,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let name = invalid.metadata.name.clone().unwrap_or_default();
+    let namespace = invalid.metadata.namespace.clone().unwrap_or_default();
+    let message = format!(
+        "the {} cannot be read by this operator: {}",
+        K::kind(&()),
+        invalid.error
+    );
+    let mut conditions = Vec::new();
+    api::conditions::set_condition(
+        &mut conditions,
+        api::conditions::Condition::ready(api::conditions::ConditionStatus::False, reason, message),
+        jiff::Timestamp::now(),
+    );
+    let resource = kube::api::ApiResource::erase::<K>(&());
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
+    let status = serde_json::json!({
+        "conditions": conditions,
+        "observedGeneration": invalid.metadata.generation,
+    });
+    apply_status(&api, &resource, &name, &status).await
+}

@@ -193,9 +193,9 @@ impl Operator {
         let client = ctx.client.clone();
         let ctrl_config =
             kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
-        let (ps_reader, ps_writer) = reflector::store::<PushSecret>();
+        let (ps_reader, ps_writer) = reflector::store::<DeserializeGuard<PushSecret>>();
         let ps_stream = watcher(
-            scoped::<PushSecret>(&client, namespace.as_deref()),
+            scoped::<DeserializeGuard<PushSecret>>(&client, namespace.as_deref()),
             watcher::Config::default(),
         )
         .default_backoff()
@@ -222,10 +222,10 @@ impl Operator {
                     .filter(|ps| {
                         ps.namespace() == ns
                             && ps
-                                .spec
-                                .selector
-                                .secret
+                                .0
                                 .as_ref()
+                                .ok()
+                                .and_then(|ps| ps.spec.selector.secret.as_ref())
                                 .and_then(|s| s.name.as_deref())
                                 == Some(name.as_str())
                     })
@@ -234,7 +234,15 @@ impl Operator {
             })
             .graceful_shutdown_on(shutdown)
             .run(
-                pushsecret::reconcile,
+                |watched: Arc<DeserializeGuard<PushSecret>>, ctx| {
+                    let ps = watched.0.clone().map(Arc::new);
+                    async move {
+                        match ps {
+                            Ok(ps) => pushsecret::reconcile(ps, ctx).await,
+                            Err(invalid) => pushsecret::report_invalid(&ctx, invalid).await,
+                        }
+                    }
+                },
                 error_policy("pushsecret"),
                 ctx.clone(),
             )

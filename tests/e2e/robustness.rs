@@ -79,6 +79,52 @@ async fn unreadable(_env: Arc<Env>) -> Result<()> {
         message.contains("Sometimes"),
         "message names the bad value: {message}"
     );
+
+    // The same for a PushSecret: an updatePolicy this operator does not know.
+    let loosen: json_patch::Patch = serde_json::from_value(json!([{
+        "op": "remove",
+        "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/updatePolicy/enum",
+    }]))?;
+    crds.patch(
+        "pushsecrets.external-secrets.io",
+        &PatchParams::default(),
+        &Patch::<()>::Json(loosen),
+    )
+    .await?;
+    let push = r#"
+apiVersion: external-secrets.io/v1alpha1
+kind: PushSecret
+metadata: {name: broken-push}
+spec:
+  updatePolicy: Sometimes
+  secretStoreRefs: [{name: fake}]
+  selector: {secret: {name: app-secret}}
+  data: [{match: {secretKey: user, remoteRef: {remoteKey: pushed}}}]
+"#;
+    testenv::wait_for(
+        TIMEOUT,
+        "the loosened CRD to store updatePolicy Sometimes",
+        || testenv::apply_yaml_in(&client, &ns, push, false),
+    )
+    .await?;
+    let resource = kube::api::ApiResource::erase::<api::push_secret::PushSecret>(&());
+    let raw: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    let condition = testenv::wait_for(
+        TIMEOUT,
+        "a Ready=False condition on the unreadable PushSecret",
+        || async {
+            let obj = raw.get("broken-push").await?;
+            ready(&serde_json::to_value(&obj)?)
+                .filter(|c| c.status.as_str() == "False")
+                .ok_or_else(|| anyhow!("no Ready=False yet"))
+        },
+    )
+    .await?;
+    let message = condition.message.unwrap_or_default();
+    ensure!(
+        message.contains("Sometimes"),
+        "message names the bad value: {message}"
+    );
     let _ = stop.send(());
     Ok(())
 }

@@ -433,32 +433,18 @@ async fn write_status(
         .map_err(Error::Status)
 }
 
-/// An ExternalSecret that does not fit our types: say so in its status, naming what is wrong,
-/// and wait for it to change. Written without our types, since they cannot read it.
+/// An ExternalSecret that does not fit our types gets a condition instead of a sync.
 pub async fn report_invalid(
     ctx: &Context,
     invalid: kube::core::error_boundary::InvalidObject,
 ) -> Result<Action, Error> {
-    let name = invalid.metadata.name.clone().unwrap_or_default();
-    let namespace = invalid.metadata.namespace.clone().unwrap_or_default();
-    let message = format!(
-        "the ExternalSecret cannot be read by this operator: {}",
-        invalid.error
-    );
-    let mut conditions = Vec::new();
-    set_condition(
-        &mut conditions,
-        Condition::ready(ConditionStatus::False, reason::SYNC_ERROR, message),
-        Timestamp::now(),
-    );
-    let resource = kube::api::ApiResource::erase::<ExternalSecret>(&());
-    let api: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
-    let status =
-        json!({"conditions": conditions, "observedGeneration": invalid.metadata.generation});
-    apply_status(&api, &resource, &name, &status)
+    crate::context::report_unreadable::<ExternalSecret>(ctx, &invalid, reason::SYNC_ERROR)
         .await
         .map_err(Error::Status)?;
+    let (name, namespace) = (
+        invalid.metadata.name.unwrap_or_default(),
+        invalid.metadata.namespace.unwrap_or_default(),
+    );
     ctx.metrics
         .es_condition
         .set(&name, &namespace, READY, ConditionStatus::False);

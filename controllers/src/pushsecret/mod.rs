@@ -375,3 +375,27 @@ async fn write_status(
             source,
         })
 }
+
+/// A PushSecret that does not fit our types gets a condition instead of a push.
+pub async fn report_invalid(
+    ctx: &Context,
+    invalid: kube::core::error_boundary::InvalidObject,
+) -> Result<Action, Error> {
+    crate::context::report_unreadable::<PushSecret>(ctx, &invalid, reason::ERRORED)
+        .await
+        .map_err(|source| Error::Write {
+            what: "status".into(),
+            source,
+        })?;
+    let (name, namespace) = (
+        invalid.metadata.name.unwrap_or_default(),
+        invalid.metadata.namespace.unwrap_or_default(),
+    );
+    ctx.metrics.ps_condition.set(
+        &name,
+        &namespace,
+        api::conditions::READY,
+        ConditionStatus::False,
+    );
+    Ok(Action::await_change())
+}
