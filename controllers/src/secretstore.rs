@@ -298,6 +298,12 @@ async fn sync_generated_provider<S: StoreObject>(
                 ),
             ));
         }
+        let labelled = existing.labels().get(STORE_LABEL) == Some(&loaded.name);
+        if labelled && existing.data.get("spec") == Some(&spec) {
+            // Already what the store says: revalidation need not write it again.
+            delete_generated(store, loaded, ctx, Some(provider.kind())).await;
+            return Ok(());
+        }
     }
     let mut metadata = json!({
         "name": loaded.name,
