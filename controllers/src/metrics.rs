@@ -34,35 +34,41 @@ pub struct ProviderCallLabels {
 pub struct ConditionGauge(Family<ConditionLabels, Gauge>);
 
 impl ConditionGauge {
+    /// ESO keeps a series per status; the current one reads 1, the others 0.
     pub fn set(&self, name: &str, namespace: &str, condition: &str, status: ConditionStatus) {
-        for s in [
-            ConditionStatus::True,
-            ConditionStatus::False,
-            ConditionStatus::Unknown,
-        ] {
-            let labels = ConditionLabels {
-                name: name.to_owned(),
-                namespace: namespace.to_owned(),
-                condition: condition.to_owned(),
-                status: s.as_str().to_owned(),
-            };
+        for (labels, s) in Self::series(name, namespace, condition) {
             self.0.get_or_create(&labels).set(i64::from(s == status));
         }
     }
 
     pub fn remove(&self, name: &str, namespace: &str, condition: &str) {
-        for s in [
+        for (labels, _) in Self::series(name, namespace, condition) {
+            self.0.remove(&labels);
+        }
+    }
+
+    fn series(
+        name: &str,
+        namespace: &str,
+        condition: &str,
+    ) -> impl Iterator<Item = (ConditionLabels, ConditionStatus)> {
+        let (name, namespace, condition) =
+            (name.to_owned(), namespace.to_owned(), condition.to_owned());
+        [
             ConditionStatus::True,
             ConditionStatus::False,
             ConditionStatus::Unknown,
-        ] {
-            self.0.remove(&ConditionLabels {
-                name: name.to_owned(),
-                namespace: namespace.to_owned(),
-                condition: condition.to_owned(),
+        ]
+        .into_iter()
+        .map(move |s| {
+            let labels = ConditionLabels {
+                name: name.clone(),
+                namespace: namespace.clone(),
+                condition: condition.clone(),
                 status: s.as_str().to_owned(),
-            });
-        }
+            };
+            (labels, s)
+        })
     }
 }
 
