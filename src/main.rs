@@ -119,7 +119,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         concurrency: args.concurrent,
         store_requeue_interval: args.store_requeue_interval,
     };
-    let operator = controllers::Operator::new(client, settings, controllers::default_registry());
+    let operator = controllers::Operator::new(client, settings, providers::registry());
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -4,25 +4,19 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::{external_secret, provider_kinds as pk, push_secret, store};
+use crate::{external_secret, providers, push_secret, store};
 
-/// All CRDs, core kinds first.
+/// All CRDs, core kinds first, then each provider's two kinds in the order of
+/// [`providers::ALL`].
 pub fn all() -> Vec<CustomResourceDefinition> {
     [
         external_secret::ExternalSecret::crd(),
         store::SecretStore::crd(),
         store::ClusterSecretStore::crd(),
         push_secret::PushSecret::crd(),
-        pk::fake::Fake::crd(),
-        pk::fake::Cluster::crd(),
-        pk::kubernetes::Kubernetes::crd(),
-        pk::kubernetes::Cluster::crd(),
-        pk::vault::Vault::crd(),
-        pk::vault::Cluster::crd(),
-        pk::gitlab::Gitlab::crd(),
-        pk::gitlab::Cluster::crd(),
     ]
     .into_iter()
+    .chain(providers::ALL.iter().flat_map(|d| d.crds()))
     .map(without_nullable)
     .collect()
 }

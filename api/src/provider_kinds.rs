@@ -1,13 +1,19 @@
 //! Design 007's provider kinds. Each provider has a namespaced kind in
 //! `providers.external-secrets.io` and a cluster-scoped twin with the same name in
 //! `cluster.providers.external-secrets.io`. Both are generated from the provider's spec type by
-//! one macro, so the two groups cannot drift apart.
+//! one macro, which also emits the kind's [`Descriptor`]: the one place that says what the kind
+//! is called and at which versions it is served. CRD generation, the provider registry, CRD
+//! discovery and the round-trip tests read [`crate::providers::ALL`], never a copy.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::ApiResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::conditions::Condition;
 use crate::providers::Capabilities;
+use crate::{CLUSTER_PROVIDERS_GROUP, PROVIDERS_GROUP};
 
 /// Status of every provider object.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -21,81 +27,227 @@ pub struct ProviderStatus {
     pub capabilities: Option<Capabilities>,
 }
 
-/// The version every provider kind is served at today.
-pub const VERSION: &str = "v1alpha1";
+/// Which of the two provider groups: the namespaced one a SecretStore references, or the
+/// cluster-scoped one a ClusterSecretStore references.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Namespaced,
+    Cluster,
+}
 
-macro_rules! provider_kind {
-    ($module:ident, $kind:literal, $plural:literal, $spec:ty) => {
-        pub mod $module {
-            use kube::CustomResource;
-            use schemars::JsonSchema;
-            use serde::{Deserialize, Serialize};
-
-            use super::ProviderStatus;
-
-            /// Spec of the namespaced kind: exactly what the store's `spec.provider` holds.
-            #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-            #[kube(
-                group = "providers.external-secrets.io",
-                version = "v1alpha1",
-                kind = $kind,
-                plural = $plural,
-                namespaced,
-                status = "ProviderStatus",
-                category = "external-secrets-providers",
-                printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-                printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
-                printcolumn = r#"{"name":"Capabilities","type":"string","jsonPath":".status.capabilities"}"#,
-                printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-                derive = "Default",
-                derive = "PartialEq"
-            )]
-            pub struct NamespacedSpec {
-                #[serde(flatten)]
-                pub provider: $spec,
-            }
-
-            /// Spec of the cluster-scoped twin.
-            #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-            #[kube(
-                group = "cluster.providers.external-secrets.io",
-                version = "v1alpha1",
-                kind = $kind,
-                plural = $plural,
-                root = "Cluster",
-                status = "ProviderStatus",
-                category = "external-secrets-providers",
-                printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-                printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
-                printcolumn = r#"{"name":"Capabilities","type":"string","jsonPath":".status.capabilities"}"#,
-                printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-                derive = "Default",
-                derive = "PartialEq"
-            )]
-            pub struct ClusterSpec {
-                #[serde(flatten)]
-                pub provider: $spec,
-            }
+impl Scope {
+    pub fn group(self) -> &'static str {
+        match self {
+            Self::Namespaced => PROVIDERS_GROUP,
+            Self::Cluster => CLUSTER_PROVIDERS_GROUP,
         }
+    }
+
+    /// The scope of a provider group, `None` for any other group.
+    pub fn of_group(group: &str) -> Option<Self> {
+        match group {
+            PROVIDERS_GROUP => Some(Self::Namespaced),
+            CLUSTER_PROVIDERS_GROUP => Some(Self::Cluster),
+            _ => None,
+        }
+    }
+}
+
+/// One version of a provider kind as its CRDs declare it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub name: &'static str,
+    /// The version objects are stored at; exactly one per kind.
+    pub storage: bool,
+}
+
+/// Everything the operator needs to know about a provider kind without its code.
+pub struct Descriptor {
+    /// The kind in both groups, for example `Fake`.
+    pub kind: &'static str,
+    /// The plural resource name, for example `fakes`.
+    pub plural: &'static str,
+    /// The key under a store's inline `spec.provider`, for example `fake`.
+    pub store_key: &'static str,
+    /// Every served version.
+    pub versions: &'static [Version],
+    pub(crate) crds: fn() -> [CustomResourceDefinition; 2],
+    pub(crate) spec_schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
+    pub(crate) roundtrip: fn(Scope, Value) -> serde_json::Result<Value>,
+}
+
+impl std::fmt::Debug for Descriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Descriptor")
+            .field("kind", &self.kind)
+            .field("versions", &self.versions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Descriptor {
+    pub fn storage_version(&self) -> &'static str {
+        self.versions
+            .iter()
+            .find(|v| v.storage)
+            .map(|v| v.name)
+            .expect("every provider kind has a storage version")
+    }
+
+    pub fn serves(&self, version: &str) -> bool {
+        self.versions.iter().any(|v| v.name == version)
+    }
+
+    /// The API resource of this kind in `scope` at `version`.
+    pub fn resource(&self, scope: Scope, version: &str) -> ApiResource {
+        let group = scope.group();
+        ApiResource {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            api_version: format!("{group}/{version}"),
+            kind: self.kind.to_owned(),
+            plural: self.plural.to_owned(),
+        }
+    }
+
+    /// The API resource at the storage version, the one generated objects are written at.
+    pub fn storage_resource(&self, scope: Scope) -> ApiResource {
+        self.resource(scope, self.storage_version())
+    }
+
+    /// `<plural>.<group>`, the name of the CRD that must be installed for `scope`.
+    pub fn crd_name(&self, scope: Scope) -> String {
+        format!("{}.{}", self.plural, scope.group())
+    }
+
+    /// The namespaced CRD, then the cluster-scoped one.
+    pub fn crds(&self) -> [CustomResourceDefinition; 2] {
+        (self.crds)()
+    }
+
+    /// The schema of the spec, which is also the schema of `spec.provider.<store_key>`.
+    pub fn spec_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        (self.spec_schema)(generator)
+    }
+
+    /// A whole object of this kind through its Rust type and back: what the operator would
+    /// write back after reading it.
+    pub fn roundtrip(&self, scope: Scope, object: Value) -> serde_json::Result<Value> {
+        (self.roundtrip)(scope, object)
+    }
+}
+
+/// kube-derive titles a schema after the Rust type (`Namespaced`, `Cluster`); the kind is what
+/// users see.
+#[doc(hidden)]
+pub fn titled(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let kind = crd.spec.names.kind.clone();
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            schema.title = Some(kind.clone());
+        }
+    }
+    crd
+}
+
+/// Defines a provider's two kinds (`Namespaced` and `Cluster`) and its
+/// `DESCRIPTOR`, in the module that defines the provider's spec type.
+macro_rules! provider_kind {
+    (kind: $kind:literal, plural: $plural:literal, store_key: $key:literal, version: $version:literal, spec: $spec:ty $(,)?) => {
+        /// Spec of the namespaced kind: exactly what the store's `spec.provider` holds.
+        #[derive(
+            kube::CustomResource,
+            Clone,
+            Debug,
+            Default,
+            PartialEq,
+            serde::Serialize,
+            serde::Deserialize,
+            schemars::JsonSchema,
+        )]
+        #[kube(
+            group = "providers.external-secrets.io",
+            version = $version,
+            kind = $kind,
+            plural = $plural,
+            root = "Namespaced",
+            namespaced,
+            status = "crate::provider_kinds::ProviderStatus",
+            category = "external-secrets-providers",
+            printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+            printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+            printcolumn = r#"{"name":"Capabilities","type":"string","jsonPath":".status.capabilities"}"#,
+            printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+            derive = "Default",
+            derive = "PartialEq"
+        )]
+        pub struct NamespacedSpec {
+            #[serde(flatten)]
+            pub provider: $spec,
+        }
+
+        /// Spec of the cluster-scoped twin.
+        #[derive(
+            kube::CustomResource,
+            Clone,
+            Debug,
+            Default,
+            PartialEq,
+            serde::Serialize,
+            serde::Deserialize,
+            schemars::JsonSchema,
+        )]
+        #[kube(
+            group = "cluster.providers.external-secrets.io",
+            version = $version,
+            kind = $kind,
+            plural = $plural,
+            root = "Cluster",
+            status = "crate::provider_kinds::ProviderStatus",
+            category = "external-secrets-providers",
+            printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+            printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+            printcolumn = r#"{"name":"Capabilities","type":"string","jsonPath":".status.capabilities"}"#,
+            printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+            derive = "Default",
+            derive = "PartialEq"
+        )]
+        pub struct ClusterSpec {
+            #[serde(flatten)]
+            pub provider: $spec,
+        }
+
+        pub static DESCRIPTOR: $crate::provider_kinds::Descriptor =
+            $crate::provider_kinds::Descriptor {
+                kind: $kind,
+                plural: $plural,
+                store_key: $key,
+                versions: &[$crate::provider_kinds::Version {
+                    name: $version,
+                    storage: true,
+                }],
+                crds: || {
+                    use kube::CustomResourceExt;
+                    [
+                        $crate::provider_kinds::titled(Namespaced::crd()),
+                        $crate::provider_kinds::titled(Cluster::crd()),
+                    ]
+                },
+                spec_schema: |generator| generator.subschema_for::<$spec>(),
+                roundtrip: |scope, object| match scope {
+                    $crate::provider_kinds::Scope::Namespaced => serde_json::to_value(
+                        serde_json::from_value::<Namespaced>(object)?,
+                    ),
+                    $crate::provider_kinds::Scope::Cluster => {
+                        serde_json::to_value(serde_json::from_value::<Cluster>(object)?)
+                    }
+                },
+            };
     };
 }
 
-provider_kind!(fake, "Fake", "fakes", crate::providers::fake::FakeProvider);
-provider_kind!(
-    kubernetes,
-    "Kubernetes",
-    "kubernetes",
-    crate::providers::kubernetes::KubernetesProvider
-);
-provider_kind!(
-    vault,
-    "Vault",
-    "vaults",
-    crate::providers::vault::VaultProvider
-);
-provider_kind!(
-    gitlab,
-    "Gitlab",
-    "gitlabs",
-    crate::providers::gitlab::GitlabProvider
-);
+pub(crate) use provider_kind;

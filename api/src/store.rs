@@ -12,6 +12,8 @@ use crate::providers::{Capabilities, SecretStoreProvider};
 
 pub const SECRET_STORE_KIND: &str = "SecretStore";
 pub const CLUSTER_SECRET_STORE_KIND: &str = "ClusterSecretStore";
+/// Label on a provider object converted from a store's inline `spec.provider`: the store's name.
+pub const LABEL_CONVERTED_FROM: &str = "external-secrets.io/store";
 
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

@@ -5,8 +5,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
 
+use api::provider_kinds::Scope;
 use api::store::{ClusterSecretStore, SecretStore};
 use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -69,6 +71,43 @@ impl Caches {
                 .get(&ObjectRef::new(&store.name))
                 .map(|s| LoadedStore::from_cluster_secret_store(&s)),
         }
+    }
+
+    /// Every cached store of both kinds.
+    pub(crate) fn stores(&self) -> Vec<LoadedStore> {
+        let namespaced = self.secret_stores.get().into_iter().flat_map(|s| {
+            s.state()
+                .into_iter()
+                .map(|s| LoadedStore::from_secret_store(&s))
+        });
+        let cluster = self.cluster_secret_stores.get().into_iter().flat_map(|s| {
+            s.state()
+                .into_iter()
+                .map(|s| LoadedStore::from_cluster_secret_store(&s))
+        });
+        namespaced.chain(cluster).collect()
+    }
+
+    /// Cached provider objects of every kind in `scope` whose label `key` is `value`.
+    pub(crate) fn providers_labelled(
+        &self,
+        scope: Scope,
+        key: &str,
+        value: &str,
+    ) -> Vec<(ApiResource, DynamicObject)> {
+        let providers = self.providers.lock().expect("provider caches poisoned");
+        providers
+            .values()
+            .filter(|(resource, _)| resource.group == scope.group())
+            .flat_map(|(resource, store)| {
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|o| o.labels().get(key).is_some_and(|v| v == value))
+                    .map(|o| (resource.clone(), (*o).clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     pub(crate) fn provider(

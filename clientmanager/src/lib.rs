@@ -3,28 +3,32 @@
 //!
 //! Unlike ESO, which rebuilds provider clients on every reconcile, clients are kept across
 //! reconciles. An entry is keyed by the provider object and the caller, and fingerprinted by the
-//! provider object's uid and generation and by the resourceVersions of the Secrets its
-//! credentials came from, so any of those changing yields a fresh client and closes the old one.
+//! provider object's uid and generation and by the resourceVersions of the objects its
+//! credentials come from (watched, not read per call), so any of those changing yields a fresh
+//! client and closes the old one.
 
 mod cache;
 mod conditions;
+mod convert;
+mod credentials;
 mod metrics;
 mod resolve;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
-use provider::{Caller, ClientRequest, CredentialRef, ProviderIdentity, Registry, SecretsClient};
+use api::store::{LABEL_CONVERTED_FROM, ProviderRef};
+use kube::ResourceExt;
+use kube::api::{ApiResource, DynamicObject};
+use provider::{
+    Caller, ClientRequest, CredentialRef, ProviderIdentity, ProviderRegistry, SecretsClient,
+};
 use tracing::debug;
 
 pub use conditions::namespace_allowed;
+pub use convert::{Converted, Generated, convert};
 pub use metrics::Metrics;
-pub use resolve::{
-    LoadedStore, ProviderObject, StoreKind, StoreRef, derived_provider_ref, inline_provider,
-    provider_crd_name, provider_resource,
-};
+pub use resolve::{LoadedStore, ProviderObject, StoreKind, StoreRef, provider_resource};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -53,8 +57,23 @@ pub enum Error {
     NotReady { kind: StoreKind, name: String },
     #[error("spec.provider of {kind} {name:?} must set exactly one provider")]
     NoProvider { kind: StoreKind, name: String },
-    #[error("provider kind {kind:?} ({api_version}) is not supported by this operator")]
-    UnknownProviderKind { api_version: String, kind: String },
+    #[error("{written} is not a provider kind")]
+    UnknownProviderKind { written: String },
+    #[error(
+        "provider {kind} is not compiled into this build of the operator (compiled in: {compiled_in})"
+    )]
+    NotCompiledIn { kind: String, compiled_in: String },
+    #[error("provider {kind} is not served at version {version} (served: {served})")]
+    VersionNotServed {
+        kind: String,
+        version: String,
+        served: String,
+    },
+    #[error("{field}: {source}")]
+    Convert {
+        field: String,
+        source: provider::Error,
+    },
     #[error("provider {kind} is not installed: CRD {crd} does not exist")]
     ProviderNotInstalled { kind: String, crd: String },
     #[error("{kind} {name:?} referenced by spec.providerRef does not exist")]
@@ -65,11 +84,15 @@ pub enum Error {
         name: String,
         source: kube::Error,
     },
-    #[error("could not read credentials Secret {namespace}/{name}: {source}")]
+    #[error("could not read {reference}: {source}")]
     Credentials {
-        namespace: String,
-        name: String,
+        reference: String,
         source: kube::Error,
+    },
+    #[error("credentials must come from namespace {namespace:?}, not {reference}")]
+    CredentialOutsideNamespace {
+        reference: String,
+        namespace: String,
     },
     #[error(transparent)]
     Provider(#[from] provider::Error),
@@ -87,10 +110,14 @@ impl Error {
             Self::NotReady { .. } => "NotReady",
             Self::NoProvider { .. } => "NoProvider",
             Self::UnknownProviderKind { .. } => "UnknownProviderKind",
+            Self::NotCompiledIn { .. } => "NotCompiledIn",
+            Self::VersionNotServed { .. } => "VersionNotServed",
+            Self::Convert { .. } => "Convert",
             Self::ProviderNotInstalled { .. } => "ProviderNotInstalled",
             Self::ProviderObjectMissing { .. } => "ProviderObjectMissing",
             Self::ProviderGet { .. } => "ProviderGet",
             Self::Credentials { .. } => "Credentials",
+            Self::CredentialOutsideNamespace { .. } => "CredentialOutsideNamespace",
             Self::Provider(_) => "Provider",
         }
     }
@@ -127,23 +154,25 @@ pub struct Handle {
 
 pub struct ClientManager {
     kube: kube::Client,
-    registry: Arc<Registry>,
+    registry: Arc<ProviderRegistry>,
     flood_gate: bool,
     controller_class: String,
     cache: Mutex<HashMap<Slot, Cached>>,
     watched: cache::Caches,
+    credentials: credentials::CredentialVersions,
     metrics: Metrics,
 }
 
 impl ClientManager {
     pub fn new(
         kube: kube::Client,
-        registry: Arc<Registry>,
+        registry: Arc<ProviderRegistry>,
         flood_gate: bool,
         controller_class: String,
         metrics: Metrics,
     ) -> Self {
         Self {
+            credentials: credentials::CredentialVersions::new(kube.clone()),
             kube,
             registry,
             flood_gate,
@@ -154,7 +183,7 @@ impl ClientManager {
         }
     }
 
-    pub fn registry(&self) -> &Arc<Registry> {
+    pub fn registry(&self) -> &Arc<ProviderRegistry> {
         &self.registry
     }
 
@@ -225,30 +254,32 @@ impl ClientManager {
             StoreKind::SecretStore => Caller::SecretStore,
             StoreKind::ClusterSecretStore => Caller::ClusterSecretStore,
         };
-        let object = self.provider_object(&loaded).await?;
+        let converted = convert(&self.registry, &loaded)?;
+        let object = self
+            .provider_object(&converted.reference, loaded.namespace.as_deref())
+            .await?;
         self.client(object, caller, namespace).await
     }
 
-    /// The provider object a store points at, through `spec.providerRef` or derived from the
-    /// store's own name and inline provider.
-    pub async fn provider_object(&self, store: &LoadedStore) -> Result<ProviderObject> {
-        let reference = match &store.spec.provider_ref {
-            Some(r) => r.clone(),
-            None => derived_provider_ref(&self.registry, store.kind, &store.name, &store.spec)?,
-        };
+    /// The provider object `reference` names, for a store in `store_namespace` (`None` for a
+    /// ClusterSecretStore).
+    pub async fn provider_object(
+        &self,
+        reference: &ProviderRef,
+        store_namespace: Option<&str>,
+    ) -> Result<ProviderObject> {
         let loaded = resolve::load_provider(
             &self.kube,
             &self.registry,
             &self.watched,
-            &reference,
-            store.namespace.as_deref(),
+            reference,
+            store_namespace,
         )
         .await;
         if let Err(Error::ProviderObjectMissing { kind, name }) = &loaded {
             // The object is gone: close what was built from it instead of keeping it forever.
-            let namespace = store
-                .namespace
-                .clone()
+            let namespace = store_namespace
+                .map(str::to_owned)
                 .filter(|_| reference.api_version.starts_with(api::PROVIDERS_GROUP));
             self.forget(&ProviderIdentity {
                 kind: kind.clone(),
@@ -271,7 +302,8 @@ impl ClientManager {
         let spec = provider.apply_referent(object.spec, caller, namespace)?;
         let mut credentials = BTreeMap::new();
         for cred in provider.credential_refs(&spec, namespace) {
-            let version = self.credential_version(&cred).await?;
+            credentials::check_scope(caller, namespace, &cred)?;
+            let version = self.credentials.version(&cred).await?;
             credentials.insert(cred, version);
         }
         let fingerprint = Fingerprint {
@@ -284,7 +316,7 @@ impl ClientManager {
             caller,
             namespace: namespace.to_owned(),
         };
-        let kind = provider.kind();
+        let kind = provider.descriptor().kind;
         let stale = {
             let mut cache = self.cache.lock().expect("client cache lock poisoned");
             match cache.get(&slot) {
@@ -311,10 +343,15 @@ impl ClientManager {
                 .new_client(
                     ClientRequest {
                         provider: object.identity.clone(),
+                        api_version: object.api_version,
                         spec,
                         namespace: namespace.to_owned(),
                     },
-                    self.kube.clone(),
+                    Arc::new(credentials::KubeCredentials {
+                        kube: self.kube.clone(),
+                        caller,
+                        home: namespace.to_owned(),
+                    }),
                 )
                 .await?,
         );
@@ -358,16 +395,38 @@ impl ClientManager {
         }
     }
 
-    async fn credential_version(&self, cred: &CredentialRef) -> Result<Option<String>> {
-        let api: Api<Secret> = Api::namespaced(self.kube.clone(), &cred.namespace);
-        match api.get_metadata_opt(&cred.name).await {
-            Ok(meta) => Ok(meta.and_then(|m| m.metadata.resource_version)),
-            Err(source) => Err(Error::Credentials {
-                namespace: cred.namespace.clone(),
-                name: cred.name.clone(),
-                source,
-            }),
-        }
+    /// The stores that read through the provider object `identity`, by `providerRef` or as the
+    /// object converted from their inline provider, from the watch caches.
+    pub fn stores_using(&self, identity: &ProviderIdentity) -> Vec<LoadedStore> {
+        self.watched
+            .stores()
+            .into_iter()
+            .filter(|store| {
+                store.namespace == identity.namespace
+                    && convert(&self.registry, store).is_ok_and(|c| {
+                        c.reference.kind == identity.kind && c.reference.name == identity.name
+                    })
+            })
+            .collect()
+    }
+
+    /// Provider objects converted from the store with this `uid` (label and controller owner),
+    /// from the provider watch caches: cleaning up after a change of kind costs no request.
+    pub fn converted_from(&self, store: &LoadedStore) -> Vec<(ApiResource, DynamicObject)> {
+        let Some(uid) = store.uid.as_deref() else {
+            return Vec::new();
+        };
+        let scope = store.kind.provider_scope();
+        self.watched
+            .providers_labelled(scope, LABEL_CONVERTED_FROM, &store.name)
+            .into_iter()
+            .filter(|(_, o)| {
+                o.namespace() == store.namespace
+                    && o.owner_references()
+                        .iter()
+                        .any(|r| r.uid == uid && r.controller == Some(true))
+            })
+            .collect()
     }
 }
 

@@ -4,12 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use api::conditions::{ConditionStatus, READY, find};
+use api::provider_kinds::Scope;
 use api::store::{ClusterSecretStore, ProviderRef, SecretStore, SecretStoreSpec};
-use api::{CLUSTER_PROVIDERS_GROUP, PROVIDERS_GROUP};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, ResourceExt};
-use provider::{ProviderIdentity, Registry};
+use provider::{ProviderIdentity, ProviderRegistry};
 use serde_json::Value;
 
 use crate::{Error, Result};
@@ -53,6 +53,7 @@ pub struct LoadedStore {
     /// `None` for a ClusterSecretStore.
     pub namespace: Option<String>,
     pub name: String,
+    pub uid: Option<String>,
     pub spec: SecretStoreSpec,
     pub ready: bool,
 }
@@ -63,6 +64,7 @@ impl LoadedStore {
             kind: StoreKind::SecretStore,
             namespace: store.namespace(),
             name: store.name_any(),
+            uid: store.uid(),
             spec: store.spec.clone(),
             ready: is_ready(store.status.as_ref().map(|s| s.conditions.as_slice())),
         }
@@ -73,6 +75,7 @@ impl LoadedStore {
             kind: StoreKind::ClusterSecretStore,
             namespace: None,
             name: store.name_any(),
+            uid: store.uid(),
             spec: store.spec.store.clone(),
             ready: is_ready(store.status.as_ref().map(|s| s.conditions.as_slice())),
         }
@@ -118,83 +121,55 @@ pub(crate) async fn load_store(
     }
 }
 
-/// Design 007's `GetProviderRefFromStore` for a store without `providerRef`: the provider object
-/// the store reconciler generates carries the store's name, in the store's scope.
-pub fn derived_provider_ref(
-    registry: &Registry,
-    kind: StoreKind,
-    name: &str,
-    spec: &SecretStoreSpec,
-) -> Result<ProviderRef> {
-    let (provider, _) = inline_provider(registry, kind, name, spec)?;
-    let group = match kind {
-        StoreKind::SecretStore => PROVIDERS_GROUP,
-        StoreKind::ClusterSecretStore => CLUSTER_PROVIDERS_GROUP,
-    };
-    Ok(ProviderRef {
-        api_version: format!("{group}/{}", api::provider_kinds::VERSION),
-        kind: provider.kind().to_owned(),
-        name: name.to_owned(),
-    })
+/// The provider of a kind this operator was not built with: named as such when the API knows the
+/// kind, so the user installs the right build rather than hunting for a typo.
+pub(crate) fn not_compiled_in(
+    registry: &ProviderRegistry,
+    kind: Option<&str>,
+    written: &str,
+) -> Error {
+    match kind {
+        Some(kind) => Error::NotCompiledIn {
+            kind: kind.to_owned(),
+            compiled_in: registry.kinds().join(", "),
+        },
+        None => Error::UnknownProviderKind {
+            written: written.to_owned(),
+        },
+    }
 }
 
-/// The registered provider of a store's inline `spec.provider` and that provider's JSON.
-pub fn inline_provider(
-    registry: &Registry,
-    kind: StoreKind,
-    name: &str,
-    spec: &SecretStoreSpec,
-) -> Result<(Arc<dyn provider::Provider>, Value)> {
-    let no_provider = || Error::NoProvider {
-        kind,
-        name: name.to_owned(),
-    };
-    let inline = spec.provider.as_ref().ok_or_else(no_provider)?;
-    let Ok(Value::Object(map)) = serde_json::to_value(inline) else {
-        return Err(no_provider());
-    };
-    let mut entries = map.into_iter();
-    let (Some((key, value)), None) = (entries.next(), entries.next()) else {
-        return Err(no_provider());
-    };
-    let provider = registry
-        .by_store_key(&key)
-        .ok_or_else(|| Error::UnknownProviderKind {
-            api_version: format!("spec.provider.{key}"),
-            kind: key.clone(),
-        })?;
-    Ok((provider.clone(), value))
-}
-
-/// The API resource of a provider kind in one of the two provider groups.
+/// The compiled-in provider of `reference` and its API resource at the referenced version.
 pub fn provider_resource(
-    registry: &Registry,
+    registry: &ProviderRegistry,
     reference: &ProviderRef,
-) -> Result<(Arc<dyn provider::Provider>, ApiResource)> {
+) -> Result<(Arc<dyn provider::Provider>, Scope, ApiResource)> {
+    let written = format!("{} {}", reference.api_version, reference.kind);
     let unknown = || Error::UnknownProviderKind {
-        api_version: reference.api_version.clone(),
-        kind: reference.kind.clone(),
+        written: written.clone(),
     };
     let (group, version) = reference.api_version.split_once('/').ok_or_else(unknown)?;
-    if group != PROVIDERS_GROUP && group != CLUSTER_PROVIDERS_GROUP {
-        return Err(unknown());
-    }
-    let provider = registry.by_kind(&reference.kind).ok_or_else(unknown)?;
-    Ok((
-        provider.clone(),
-        ApiResource {
-            group: group.to_owned(),
-            version: version.to_owned(),
-            api_version: reference.api_version.clone(),
+    let scope = Scope::of_group(group).ok_or_else(unknown)?;
+    let provider = registry.by_kind(&reference.kind).ok_or_else(|| {
+        let known = api::providers::ALL
+            .iter()
+            .find(|d| d.kind == reference.kind);
+        not_compiled_in(registry, known.map(|d| d.kind), &written)
+    })?;
+    let descriptor = provider.descriptor();
+    if !descriptor.serves(version) {
+        return Err(Error::VersionNotServed {
             kind: reference.kind.clone(),
-            plural: provider.plural().to_owned(),
-        },
-    ))
-}
-
-/// `<plural>.<group>` of a provider resource.
-pub fn provider_crd_name(resource: &ApiResource) -> String {
-    format!("{}.{}", resource.plural, resource.group)
+            version: version.to_owned(),
+            served: descriptor
+                .versions
+                .iter()
+                .map(|v| v.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    Ok((provider.clone(), scope, descriptor.resource(scope, version)))
 }
 
 /// A provider object as loaded from the API server.
@@ -202,6 +177,7 @@ pub fn provider_crd_name(resource: &ApiResource) -> String {
 pub struct ProviderObject {
     pub provider: Arc<dyn provider::Provider>,
     pub identity: ProviderIdentity,
+    pub api_version: String,
     pub uid: Option<String>,
     pub generation: Option<i64>,
     pub spec: Value,
@@ -211,10 +187,15 @@ impl ProviderObject {
     pub fn from_dynamic(provider: Arc<dyn provider::Provider>, obj: &DynamicObject) -> Self {
         Self {
             identity: ProviderIdentity {
-                kind: provider.kind().to_owned(),
+                kind: provider.descriptor().kind.to_owned(),
                 namespace: obj.namespace(),
                 name: obj.name_any(),
             },
+            api_version: obj
+                .types
+                .as_ref()
+                .map(|t| t.api_version.clone())
+                .unwrap_or_default(),
             provider,
             uid: obj.uid(),
             generation: obj.metadata.generation,
@@ -225,27 +206,26 @@ impl ProviderObject {
 
 pub(crate) async fn load_provider(
     kube: &kube::Client,
-    registry: &Registry,
+    registry: &ProviderRegistry,
     watched: &crate::cache::Caches,
     reference: &ProviderRef,
     store_namespace: Option<&str>,
 ) -> Result<ProviderObject> {
-    let (provider, resource) = provider_resource(registry, reference)?;
-    let namespace = store_namespace.filter(|_| resource.group == PROVIDERS_GROUP);
+    let (provider, scope, resource) = provider_resource(registry, reference)?;
+    let namespace = store_namespace.filter(|_| scope == Scope::Namespaced);
     if let Some(obj) = watched.provider(&resource, namespace, &reference.name) {
         return Ok(ProviderObject::from_dynamic(provider, &obj));
     }
-    let api: Api<DynamicObject> = match store_namespace {
-        Some(ns) if resource.group == PROVIDERS_GROUP => {
-            Api::namespaced_with(kube.clone(), ns, &resource)
-        }
-        _ => Api::all_with(kube.clone(), &resource),
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(kube.clone(), ns, &resource),
+        None => Api::all_with(kube.clone(), &resource),
     };
+    let crd = provider.descriptor().crd_name(scope);
     match api.get_opt(&reference.name).await {
         Ok(Some(obj)) => Ok(ProviderObject::from_dynamic(provider, &obj)),
-        Ok(None) => Err(missing(kube, &resource, reference).await),
+        Ok(None) => Err(missing(kube, crd, reference).await),
         Err(kube::Error::Api(status)) if status.code == 404 => {
-            Err(missing(kube, &resource, reference).await)
+            Err(missing(kube, crd, reference).await)
         }
         Err(source) => Err(Error::ProviderGet {
             kind: reference.kind.clone(),
@@ -256,8 +236,7 @@ pub(crate) async fn load_provider(
 }
 
 /// Tells a missing object from a missing CRD, so the store can say which to install.
-async fn missing(kube: &kube::Client, resource: &ApiResource, reference: &ProviderRef) -> Error {
-    let crd = provider_crd_name(resource);
+async fn missing(kube: &kube::Client, crd: String, reference: &ProviderRef) -> Error {
     let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
     match crds.get_opt(&crd).await {
         Ok(None) => Error::ProviderNotInstalled {

@@ -1,5 +1,6 @@
 //! The client cache, against a provider that records what it is asked and an API server stand-in
-//! that only answers metadata reads of credential Secrets: the call sequence is the point here.
+//! that only answers metadata reads of credential Secrets and counts them: the call sequence is
+//! the point here.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -7,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use provider::{
-    Capabilities, FindRequest, PushRemoteRef, PushRequest, RemoteRef, SecretsClient, SpecReport,
-    Validation,
+    Capabilities, CredentialKind, CredentialsReader, Descriptor, FindRequest, ProviderRuntime,
+    ProviderSchema, PushRemoteRef, PushRequest, RemoteRef, SecretsClient, SpecReport, Validation,
 };
 use serde_json::{Value, json};
 
@@ -23,16 +24,10 @@ struct Recorder {
 
 struct Recording(Arc<Recorder>);
 
-#[async_trait]
-impl provider::Provider for Recording {
-    fn kind(&self) -> &'static str {
-        "Recording"
-    }
-    fn plural(&self) -> &'static str {
-        "recordings"
-    }
-    fn store_key(&self) -> &'static str {
-        "recording"
+impl ProviderSchema for Recording {
+    // Any descriptor will do: the cache keys on the object's identity, not on the kind's names.
+    fn descriptor(&self) -> &'static Descriptor {
+        &api::providers::fake::DESCRIPTOR
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities::ReadOnly
@@ -60,16 +55,24 @@ impl provider::Provider for Recording {
         spec["credentials"]
             .as_str()
             .map(|name| CredentialRef {
-                namespace: namespace.to_owned(),
+                kind: CredentialKind::Secret,
+                namespace: spec["credentialsNamespace"]
+                    .as_str()
+                    .unwrap_or(namespace)
+                    .to_owned(),
                 name: name.to_owned(),
             })
             .into_iter()
             .collect()
     }
+}
+
+#[async_trait]
+impl ProviderRuntime for Recording {
     async fn new_client(
         &self,
         request: ClientRequest,
-        _: kube::Client,
+        _: Arc<dyn CredentialsReader>,
     ) -> provider::Result<Box<dyn SecretsClient>> {
         self.0.built.fetch_add(1, Ordering::SeqCst);
         Ok(Box::new(RecordingClient {
@@ -116,11 +119,21 @@ impl SecretsClient for RecordingClient {
     }
 }
 
-/// Answers a GET of any Secret's metadata with the current `resource_version`.
-fn kube_with_secret_version(version: Arc<AtomicU64>) -> kube::Client {
+/// Answers a GET of any Secret's metadata with resourceVersion 1 and counts those GETs; the
+/// credential watch gets an error, and the tests play its part.
+fn kube_counting_reads(reads: Arc<AtomicU64>) -> kube::Client {
     let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let version = version.load(Ordering::SeqCst);
+        let watch = req.uri().query().is_some_and(|q| q.contains("watch"))
+            || req.uri().path().ends_with("/secrets");
+        if !watch {
+            reads.fetch_add(1, Ordering::SeqCst);
+        }
         async move {
+            if watch {
+                let mut answer = http::Response::new(kube::client::Body::from(Vec::new()));
+                *answer.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                return Ok::<_, std::convert::Infallible>(answer);
+            }
             let name = req
                 .uri()
                 .path()
@@ -131,7 +144,7 @@ fn kube_with_secret_version(version: Arc<AtomicU64>) -> kube::Client {
             let body = json!({
                 "apiVersion": "meta.k8s.io/v1",
                 "kind": "PartialObjectMetadata",
-                "metadata": {"name": name, "resourceVersion": version.to_string()},
+                "metadata": {"name": name, "resourceVersion": "1"},
             });
             Ok::<_, std::convert::Infallible>(http::Response::new(kube::client::Body::from(
                 body.to_string().into_bytes(),
@@ -141,11 +154,11 @@ fn kube_with_secret_version(version: Arc<AtomicU64>) -> kube::Client {
     kube::Client::new(service, "default")
 }
 
-fn manager(recorder: &Arc<Recorder>, version: Arc<AtomicU64>) -> ClientManager {
-    let mut registry = Registry::default();
+fn manager(recorder: &Arc<Recorder>, reads: Arc<AtomicU64>) -> ClientManager {
+    let mut registry = ProviderRegistry::default();
     registry.register(Arc::new(Recording(recorder.clone())));
     ClientManager::new(
-        kube_with_secret_version(version),
+        kube_counting_reads(reads),
         Arc::new(registry),
         true,
         "default".into(),
@@ -153,11 +166,12 @@ fn manager(recorder: &Arc<Recorder>, version: Arc<AtomicU64>) -> ClientManager {
     )
 }
 
-fn object(registry: &Registry, generation: i64, spec: Value) -> ProviderObject {
+fn object(registry: &ProviderRegistry, generation: i64, spec: Value) -> ProviderObject {
     ProviderObject {
-        provider: registry.by_kind("Recording").unwrap().clone(),
+        provider: registry.by_kind("Fake").unwrap().clone(),
+        api_version: "cluster.providers.external-secrets.io/v1alpha1".into(),
         identity: ProviderIdentity {
-            kind: "Recording".into(),
+            kind: "Fake".into(),
             namespace: None,
             name: "shared".into(),
         },
@@ -170,8 +184,8 @@ fn object(registry: &Registry, generation: i64, spec: Value) -> ProviderObject {
 #[tokio::test]
 async fn clients_are_reused_until_their_inputs_change() {
     let recorder = Arc::new(Recorder::default());
-    let version = Arc::new(AtomicU64::new(1));
-    let m = manager(&recorder, version.clone());
+    let reads = Arc::new(AtomicU64::new(0));
+    let m = manager(&recorder, reads.clone());
     let spec = json!({"credentials": "token"});
     let get = |generation, ns: &'static str| {
         let o = object(m.registry(), generation, spec.clone());
@@ -209,14 +223,69 @@ async fn clients_are_reused_until_their_inputs_change() {
     assert!(!Arc::ptr_eq(&first.client, &newer.client));
     assert_eq!(recorder.closed.load(Ordering::SeqCst), 1);
 
-    // Rotated credentials do too.
-    version.store(2, Ordering::SeqCst);
+    // The credential Secret was read once per namespace, not once per call.
+    assert_eq!(reads.load(Ordering::SeqCst), 2);
+
+    // Rotated credentials, as the watch reports them, do too.
+    credentials::CredentialVersions::observe(
+        &m.credentials.versions,
+        CredentialRef {
+            kind: CredentialKind::Secret,
+            namespace: "team-a".into(),
+            name: "token".into(),
+        },
+        Some("2".into()),
+    );
     let rotated = get(2, "team-a").await;
     assert!(!Arc::ptr_eq(&newer.client, &rotated.client));
     assert_eq!(recorder.closed.load(Ordering::SeqCst), 2);
     assert_eq!(recorder.built.load(Ordering::SeqCst), 4);
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        2,
+        "the watch, not a read, saw it"
+    );
 
     // Forgetting the provider object closes every client built from it.
     m.forget(&rotated.identity).await;
     assert_eq!(recorder.closed.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test]
+async fn namespaced_callers_cannot_reach_into_other_namespaces() {
+    let recorder = Arc::new(Recorder::default());
+    let m = manager(&recorder, Arc::default());
+    let spec = json!({"credentials": "token", "credentialsNamespace": "kube-system"});
+    for caller in [Caller::SecretStore, Caller::Provider] {
+        let o = object(m.registry(), 1, spec.clone());
+        let err = m.client(o, caller, "team-a").await.err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            r#"credentials must come from namespace "team-a", not Secret kube-system/token"#
+        );
+    }
+    assert_eq!(recorder.built.load(Ordering::SeqCst), 0);
+    // A cluster-wide caller may name any namespace.
+    let o = object(m.registry(), 1, spec);
+    m.client(o, Caller::ClusterSecretStore, "team-a")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_credentials_reader_refuses_other_namespaces_too() {
+    let reader = credentials::KubeCredentials {
+        kube: kube_counting_reads(Arc::default()),
+        caller: Caller::SecretStore,
+        home: "team-a".into(),
+    };
+    let err = reader
+        .secret_key("kube-system", "admin", "token")
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(r#"must come from namespace "team-a""#),
+        "{err}"
+    );
 }

@@ -1,11 +1,11 @@
 //! State shared by every reconciler.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::events::{EventType, Recorder};
-use clientmanager::ClientManager;
+use clientmanager::{ClientManager, StoreKind};
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::ObjectReference;
 use provider::ProviderIdentity;
@@ -48,10 +48,32 @@ pub struct Context {
     pub backoff: Backoff,
     /// Provider objects whose spec changed: the ExternalSecrets reading through them resync.
     pub provider_changed: UnboundedSender<ProviderIdentity>,
+    /// Where a store that turned Ready is announced: one receiver per controller of its users.
+    ready_stores: Vec<UnboundedSender<ReadyStore>>,
     /// resourceVersions of target Secrets as this operator last wrote them, by namespace and
     /// name: the watch event of our own write needs no reconcile.
     own_writes: Mutex<HashMap<(String, String), Vec<String>>>,
     recorder: Recorder,
+}
+
+/// A store whose Ready condition turned True.
+#[derive(Clone, Debug)]
+pub struct ReadyStore {
+    pub kind: StoreKind,
+    pub name: String,
+    /// `None` for a ClusterSecretStore.
+    pub namespace: Option<String>,
+    /// For PushSecrets that select stores by label.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl ReadyStore {
+    /// Whether an object in `namespace` referring to `kind`/`name` means this store.
+    pub fn is(&self, kind: StoreKind, name: &str, namespace: Option<&str>) -> bool {
+        self.kind == kind
+            && self.name == name
+            && (kind == StoreKind::ClusterSecretStore || self.namespace.as_deref() == namespace)
+    }
 }
 
 /// The field manager of everything this operator writes that is not per-ExternalSecret.
@@ -64,6 +86,7 @@ impl Context {
         metrics: Metrics,
         settings: Settings,
         provider_changed: UnboundedSender<ProviderIdentity>,
+        ready_stores: Vec<UnboundedSender<ReadyStore>>,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -77,6 +100,7 @@ impl Context {
             settings,
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(420)),
             provider_changed,
+            ready_stores,
             own_writes: Mutex::default(),
             recorder,
         })
@@ -85,6 +109,13 @@ impl Context {
     /// Whether this operator handles an object with this controller class.
     pub fn owns_class(&self, class: Option<&str>) -> bool {
         class.is_none_or(|c| c.is_empty() || c == self.settings.controller_class)
+    }
+
+    /// Wakes the ExternalSecrets and PushSecrets that use `store`.
+    pub fn store_ready(&self, store: ReadyStore) {
+        for tx in &self.ready_stores {
+            let _ = tx.unbounded_send(store.clone());
+        }
     }
 
     /// Counts a failed reconcile of `object` (an `ObjectRef` display) and returns when to retry:

@@ -7,11 +7,14 @@ pub mod events;
 pub mod externalsecret;
 pub mod http;
 pub mod metrics;
-pub mod provider;
+mod operator;
+pub(crate) mod outcome;
+pub mod provider_objects;
 pub mod pushsecret;
 pub mod ratelimit;
-pub(crate) mod run;
+pub mod readiness;
 pub mod secretstore;
+pub(crate) mod watch;
 
 pub use context::{Context, Settings};
-pub use run::{Addresses, Operator, default_registry};
+pub use operator::{Addresses, Operator};

@@ -1,43 +1,28 @@
-//! SecretStore and ClusterSecretStore: turn an inline `spec.provider` into a provider object
-//! (design 007's `Convert`), resolve the provider object, validate it, report status.
+//! SecretStore and ClusterSecretStore: apply design 007's `Convert` (the provider object an inline
+//! `spec.provider` becomes), resolve the provider object, validate it, report status.
 
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use api::conditions::{Condition, ConditionStatus, READY, set_condition};
-use api::providers::Capabilities;
-use api::store::{ClusterSecretStore, SecretStore, SecretStoreStatus};
-use api::{CLUSTER_PROVIDERS_GROUP, PROVIDERS_GROUP};
-use clientmanager::{
-    LoadedStore, StoreKind, derived_provider_ref, inline_provider, provider_resource,
-};
+use api::store::{ClusterSecretStore, LABEL_CONVERTED_FROM, SecretStore, SecretStoreStatus};
+use clientmanager::{Converted, Generated, LoadedStore, StoreKind, convert};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use provider::{Caller, Validation};
+use provider::Caller;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::json;
 use tracing::{info, instrument};
 
-use crate::context::{Context, apply_status};
+use crate::context::{Context, ReadyStore, apply_status};
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels, labels};
+use crate::readiness::{self, Readiness, Subject, reason};
 
-/// ESO's reasons for a store's Ready condition, plus ProviderNotInstalled.
-pub mod reason {
-    pub const VALID: &str = "Valid";
-    pub const INVALID_PROVIDER_CONFIG: &str = "InvalidProviderConfig";
-    pub const VALIDATION_FAILED: &str = "ValidationFailed";
-    pub const VALIDATION_UNKNOWN: &str = "ValidationUnknown";
-    pub const PROVIDER_NOT_INSTALLED: &str = "ProviderNotInstalled";
-}
-
-/// Label on a generated provider object naming the store it was converted from.
-pub const STORE_LABEL: &str = "external-secrets.io/store";
 /// Field manager of generated provider objects.
 const CONVERT_MANAGER: &str = "external-secrets-store-convert";
 
@@ -51,8 +36,8 @@ pub enum Error {
     },
 }
 
-impl Error {
-    pub fn kind(&self) -> &'static str {
+impl crate::outcome::ErrorKind for Error {
+    fn kind(&self) -> &'static str {
         match self {
             Self::Status { .. } => "Status",
         }
@@ -102,27 +87,6 @@ impl StoreObject for ClusterSecretStore {
     }
 }
 
-/// The result of checking a store, before it is written to status.
-struct Outcome {
-    status: ConditionStatus,
-    reason: &'static str,
-    message: String,
-    capabilities: Option<Capabilities>,
-    requeue: Option<Duration>,
-}
-
-impl Outcome {
-    fn failed(reason: &'static str, message: String) -> Self {
-        Self {
-            status: ConditionStatus::False,
-            reason,
-            message,
-            capabilities: None,
-            requeue: None,
-        }
-    }
-}
-
 #[instrument(skip_all, fields(kind = %S::KIND, namespace = store.namespace(), name = store.name_any()))]
 pub async fn reconcile<S: StoreObject>(store: Arc<S>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
@@ -139,44 +103,47 @@ pub async fn reconcile<S: StoreObject>(store: Arc<S>, ctx: Arc<Context>) -> Resu
         Some(Ok(d)) if !d.is_zero() => d,
         _ => ctx.settings.store_requeue_interval,
     };
-    let outcome = match loaded
+    let readiness = match loaded
         .spec
         .refresh_interval
         .as_ref()
         .map(crate::duration::int_or_string)
     {
-        Some(Err(e)) => Outcome::failed(
+        Some(Err(e)) => Readiness::failed(
             reason::INVALID_PROVIDER_CONFIG,
             format!("spec.refreshInterval: {e}"),
         ),
-        _ => evaluate(store.as_ref(), &loaded, &ctx).await,
+        _ => evaluate(&loaded, &ctx).await,
     };
-    let requeue = outcome.requeue.unwrap_or(interval).min(interval);
-    write_status(store.as_ref(), &loaded, &ctx, &outcome).await?;
+    let requeue = readiness.requeue.unwrap_or(interval).min(interval);
+    write_status(store.as_ref(), &loaded, &ctx, &readiness).await?;
 
     let (gauge, duration) = S::gauges(&ctx.metrics);
     let ns = loaded.namespace.as_deref().unwrap_or_default();
-    gauge.set(&loaded.name, ns, READY, outcome.status);
+    gauge.set(&loaded.name, ns, READY, readiness.status);
     duration
         .get_or_create(&labels(&loaded.name, ns))
         .set(started.elapsed().as_nanos() as i64);
     Ok(Action::requeue(requeue))
 }
 
-async fn evaluate<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: &Context) -> Outcome {
-    if let Err(outcome) = sync_generated_provider(store, loaded, ctx).await {
-        return outcome;
+async fn evaluate(loaded: &LoadedStore, ctx: &Context) -> Readiness {
+    let converted = match convert(ctx.manager.registry(), loaded) {
+        Ok(c) => c,
+        Err(e) => return Readiness::from_manager(e),
+    };
+    if let Err(failed) = apply_converted(loaded, &converted, ctx).await {
+        return failed;
     }
-    let object = match ctx.manager.provider_object(loaded).await {
+    let object = match ctx
+        .manager
+        .provider_object(&converted.reference, loaded.namespace.as_deref())
+        .await
+    {
         Ok(o) => o,
-        Err(e) => return from_manager_error(e),
+        Err(e) => return Readiness::from_manager(e),
     };
-    let provider = object.provider.clone();
-    let warnings = match provider.validate_spec(&object.spec) {
-        Ok(report) => report.warnings,
-        Err(e) => return Outcome::failed(reason::INVALID_PROVIDER_CONFIG, e.to_string()),
-    };
-    let (caller, namespace) = match S::KIND {
+    let (caller, namespace) = match loaded.kind {
         StoreKind::SecretStore => (
             Caller::SecretStore,
             loaded.namespace.clone().unwrap_or_default(),
@@ -185,100 +152,50 @@ async fn evaluate<S: StoreObject>(store: &S, loaded: &LoadedStore, ctx: &Context
         // resolved here, and providers answer Unknown for them.
         StoreKind::ClusterSecretStore => (Caller::ClusterSecretStore, String::new()),
     };
-    let handle = match ctx.manager.client(object, caller, &namespace).await {
-        Ok(h) => h,
-        Err(e) => {
-            return Outcome::failed(
-                reason::INVALID_PROVIDER_CONFIG,
-                format!("unable to create client: {e}"),
-            );
-        }
-    };
-    let capabilities = Some(provider.capabilities());
-    let validated = handle.client.validate().await;
-    ctx.metrics
-        .provider_call(provider.kind(), "Validate", validated.is_ok());
-    match validated {
-        Ok(Validation::Ready) => Outcome {
-            status: ConditionStatus::True,
-            reason: reason::VALID,
-            message: valid_message("store validated", &warnings),
-            capabilities,
-            requeue: None,
-        },
-        Ok(Validation::Unknown) => Outcome {
-            status: ConditionStatus::True,
-            reason: reason::VALIDATION_UNKNOWN,
-            message: "store validation could not be completed; the store is usable".into(),
-            capabilities,
-            requeue: None,
-        },
-        Err(e) => Outcome {
-            capabilities,
-            ..Outcome::failed(
-                reason::VALIDATION_FAILED,
-                format!("unable to validate store: {e}"),
-            )
-        },
-    }
+    readiness::check(ctx, Subject::Store, object, caller, &namespace).await
 }
 
-/// The Valid message, carrying the provider's warnings so they are seen without an admission
-/// webhook.
-pub(crate) fn valid_message(message: &str, warnings: &[String]) -> String {
-    if warnings.is_empty() {
-        message.to_owned()
-    } else {
-        format!("{message}; warnings: {}", warnings.join("; "))
-    }
-}
-
-fn from_manager_error(e: clientmanager::Error) -> Outcome {
-    match e {
-        clientmanager::Error::ProviderNotInstalled { .. } => Outcome {
-            // Retry soon: installing the CRD also triggers a resync, this is the fallback.
-            requeue: Some(Duration::from_secs(30)),
-            ..Outcome::failed(reason::PROVIDER_NOT_INSTALLED, e.to_string())
-        },
-        e => Outcome::failed(reason::INVALID_PROVIDER_CONFIG, e.to_string()),
-    }
-}
-
-/// Keeps the provider object generated from an inline `spec.provider` equal to it, and removes
-/// it once the store no longer has one.
-async fn sync_generated_provider<S: StoreObject>(
-    store: &S,
+/// Keeps the provider object converted from an inline `spec.provider` equal to it, and removes
+/// the ones this store no longer converts to (a switch to `providerRef` or to another kind).
+async fn apply_converted(
     loaded: &LoadedStore,
+    converted: &Converted,
     ctx: &Context,
-) -> Result<(), Outcome> {
-    let registry = ctx.manager.registry();
-    let owner = store.controller_owner_ref(&()).ok_or_else(|| {
-        Outcome::failed(
-            reason::INVALID_PROVIDER_CONFIG,
-            "store has no uid yet".into(),
-        )
-    })?;
-    let Some(_) = &loaded.spec.provider else {
-        delete_generated(store, loaded, ctx, None).await;
-        return Ok(());
-    };
-    let (provider, inline) = inline_provider(registry, S::KIND, &loaded.name, &loaded.spec)
-        .map_err(from_manager_error)?;
-    let spec = provider.convert(&inline).map_err(|e| {
-        Outcome::failed(
-            reason::INVALID_PROVIDER_CONFIG,
-            format!("spec.provider.{}: {e}", provider.store_key()),
-        )
-    })?;
-    let reference = derived_provider_ref(registry, S::KIND, &loaded.name, &loaded.spec)
-        .map_err(from_manager_error)?;
-    let (_, resource) = provider_resource(registry, &reference).map_err(from_manager_error)?;
-    let api = provider_api(ctx, &resource, loaded.namespace.as_deref());
+) -> Result<(), Readiness> {
+    let keep = converted
+        .generated
+        .as_ref()
+        .map(|g| g.resource.kind.as_str());
+    for (resource, stale) in ctx.manager.converted_from(loaded) {
+        if Some(resource.kind.as_str()) != keep {
+            info!(
+                kind = resource.kind,
+                "deleting provider object converted from the former spec.provider"
+            );
+            let api = provider_api(ctx, &resource, loaded.namespace.as_deref());
+            let _ = api
+                .delete(&stale.name_any(), &DeleteParams::default())
+                .await;
+        }
+    }
+    match &converted.generated {
+        Some(generated) => write_generated(loaded, generated, ctx).await,
+        None => Ok(()),
+    }
+}
+
+async fn write_generated(
+    loaded: &LoadedStore,
+    generated: &Generated,
+    ctx: &Context,
+) -> Result<(), Readiness> {
+    let resource = &generated.resource;
+    let api = provider_api(ctx, resource, loaded.namespace.as_deref());
     let existing = match api.get_opt(&loaded.name).await {
         Ok(o) => o,
-        Err(kube::Error::Api(s)) if s.code == 404 => return Err(not_installed(&resource)),
+        Err(kube::Error::Api(s)) if s.code == 404 => return Err(not_installed(generated)),
         Err(e) => {
-            return Err(Outcome::failed(
+            return Err(Readiness::failed(
                 reason::INVALID_PROVIDER_CONFIG,
                 format!("could not read {}: {e}", resource.kind),
             ));
@@ -288,9 +205,9 @@ async fn sync_generated_provider<S: StoreObject>(
         let ours = existing
             .owner_references()
             .iter()
-            .any(|o| o.uid == owner.uid && o.controller == Some(true));
+            .any(|o| Some(&o.uid) == loaded.uid.as_ref() && o.controller == Some(true));
         if !ours {
-            return Err(Outcome::failed(
+            return Err(Readiness::failed(
                 reason::INVALID_PROVIDER_CONFIG,
                 format!(
                     "{} {:?} already exists and is not owned by this store; rename the store or use spec.providerRef",
@@ -298,49 +215,30 @@ async fn sync_generated_provider<S: StoreObject>(
                 ),
             ));
         }
-        let labelled = existing.labels().get(STORE_LABEL) == Some(&loaded.name);
-        if labelled && existing.data.get("spec") == Some(&spec) {
+        let labelled = existing.labels().get(LABEL_CONVERTED_FROM) == Some(&loaded.name);
+        if labelled && existing.data.get("spec") == Some(generated.spec()) {
             // Already what the store says: revalidation need not write it again.
-            delete_generated(store, loaded, ctx, Some(provider.kind())).await;
             return Ok(());
         }
     }
-    let mut metadata = json!({
-        "name": loaded.name,
-        "labels": {STORE_LABEL: loaded.name},
-        "ownerReferences": [owner],
-    });
-    if let Some(ns) = &loaded.namespace {
-        metadata["namespace"] = json!(ns);
-    }
-    let desired = json!({
-        "apiVersion": resource.api_version,
-        "kind": resource.kind,
-        "metadata": metadata,
-        "spec": spec,
-    });
     let params = PatchParams::apply(CONVERT_MANAGER).force();
     match api
-        .patch(&loaded.name, &params, &Patch::Apply(&desired))
+        .patch(&loaded.name, &params, &Patch::Apply(&generated.object))
         .await
     {
-        Ok(_) => {
-            // The inline provider may have changed kind; the old kind's object goes.
-            delete_generated(store, loaded, ctx, Some(provider.kind())).await;
-            Ok(())
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 => Err(not_installed(&resource)),
-        Err(e) => Err(Outcome::failed(
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Err(not_installed(generated)),
+        Err(e) => Err(Readiness::failed(
             reason::INVALID_PROVIDER_CONFIG,
             format!("could not write {} {:?}: {e}", resource.kind, loaded.name),
         )),
     }
 }
 
-fn not_installed(resource: &ApiResource) -> Outcome {
-    from_manager_error(clientmanager::Error::ProviderNotInstalled {
-        kind: resource.kind.clone(),
-        crd: clientmanager::provider_crd_name(resource),
+fn not_installed(generated: &Generated) -> Readiness {
+    Readiness::from_manager(clientmanager::Error::ProviderNotInstalled {
+        kind: generated.resource.kind.clone(),
+        crd: generated.crd.clone(),
     })
 }
 
@@ -355,63 +253,23 @@ fn provider_api(
     }
 }
 
-/// After a switch to `providerRef` or to another provider kind, the object converted from the old
-/// inline provider is ours to remove. Only objects this store controls are touched.
-async fn delete_generated<S: StoreObject>(
-    store: &S,
-    loaded: &LoadedStore,
-    ctx: &Context,
-    keep_kind: Option<&str>,
-) {
-    let Some(uid) = store.uid() else { return };
-    let group = match S::KIND {
-        StoreKind::SecretStore => PROVIDERS_GROUP,
-        StoreKind::ClusterSecretStore => CLUSTER_PROVIDERS_GROUP,
-    };
-    for provider in ctx
-        .manager
-        .registry()
-        .iter()
-        .filter(|p| Some(p.kind()) != keep_kind)
-    {
-        let resource = ApiResource {
-            group: group.into(),
-            version: api::provider_kinds::VERSION.into(),
-            api_version: format!("{group}/{}", api::provider_kinds::VERSION),
-            kind: provider.kind().into(),
-            plural: provider.plural().into(),
-        };
-        let api = provider_api(ctx, &resource, loaded.namespace.as_deref());
-        let Ok(Some(obj)) = api.get_opt(&loaded.name).await else {
-            continue;
-        };
-        if obj
-            .owner_references()
-            .iter()
-            .any(|o| o.uid == uid && o.controller == Some(true))
-        {
-            info!(
-                kind = resource.kind,
-                "deleting provider object converted from the former spec.provider"
-            );
-            let _ = api.delete(&loaded.name, &DeleteParams::default()).await;
-        }
-    }
-}
-
 async fn write_status<S: StoreObject>(
     store: &S,
     loaded: &LoadedStore,
     ctx: &Context,
-    outcome: &Outcome,
+    readiness: &Readiness,
 ) -> Result<(), Error> {
     let previous = store.store_status().cloned().unwrap_or_default();
     let mut conditions = previous.conditions.clone();
-    let condition = Condition::ready(outcome.status, outcome.reason, outcome.message.clone());
+    let condition = Condition::ready(
+        readiness.status,
+        readiness.reason,
+        readiness.message.clone(),
+    );
     set_condition(&mut conditions, condition, jiff::Timestamp::now());
     let status = SecretStoreStatus {
         conditions,
-        capabilities: outcome.capabilities,
+        capabilities: readiness.capabilities,
         observed_generation: store.meta().generation,
     };
     if status == previous {
@@ -419,9 +277,11 @@ async fn write_status<S: StoreObject>(
     }
     let old = api::conditions::find(&previous.conditions, READY);
     let changed = old.is_none_or(|c| {
-        c.reason.as_deref() != Some(outcome.reason)
-            || c.message.as_deref() != Some(&outcome.message)
+        c.reason.as_deref() != Some(readiness.reason)
+            || c.message.as_deref() != Some(&readiness.message)
     });
+    let became_ready = readiness.status == ConditionStatus::True
+        && old.is_none_or(|c| c.status != ConditionStatus::True);
     let api = S::api(ctx.client.clone(), loaded.namespace.as_deref());
     apply_status(&api, &(), &loaded.name, &status)
         .await
@@ -430,8 +290,17 @@ async fn write_status<S: StoreObject>(
             name: loaded.name.clone(),
             source,
         })?;
+    if became_ready {
+        // What waited on this store need not wait out its backoff.
+        ctx.store_ready(ReadyStore {
+            kind: S::KIND,
+            name: loaded.name.clone(),
+            namespace: loaded.namespace.clone(),
+            labels: store.labels().clone(),
+        });
+    }
     if changed {
-        let type_ = if outcome.status == ConditionStatus::False {
+        let type_ = if readiness.status == ConditionStatus::False {
             EventType::Warning
         } else {
             EventType::Normal
@@ -439,25 +308,10 @@ async fn write_status<S: StoreObject>(
         ctx.event(
             &store.object_ref(&()),
             type_,
-            outcome.reason,
-            outcome.message.clone(),
+            readiness.reason,
+            readiness.message.clone(),
         )
         .await;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn warnings_reach_the_valid_message() {
-        assert_eq!(
-            super::valid_message("store validated", &[]),
-            "store validated"
-        );
-        assert_eq!(
-            super::valid_message("store validated", &["a".into(), "b".into()]),
-            "store validated; warnings: a; b"
-        );
-    }
 }

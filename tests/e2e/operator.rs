@@ -61,8 +61,7 @@ pub fn start_for(
                 .expect("operator runtime");
             rt.block_on(async move {
                 let client = Client::try_from(config).expect("operator client");
-                let operator =
-                    controllers::Operator::new(client, settings, controllers::default_registry());
+                let operator = controllers::Operator::new(client, settings, providers::registry());
                 operator.run(addresses, shutdown).await;
             });
         })?;

@@ -22,3 +22,11 @@ pub struct FakeProviderData {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
 }
+
+crate::provider_kinds::provider_kind! {
+    kind: "Fake",
+    plural: "fakes",
+    store_key: "fake",
+    version: "v1alpha1",
+    spec: FakeProvider,
+}

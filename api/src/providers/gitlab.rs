@@ -47,3 +47,11 @@ pub struct GitlabSecretRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_token: Option<SecretKeySelector>,
 }
+
+crate::provider_kinds::provider_kind! {
+    kind: "Gitlab",
+    plural: "gitlabs",
+    store_key: "gitlab",
+    version: "v1alpha1",
+    spec: GitlabProvider,
+}

@@ -68,3 +68,11 @@ pub struct KubernetesCertAuth {
 pub struct KubernetesTokenAuth {
     pub bearer_token: SecretKeySelector,
 }
+
+crate::provider_kinds::provider_kind! {
+    kind: "Kubernetes",
+    plural: "kubernetes",
+    store_key: "kubernetes",
+    version: "v1alpha1",
+    spec: KubernetesProvider,
+}

@@ -334,3 +334,11 @@ pub struct GcpWorkloadIdentity {
     )]
     pub cluster_project_id: Option<String>,
 }
+
+crate::provider_kinds::provider_kind! {
+    kind: "Vault",
+    plural: "vaults",
+    store_key: "vault",
+    version: "v1alpha1",
+    spec: VaultProvider,
+}

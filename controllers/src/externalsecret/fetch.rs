@@ -77,7 +77,7 @@ pub(super) async fn fetch(
         let field = format!("spec.dataFrom[{i}]");
         let over = entry.source_ref.as_ref().and_then(|s| s.store_ref.as_ref());
         let handle = stores.handle(over, &field).await?;
-        let kind = handle.provider.kind();
+        let kind = handle.provider.descriptor().kind;
         let (result, (strategy, conversion, nul), call) = if let Some(extract) = &entry.extract {
             let remote = RemoteRef {
                 key: extract.key.clone(),
@@ -162,7 +162,7 @@ pub(super) async fn fetch(
         };
         let result = handle.client.get_secret(&remote).await;
         ctx.metrics.provider_call(
-            handle.provider.kind(),
+            handle.provider.descriptor().kind,
             "GetSecret",
             result.is_ok() || matches!(result, Err(provider::Error::NoSecret)),
         );

@@ -4,6 +4,7 @@
 pub mod desired;
 mod fetch;
 pub mod hash;
+pub(crate) mod triggers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -53,8 +54,8 @@ pub enum Error {
     Status(#[source] kube::Error),
 }
 
-impl Error {
-    pub fn kind(&self) -> &'static str {
+impl crate::outcome::ErrorKind for Error {
+    fn kind(&self) -> &'static str {
         match self {
             Self::Store(e) => e.kind(),
             Self::Provider { .. } => "Provider",
@@ -65,7 +66,9 @@ impl Error {
             Self::Status(_) => "Status",
         }
     }
+}
 
+impl Error {
     /// Errors that retrying cannot fix: wait for the user to change something.
     fn is_terminal(&self) -> bool {
         matches!(self, Self::Immutable { .. } | Self::Invalid { .. })

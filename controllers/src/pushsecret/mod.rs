@@ -2,6 +2,7 @@
 //! client, delete what is no longer pushed (deletionPolicy Delete), report status.
 
 mod plan;
+pub(crate) mod triggers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,8 +48,8 @@ pub enum Error {
     Write { what: String, source: kube::Error },
 }
 
-impl Error {
-    pub fn kind(&self) -> &'static str {
+impl crate::outcome::ErrorKind for Error {
+    fn kind(&self) -> &'static str {
         match self {
             Self::Invalid { .. } => "Invalid",
             Self::Store(e) => e.kind(),
@@ -201,7 +202,7 @@ async fn push(ps: &PushSecret, ctx: &Context) -> Result<Synced, Error> {
                 Err(clientmanager::Error::OtherController { .. }) => continue,
                 Err(e) => return Err(e.into()),
             };
-            let kind = handle.provider.kind();
+            let kind = handle.provider.descriptor().kind;
             let entries = synced
                 .entry(format!("{}/{}", store.kind, store.name))
                 .or_default();
@@ -304,8 +305,11 @@ async fn delete_entries(
             property: entry.match_.remote_ref.property.clone(),
         };
         let deleted = handle.client.delete_secret(&remote).await;
-        ctx.metrics
-            .provider_call(handle.provider.kind(), "DeleteSecret", deleted.is_ok());
+        ctx.metrics.provider_call(
+            handle.provider.descriptor().kind,
+            "DeleteSecret",
+            deleted.is_ok(),
+        );
         deleted.map_err(|source| Error::Provider {
             field: format!("deleting {:?} from {store_key}", remote.remote_key),
             source,

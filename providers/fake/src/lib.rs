@@ -6,11 +6,13 @@ mod path;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use api::providers::fake::FakeProvider;
+use api::provider_kinds::Descriptor;
+use api::providers::fake::{DESCRIPTOR, FakeProvider};
 use async_trait::async_trait;
 use provider::{
-    Caller, Capabilities, ClientRequest, Error, FindRequest, ProviderIdentity, PushRemoteRef,
-    PushRequest, RemoteRef, Result, SecretsClient, SpecReport, Validation, parse_spec,
+    Caller, Capabilities, ClientRequest, CredentialsReader, Error, FindRequest, ProviderIdentity,
+    ProviderRuntime, ProviderSchema, PushRemoteRef, PushRequest, RemoteRef, Result, SecretsClient,
+    SpecReport, Validation, parse_spec,
 };
 use serde_json::Value;
 
@@ -28,18 +30,9 @@ pub struct Fake {
     stores: Mutex<HashMap<ProviderIdentity, Arc<Mutex<Entries>>>>,
 }
 
-#[async_trait]
-impl provider::Provider for Fake {
-    fn kind(&self) -> &'static str {
-        "Fake"
-    }
-
-    fn plural(&self) -> &'static str {
-        "fakes"
-    }
-
-    fn store_key(&self) -> &'static str {
-        "fake"
+impl ProviderSchema for Fake {
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -65,11 +58,14 @@ impl provider::Provider for Fake {
         }
         Ok(SpecReport::default())
     }
+}
 
+#[async_trait]
+impl ProviderRuntime for Fake {
     async fn new_client(
         &self,
         request: ClientRequest,
-        _kube: kube::Client,
+        _credentials: Arc<dyn CredentialsReader>,
     ) -> Result<Box<dyn SecretsClient>> {
         Ok(Box::new(self.client(request)?))
     }
@@ -145,8 +141,8 @@ impl SecretsClient for FakeClient {
     async fn get_all_secrets(&self, find: &FindRequest) -> Result<BTreeMap<String, Vec<u8>>> {
         let Some(pattern) = &find.name_regexp else {
             return Err(Error::Unsupported {
-                provider: "Fake",
-                operation: "find without name.regexp",
+                provider: DESCRIPTOR.kind.to_owned(),
+                operation: "find without name.regexp".to_owned(),
             });
         };
         let re = regex::Regex::new(pattern)

@@ -1,4 +1,4 @@
-use provider::Provider;
+use provider::StaticCredentials;
 use serde_json::json;
 
 use super::*;
@@ -10,6 +10,7 @@ fn request(spec: Value) -> ClientRequest {
             namespace: Some("ns".into()),
             name: "store".into(),
         },
+        api_version: "providers.external-secrets.io/v1alpha1".into(),
         spec,
         namespace: "ns".into(),
     }
@@ -152,8 +153,13 @@ async fn validation_result_hook() {
         (Some(1), Some(Validation::Unknown)),
         (Some(2), None),
     ] {
+        // Through the contract, as the client manager builds it.
         let c = fake
-            .client(request(json!({"data": [], "validationResult": hook})))
+            .new_client(
+                request(json!({"data": [], "validationResult": hook})),
+                Arc::new(StaticCredentials::default()),
+            )
+            .await
             .unwrap();
         assert_eq!(c.validate().await.ok(), ok);
     }

@@ -1,19 +1,28 @@
 //! The provider contract (design 007's `Provider` with `Convert` and `ApplyReferent`, and ESO's
-//! `SecretsClient`).
+//! `SecretsClient`), in two halves:
 //!
-//! Everything that crosses this boundary is owned data (JSON specs, plain request structs), so
-//! a provider can later run behind a gRPC adapter without the reconcilers noticing.
+//! - [`ProviderSchema`]: synchronous and cluster-free (descriptor, conversion, spec checks,
+//!   referent namespaces). The operator calls it while reconciling stores.
+//! - [`ProviderRuntime`]: building a client. It sees the provider object's apiVersion, its spec
+//!   and a narrow [`CredentialsReader`], never a `kube::Client`, so the same provider code can run
+//!   behind a gRPC server and tests can feed credentials without a cluster.
+//!
+//! Everything that crosses this boundary is owned data (JSON specs, plain request structs).
 
+mod credentials;
 mod registry;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use api::provider_kinds::Descriptor;
 pub use api::providers::Capabilities;
-pub use registry::Registry;
+pub use credentials::{CredentialKind, CredentialRef, CredentialsReader, StaticCredentials};
+pub use registry::ProviderRegistry;
 
 /// Who asks for a client. It decides which namespace a credential reference without an explicit
 /// namespace resolves to (ESO's referent authentication).
@@ -25,6 +34,13 @@ pub enum Caller {
     ClusterProvider,
 }
 
+impl Caller {
+    /// Callers bound to one namespace, which their credentials may not leave.
+    pub fn is_namespaced(self) -> bool {
+        matches!(self, Self::SecretStore | Self::Provider)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The remote secret is absent; drives ExternalSecret `deletionPolicy`.
@@ -32,13 +48,12 @@ pub enum Error {
     NoSecret,
     #[error("invalid provider configuration: {0}")]
     InvalidSpec(String),
+    #[error("could not read {reference}: {reason}")]
+    Credentials { reference: String, reason: String },
     #[error("{0}")]
     Backend(String),
     #[error("{operation} is not supported by the {provider} provider")]
-    Unsupported {
-        provider: &'static str,
-        operation: &'static str,
-    },
+    Unsupported { provider: String, operation: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -61,18 +76,12 @@ pub struct ProviderIdentity {
 #[derive(Clone, Debug)]
 pub struct ClientRequest {
     pub provider: ProviderIdentity,
+    /// The apiVersion the spec is written in, so a provider with several versions reads it right.
+    pub api_version: String,
     /// The provider object's spec after `apply_referent`.
     pub spec: Value,
     /// The namespace the client works for (the consumer's namespace).
     pub namespace: String,
-}
-
-/// A Kubernetes Secret a client's credentials were read from. The client manager watches its
-/// resourceVersion so that rotated credentials give a new client.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CredentialRef {
-    pub namespace: String,
-    pub name: String,
 }
 
 /// Outcome of a spec check that needs no backend.
@@ -123,22 +132,15 @@ pub struct PushRequest {
     pub metadata: Option<Value>,
 }
 
-/// ESO's provider interface with design 007's additions.
-#[async_trait]
-pub trait Provider: Send + Sync {
-    /// The provider kind, e.g. `Fake`; also the kind of its CRDs in both provider groups.
-    fn kind(&self) -> &'static str;
-
-    /// The plural resource name of the provider's CRDs, e.g. `fakes`.
-    fn plural(&self) -> &'static str;
-
-    /// The key under a store's `spec.provider`, e.g. `fake`.
-    fn store_key(&self) -> &'static str;
+/// The half of the contract that needs neither a cluster nor the backend.
+pub trait ProviderSchema: Send + Sync {
+    /// The provider's kinds, as the API crate defines them.
+    fn descriptor(&self) -> &'static Descriptor;
 
     fn capabilities(&self) -> Capabilities;
 
-    /// Turns a store's inline `spec.provider.<key>` into the provider object's spec. Today the
-    /// two share one schema, so the default only checks that the spec parses.
+    /// Turns a store's inline `spec.provider.<key>` into the provider object's spec at the kind's
+    /// storage version. Today the two share one schema, so the default only checks the spec.
     fn convert(&self, inline: &Value) -> Result<Value> {
         self.validate_spec(inline)?;
         Ok(inline.clone())
@@ -150,17 +152,28 @@ pub trait Provider: Send + Sync {
     /// Static checks; errors name the offending field.
     fn validate_spec(&self, spec: &Value) -> Result<SpecReport>;
 
-    /// Secrets the client built from `spec` for `namespace` reads its credentials from.
+    /// What a client built from `spec` (after `apply_referent`) for `namespace` reads its
+    /// credentials from. The client manager watches these and rebuilds the client when one
+    /// changes.
     fn credential_refs(&self, _spec: &Value, _namespace: &str) -> Vec<CredentialRef> {
         Vec::new()
     }
+}
 
+/// The half of the contract that talks to the backend.
+#[async_trait]
+pub trait ProviderRuntime: Send + Sync {
     async fn new_client(
         &self,
         request: ClientRequest,
-        kube: kube::Client,
+        credentials: Arc<dyn CredentialsReader>,
     ) -> Result<Box<dyn SecretsClient>>;
 }
+
+/// A whole provider: both halves.
+pub trait Provider: ProviderSchema + ProviderRuntime {}
+
+impl<T: ProviderSchema + ProviderRuntime> Provider for T {}
 
 /// ESO's `SecretsClient`.
 #[async_trait]

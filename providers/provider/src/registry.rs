@@ -1,4 +1,5 @@
-//! Design 007's `RefRegister`: providers looked up by kind or by inline store key.
+//! Design 007's `RefRegister`: the providers compiled into this binary, looked up by kind or by
+//! inline store key.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -6,13 +7,13 @@ use std::sync::Arc;
 use crate::Provider;
 
 #[derive(Clone, Default)]
-pub struct Registry {
+pub struct ProviderRegistry {
     by_kind: BTreeMap<&'static str, Arc<dyn Provider>>,
 }
 
-impl Registry {
+impl ProviderRegistry {
     pub fn register(&mut self, provider: Arc<dyn Provider>) {
-        self.by_kind.insert(provider.kind(), provider);
+        self.by_kind.insert(provider.descriptor().kind, provider);
     }
 
     pub fn by_kind(&self, kind: &str) -> Option<&Arc<dyn Provider>> {
@@ -20,10 +21,17 @@ impl Registry {
     }
 
     pub fn by_store_key(&self, key: &str) -> Option<&Arc<dyn Provider>> {
-        self.by_kind.values().find(|p| p.store_key() == key)
+        self.by_kind
+            .values()
+            .find(|p| p.descriptor().store_key == key)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Provider>> {
         self.by_kind.values()
+    }
+
+    /// The compiled-in kinds, for messages about one that is not.
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.by_kind.keys().copied().collect()
     }
 }

@@ -76,7 +76,16 @@ async fn run(cp: &testenv::ControlPlane, operator: &Path) -> Result<()> {
         files.len()
     );
 
-    let secret = wait_for_quickstart(&client).await?;
+    let secret = match wait_for_quickstart(&client).await {
+        Ok(secret) => secret,
+        Err(e) => {
+            let log = cp.dir().join("operator.log");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            bail!("{e:#}\nthe last lines of {}:\n{tail}", log.display());
+        }
+    };
     println!(
         "\nSecret examples/{} written by ExternalSecret examples/demo ({QUICKSTART}):",
         secret.metadata.name.clone().unwrap_or_default()
@@ -116,5 +125,5 @@ async fn wait_for_quickstart(client: &kube::Client) -> Result<Secret> {
         },
     )
     .await;
-    found.context("the operator did not write the quickstart Secret; see its log")
+    found.context("the operator did not write the quickstart Secret")
 }

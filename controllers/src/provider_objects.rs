@@ -1,16 +1,16 @@
 //! Provider objects (design 007's provider reconcilers): one controller per installed provider
 //! kind in each group, started when its CRD becomes Established, so a provider installed while
-//! the operator runs is picked up without a restart.
+//! the operator runs is picked up without a restart. A provider object that changes or turns
+//! Ready wakes the stores that read through it.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api::conditions::{Condition, ConditionStatus, READY, set_condition};
-use api::provider_kinds::ProviderStatus;
+use api::provider_kinds::{ProviderStatus, Scope};
 use api::store::{ClusterSecretStore, SecretStore};
-use api::{CLUSTER_PROVIDERS_GROUP, PROVIDERS_GROUP};
-use clientmanager::ProviderObject;
+use clientmanager::{ProviderObject, StoreKind};
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -20,11 +20,11 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
-use provider::{Caller, Validation};
+use provider::Caller;
 use tracing::{info, instrument, warn};
 
 use crate::context::{Context, apply_status};
-use crate::secretstore::reason;
+use crate::readiness::{self, Subject};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -36,15 +36,15 @@ pub enum Error {
     },
 }
 
-impl Error {
-    pub fn kind(&self) -> &'static str {
+impl crate::outcome::ErrorKind for Error {
+    fn kind(&self) -> &'static str {
         match self {
             Self::Status { .. } => "Status",
         }
     }
 }
 
-/// Where a provider reconciler sends the stores whose generated provider object it saw change.
+/// Where a provider reconciler sends the stores that read through an object it saw change.
 #[derive(Clone)]
 pub struct StoreNudges {
     pub secret_stores: UnboundedSender<ObjectRef<SecretStore>>,
@@ -79,10 +79,9 @@ pub async fn discover(ctx: Arc<Context>, nudges: StoreNudges) {
                 continue;
             }
         };
-        let group = crd.spec.group.as_str();
-        let cluster = match group {
-            PROVIDERS_GROUP => false,
-            CLUSTER_PROVIDERS_GROUP if ctx.settings.namespace.is_none() => true,
+        let cluster = match Scope::of_group(&crd.spec.group) {
+            Some(Scope::Namespaced) => false,
+            Some(Scope::Cluster) if ctx.settings.namespace.is_none() => true,
             _ => continue,
         };
         let Some(provider) = ctx
@@ -104,26 +103,29 @@ pub async fn discover(ctx: Arc<Context>, nudges: StoreNudges) {
         if !established || !started.insert(crd.name_any()) {
             continue;
         }
-        let Some(version) = crd
-            .spec
-            .versions
-            .iter()
-            .find(|v| v.storage)
-            .map(|v| v.name.clone())
-        else {
+        // Watched at the version the cluster stores, which this build must also serve.
+        let Some(version) = crd.spec.versions.iter().find(|v| v.storage) else {
             continue;
         };
+        let descriptor = provider.descriptor();
+        if !descriptor.serves(&version.name) {
+            warn!(
+                crd = crd.name_any(),
+                version = version.name,
+                "provider CRD stores a version this build does not serve; not watching it"
+            );
+            continue;
+        }
         info!(
             crd = crd.name_any(),
             "provider CRD is installed; starting its controller"
         );
-        let resource = ApiResource {
-            group: group.to_owned(),
-            version: version.clone(),
-            api_version: format!("{group}/{version}"),
-            kind: crd.spec.names.kind.clone(),
-            plural: crd.spec.names.plural.clone(),
+        let scope = if cluster {
+            Scope::Cluster
+        } else {
+            Scope::Namespaced
         };
+        let resource = descriptor.resource(scope, &version.name);
         let kind_ctx = Arc::new(KindContext {
             ctx: ctx.clone(),
             seen: Default::default(),
@@ -153,11 +155,12 @@ async fn run_kind(kctx: Arc<KindContext>) {
             kube::runtime::controller::Config::default().concurrency(kctx.ctx.settings.concurrency),
         )
         .run(reconcile, error_policy, kctx.clone())
-        .for_each(crate::run::outcome(kctx.ctx.clone()))
+        .for_each(crate::outcome::after_reconcile(kctx.ctx.clone()))
         .await;
 }
 
 fn error_policy(obj: Arc<DynamicObject>, error: &Error, kctx: Arc<KindContext>) -> Action {
+    use crate::outcome::ErrorKind;
     let object = ObjectRef::from_obj_with(obj.as_ref(), kctx.resource.clone());
     kctx.ctx
         .failed("provider", error.kind(), &object.to_string())
@@ -166,8 +169,8 @@ fn error_policy(obj: Arc<DynamicObject>, error: &Error, kctx: Arc<KindContext>) 
 #[instrument(skip_all, fields(kind = %kctx.resource.kind, group = %kctx.resource.group, namespace = obj.namespace(), name = obj.name_any()))]
 async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Action, Error> {
     let started = Instant::now();
-    nudge_owner(&obj, &kctx);
     let object = ProviderObject::from_dynamic(kctx.provider.clone(), &obj);
+    let identity = object.identity.clone();
     let generation = obj.metadata.generation.unwrap_or_default();
     let changed = kctx
         .seen
@@ -176,12 +179,15 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
         .insert(obj.uid().unwrap_or_default(), generation)
         != Some(generation);
     if changed {
-        let _ = kctx
-            .ctx
-            .provider_changed
-            .unbounded_send(object.identity.clone());
+        let _ = kctx.ctx.provider_changed.unbounded_send(identity.clone());
     }
-    let (status, reason, message, capabilities) = validate(object, &kctx).await;
+    let (caller, namespace) = match &identity.namespace {
+        Some(ns) => (Caller::Provider, ns.clone()),
+        None => (Caller::ClusterProvider, String::new()),
+    };
+    let readiness =
+        readiness::check(&kctx.ctx, Subject::Provider, object, caller, &namespace).await;
+    let (status, reason, message) = (readiness.status, readiness.reason, readiness.message);
     let previous: ProviderStatus = obj
         .data
         .get("status")
@@ -196,8 +202,15 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     let new = ProviderStatus {
         conditions,
         observed_generation: obj.metadata.generation,
-        capabilities,
+        capabilities: readiness.capabilities,
     };
+    let was_ready = api::conditions::find(&previous.conditions, READY)
+        .is_some_and(|c| c.status == ConditionStatus::True);
+    if changed || (status == ConditionStatus::True && !was_ready) {
+        // The stores reading through it revalidate now rather than at their interval; a hand
+        // edit of a converted object is put back by its store.
+        nudge_stores(&identity, &kctx);
+    }
     if new != previous {
         let api: Api<DynamicObject> = match obj.namespace() {
             Some(ns) => Api::namespaced_with(kctx.ctx.client.clone(), &ns, &kctx.resource),
@@ -226,90 +239,22 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     Ok(Action::requeue(kctx.ctx.settings.store_requeue_interval))
 }
 
-async fn validate(
-    object: ProviderObject,
-    kctx: &KindContext,
-) -> (
-    ConditionStatus,
-    &'static str,
-    String,
-    Option<api::providers::Capabilities>,
-) {
-    let provider = object.provider.clone();
-    let warnings = match provider.validate_spec(&object.spec) {
-        Ok(report) => report.warnings,
-        Err(e) => {
-            return (
-                ConditionStatus::False,
-                reason::INVALID_PROVIDER_CONFIG,
-                format!("spec: {e}"),
-                None,
-            );
-        }
-    };
-    let (caller, namespace) = match &object.identity.namespace {
-        Some(ns) => (Caller::Provider, ns.clone()),
-        None => (Caller::ClusterProvider, String::new()),
-    };
-    let capabilities = Some(provider.capabilities());
-    let handle = match kctx.ctx.manager.client(object, caller, &namespace).await {
-        Ok(h) => h,
-        Err(e) => {
-            return (
-                ConditionStatus::False,
-                reason::INVALID_PROVIDER_CONFIG,
-                format!("unable to create client: {e}"),
-                capabilities,
-            );
-        }
-    };
-    match handle.client.validate().await {
-        Ok(Validation::Ready) => (
-            ConditionStatus::True,
-            reason::VALID,
-            crate::secretstore::valid_message("provider validated", &warnings),
-            capabilities,
-        ),
-        Ok(Validation::Unknown) => (
-            ConditionStatus::True,
-            reason::VALIDATION_UNKNOWN,
-            "provider validation could not be completed".into(),
-            capabilities,
-        ),
-        Err(e) => (
-            ConditionStatus::False,
-            reason::VALIDATION_FAILED,
-            format!("unable to validate provider: {e}"),
-            capabilities,
-        ),
-    }
-}
-
-/// A provider object generated from a store's inline provider: let the store put back any hand
-/// edit.
-fn nudge_owner(obj: &DynamicObject, kctx: &KindContext) {
-    for owner in obj
-        .owner_references()
-        .iter()
-        .filter(|o| o.controller == Some(true))
-    {
-        if owner.api_version != format!("{}/v1", api::GROUP) {
-            continue;
-        }
-        match (owner.kind.as_str(), obj.namespace()) {
-            ("SecretStore", Some(ns)) => {
+fn nudge_stores(identity: &provider::ProviderIdentity, kctx: &KindContext) {
+    for store in kctx.ctx.manager.stores_using(identity) {
+        match (store.kind, store.namespace) {
+            (StoreKind::SecretStore, Some(ns)) => {
                 let _ = kctx
                     .nudges
                     .secret_stores
-                    .unbounded_send(ObjectRef::new(&owner.name).within(&ns));
+                    .unbounded_send(ObjectRef::new(&store.name).within(&ns));
             }
-            ("ClusterSecretStore", None) => {
+            (StoreKind::ClusterSecretStore, _) => {
                 let _ = kctx
                     .nudges
                     .cluster_secret_stores
-                    .unbounded_send(ObjectRef::new(&owner.name));
+                    .unbounded_send(ObjectRef::new(&store.name));
             }
-            _ => {}
+            (StoreKind::SecretStore, None) => {}
         }
     }
 }

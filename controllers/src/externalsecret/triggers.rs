@@ -1,0 +1,268 @@
+//! What makes an ExternalSecret reconcile: its own spec, its target Secret changing under it, a
+//! change of a store it reads from or of the provider object behind that store (both force a
+//! refresh), and a store turning Ready (a wake-up, not a refresh).
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use api::external_secret::ExternalSecret;
+use api::store::{ClusterSecretStore, SecretStore};
+use clientmanager::StoreKind;
+use futures::channel::mpsc::UnboundedReceiver;
+use futures::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::{PredicateConfig, predicates};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use provider::ProviderIdentity;
+
+use crate::context::{Context, ReadyStore};
+use crate::externalsecret::desired::MANAGED_LABEL;
+use crate::outcome::{after_reconcile, error_policy};
+use crate::watch::{fingerprint, scoped};
+
+/// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
+/// must not stall the watch for all others; it gets a status condition instead.
+type Watched = DeserializeGuard<ExternalSecret>;
+
+/// ExternalSecrets to refresh regardless of their interval, because a store they use changed.
+type Forced = Arc<Mutex<HashSet<ObjectRef<Watched>>>>;
+
+pub(crate) struct ExternalSecretTriggers {
+    forced: Forced,
+    provider_changes: UnboundedReceiver<ProviderIdentity>,
+    ready_stores: UnboundedReceiver<ReadyStore>,
+}
+
+impl ExternalSecretTriggers {
+    pub(crate) fn new(
+        provider_changes: UnboundedReceiver<ProviderIdentity>,
+        ready_stores: UnboundedReceiver<ReadyStore>,
+    ) -> Self {
+        Self {
+            forced: Forced::default(),
+            provider_changes,
+            ready_stores,
+        }
+    }
+
+    pub(crate) fn controller<F>(self, ctx: Arc<Context>, shutdown: F) -> impl Future<Output = ()>
+    where
+        F: Future<Output = ()> + Send + Sync + 'static,
+    {
+        let namespace = ctx.settings.namespace.clone();
+        let client = ctx.client.clone();
+        let es_api: Api<Watched> = scoped(&client, namespace.as_deref());
+        let (reader, writer) = reflector::store();
+        // Our own status writes must not trigger a reconcile: react to spec, labels and
+        // annotations only, as ESO's predicate does.
+        let metrics_ctx = ctx.clone();
+        let es_stream = watcher(es_api, watcher::Config::default())
+            .default_backoff()
+            // managedFields are often the larger part of an object and nothing here reads them.
+            .modify(|es| es.managed_fields_mut().clear())
+            .reflect(writer)
+            .inspect_ok(move |event| {
+                if let watcher::Event::Delete(es) = event {
+                    super::forget(
+                        &metrics_ctx,
+                        &es.name_any(),
+                        &es.namespace().unwrap_or_default(),
+                    );
+                }
+            })
+            .applied_objects()
+            .predicate_filter(fingerprint, PredicateConfig::default());
+        // Only Secrets this operator manages, and only their metadata: no cache of Secret data.
+        let secrets = watcher(
+            scoped::<PartialObjectMeta<Secret>>(&client, namespace.as_deref()),
+            watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")),
+        )
+        .default_backoff()
+        .touched_objects();
+        let (ss_reader, ss_writer) = reflector::store::<SecretStore>();
+        let (css_reader, css_writer) = reflector::store::<ClusterSecretStore>();
+        let ss_changes = watcher(
+            scoped::<SecretStore>(&client, namespace.as_deref()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|s| s.managed_fields_mut().clear())
+        .reflect(ss_writer)
+        .applied_objects()
+        .predicate_filter(predicates::generation, PredicateConfig::default());
+        let (forced_ss, forced_css) = (self.forced.clone(), self.forced.clone());
+        let (reader_ss, reader_css) = (reader.clone(), reader.clone());
+        let reader_secrets = reader.clone();
+        let secrets_ctx = ctx.clone();
+        ctx.manager.use_store_caches(ss_reader, css_reader);
+        let provider_triggers = provider_changes(
+            ctx.clone(),
+            reader.clone(),
+            self.forced.clone(),
+            self.provider_changes,
+        );
+        let woken = wakes(reader.clone(), self.ready_stores);
+        let mut controller = Controller::for_stream(es_stream, reader)
+            .with_config(
+                kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency),
+            )
+            // By target name rather than owner reference: Orphan and Merge targets have none.
+            .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+                let (name, namespace) = (secret.name_any(), secret.namespace());
+                if secrets_ctx.own_write_seen(
+                    namespace.as_deref().unwrap_or_default(),
+                    &name,
+                    secret.resource_version().as_deref(),
+                ) {
+                    return Vec::new();
+                }
+                reader_secrets
+                    .state()
+                    .iter()
+                    .filter(|es| {
+                        es.namespace() == namespace
+                            && es
+                                .0
+                                .as_ref()
+                                .is_ok_and(|es| super::desired::target_name(es) == name)
+                    })
+                    .map(|es| ObjectRef::from(es.as_ref()))
+                    .collect::<Vec<_>>()
+            })
+            .watches_stream(ss_changes, move |store: SecretStore| {
+                force(
+                    &forced_ss,
+                    users(
+                        &reader_ss,
+                        StoreKind::SecretStore,
+                        &store.name_any(),
+                        store.namespace().as_deref(),
+                    ),
+                )
+            });
+        if namespace.is_none() {
+            let css_changes = watcher(
+                Api::<ClusterSecretStore>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .modify(|s| s.managed_fields_mut().clear())
+            .reflect(css_writer)
+            .applied_objects()
+            .predicate_filter(predicates::generation, PredicateConfig::default());
+            controller =
+                controller.watches_stream(css_changes, move |store: ClusterSecretStore| {
+                    force(
+                        &forced_css,
+                        users(
+                            &reader_css,
+                            StoreKind::ClusterSecretStore,
+                            &store.name_any(),
+                            None,
+                        ),
+                    )
+                });
+        }
+        let forced = self.forced;
+        controller
+            .reconcile_on(provider_triggers)
+            .reconcile_on(woken)
+            .graceful_shutdown_on(shutdown)
+            .run(
+                move |watched: Arc<Watched>, ctx| {
+                    let force = forced
+                        .lock()
+                        .expect("forced set poisoned")
+                        .remove(&ObjectRef::from(watched.as_ref()));
+                    let es = watched.0.clone().map(Arc::new);
+                    async move {
+                        match es {
+                            Ok(es) => super::reconcile(es, ctx, force).await,
+                            Err(invalid) => super::report_invalid(&ctx, invalid).await,
+                        }
+                    }
+                },
+                error_policy("externalsecret"),
+                ctx.clone(),
+            )
+            .for_each(after_reconcile(ctx))
+    }
+}
+
+/// ExternalSecrets to resync when a provider object changes: those reading from a store that
+/// references it, directly or as the object converted from its inline provider.
+fn provider_changes(
+    ctx: Arc<Context>,
+    externalsecrets: Store<Watched>,
+    forced: Forced,
+    changes: UnboundedReceiver<ProviderIdentity>,
+) -> impl Stream<Item = ObjectRef<Watched>> + Send + 'static {
+    changes.flat_map(move |identity| {
+        let refs: Vec<_> = ctx
+            .manager
+            .stores_using(&identity)
+            .iter()
+            .flat_map(|store| {
+                force(
+                    &forced,
+                    users(
+                        &externalsecrets,
+                        store.kind,
+                        &store.name,
+                        store.namespace.as_deref(),
+                    ),
+                )
+            })
+            .collect();
+        futures::stream::iter(refs)
+    })
+}
+
+/// ExternalSecrets that read from a store that turned Ready: they may have been waiting on it
+/// with a long backoff.
+fn wakes(
+    externalsecrets: Store<Watched>,
+    ready_stores: UnboundedReceiver<ReadyStore>,
+) -> impl Stream<Item = ObjectRef<Watched>> + Send + 'static {
+    ready_stores.flat_map(move |store| {
+        futures::stream::iter(users(
+            &externalsecrets,
+            store.kind,
+            &store.name,
+            store.namespace.as_deref(),
+        ))
+    })
+}
+
+/// The ExternalSecrets that read from a store.
+fn users(
+    reader: &Store<Watched>,
+    kind: StoreKind,
+    name: &str,
+    namespace: Option<&str>,
+) -> Vec<ObjectRef<Watched>> {
+    reader
+        .state()
+        .iter()
+        .filter(|es| namespace.is_none_or(|ns| es.namespace().as_deref() == Some(ns)))
+        .filter(|es| {
+            es.0.as_ref()
+                .is_ok_and(|es| super::uses_store(es, kind, name))
+        })
+        .map(|es| ObjectRef::from(es.as_ref()))
+        .collect()
+}
+
+/// Marks `refs` for a refresh regardless of their interval.
+fn force(forced: &Forced, refs: Vec<ObjectRef<Watched>>) -> Vec<ObjectRef<Watched>> {
+    forced
+        .lock()
+        .expect("forced set poisoned")
+        .extend(refs.iter().cloned());
+    refs
+}

@@ -1,0 +1,181 @@
+//! The operator: builds the shared context, serves HTTP, and runs every controller until
+//! shutdown. What triggers each controller lives with its kind.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use api::store::{ClusterSecretStore, SecretStore};
+use clientmanager::ClientManager;
+use futures::channel::mpsc;
+use futures::{StreamExt, future};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use prometheus_client::registry::Registry as MetricsRegistry;
+use provider::ProviderRegistry;
+use tracing::{error, info};
+
+use crate::context::{Context, Settings};
+use crate::externalsecret::triggers::ExternalSecretTriggers;
+use crate::metrics::Metrics;
+use crate::outcome::{after_reconcile, error_policy};
+use crate::provider_objects::StoreNudges;
+use crate::watch::scoped;
+use crate::{provider_objects, pushsecret, secretstore};
+
+/// Where the operator serves HTTP; `None` serves nothing there.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Addresses {
+    /// `/metrics`
+    pub metrics: Option<SocketAddr>,
+    /// `/healthz` and `/readyz`
+    pub probes: Option<SocketAddr>,
+}
+
+pub struct Operator {
+    pub ctx: Arc<Context>,
+    pub metrics_registry: Arc<MetricsRegistry>,
+    ready: Arc<AtomicBool>,
+    externalsecret_triggers: ExternalSecretTriggers,
+    pushsecret_wakes: mpsc::UnboundedReceiver<crate::context::ReadyStore>,
+}
+
+impl Operator {
+    pub fn new(client: kube::Client, settings: Settings, providers: ProviderRegistry) -> Self {
+        let mut registry = MetricsRegistry::default();
+        let metrics = Metrics::register(&mut registry);
+        let cache_metrics = clientmanager::Metrics::register(&mut registry);
+        let manager = ClientManager::new(
+            client.clone(),
+            Arc::new(providers),
+            true,
+            settings.controller_class.clone(),
+            cache_metrics,
+        );
+        let (provider_changed, provider_changes) = mpsc::unbounded();
+        let (es_wake, es_wakes) = mpsc::unbounded();
+        let (ps_wake, pushsecret_wakes) = mpsc::unbounded();
+        Self {
+            ctx: Context::new(
+                client,
+                manager,
+                metrics,
+                settings,
+                provider_changed,
+                vec![es_wake, ps_wake],
+            ),
+            metrics_registry: Arc::new(registry),
+            ready: Arc::default(),
+            externalsecret_triggers: ExternalSecretTriggers::new(provider_changes, es_wakes),
+            pushsecret_wakes,
+        }
+    }
+
+    /// Runs every controller until `shutdown` resolves.
+    pub async fn run(
+        self,
+        addresses: Addresses,
+        shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    ) {
+        let ctx = self.ctx.clone();
+        if let Some(addr) = addresses.metrics {
+            let registry = self.metrics_registry.clone();
+            tokio::spawn(async move {
+                if let Err(e) = crate::http::serve_metrics(addr, registry).await {
+                    error!(error = %e, %addr, "metrics server failed");
+                }
+            });
+        }
+        if let Some(addr) = addresses.probes {
+            let ready = self.ready.clone();
+            tokio::spawn(async move {
+                if let Err(e) = crate::http::serve_probes(addr, ready).await {
+                    error!(error = %e, %addr, "probe server failed");
+                }
+            });
+        }
+        let shutdown = future::Shared::clone(&futures::FutureExt::shared(Box::pin(shutdown)));
+        let (ss_tx, ss_rx) = mpsc::unbounded();
+        let (css_tx, css_rx) = mpsc::unbounded();
+        let (ss_installed_tx, ss_installed_rx) = mpsc::unbounded();
+        let (css_installed_tx, css_installed_rx) = mpsc::unbounded();
+        let nudges = StoreNudges {
+            secret_stores: ss_tx,
+            cluster_secret_stores: css_tx,
+            installed: vec![ss_installed_tx, css_installed_tx],
+        };
+        let namespace = ctx.settings.namespace.clone();
+        let client = ctx.client.clone();
+        let wc = watcher::Config::default();
+        let ctrl_config =
+            kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
+
+        let ss_api: Api<SecretStore> = scoped(&client, namespace.as_deref());
+        let stores = Controller::new(ss_api, wc.clone())
+            .with_config(ctrl_config.clone())
+            .reconcile_on(ss_rx)
+            .reconcile_all_on(ss_installed_rx)
+            .graceful_shutdown_on(shutdown.clone())
+            .run(
+                secretstore::reconcile::<SecretStore>,
+                error_policy("secretstore"),
+                ctx.clone(),
+            )
+            .for_each(after_reconcile(ctx.clone()));
+
+        let cluster_stores = async {
+            if namespace.is_some() {
+                return;
+            }
+            Controller::new(Api::<ClusterSecretStore>::all(client.clone()), wc.clone())
+                .with_config(ctrl_config.clone())
+                .reconcile_on(css_rx)
+                .reconcile_all_on(css_installed_rx)
+                .graceful_shutdown_on(shutdown.clone())
+                .run(
+                    secretstore::reconcile::<ClusterSecretStore>,
+                    error_policy("clustersecretstore"),
+                    ctx.clone(),
+                )
+                .for_each(after_reconcile(ctx.clone()))
+                .await
+        };
+
+        let pushsecrets =
+            pushsecret::triggers::controller(ctx.clone(), self.pushsecret_wakes, shutdown.clone());
+        let externalsecrets = self
+            .externalsecret_triggers
+            .controller(ctx.clone(), shutdown.clone());
+        let discovery = provider_objects::discover(ctx.clone(), nudges);
+        let namespaces = namespace_cache(ctx.clone());
+        self.ready.store(true, Ordering::Relaxed);
+        info!(namespace = ?namespace, class = %ctx.settings.controller_class, "controllers started");
+        tokio::select! {
+            _ = future::join4(stores, cluster_stores, externalsecrets, pushsecrets) => {}
+            _ = discovery => {}
+            _ = namespaces => {}
+        }
+    }
+}
+
+/// Namespace labels for ClusterSecretStore `conditions`, so checking them costs no request per
+/// reconcile. Not in single-namespace mode, where cluster stores are not served.
+async fn namespace_cache(ctx: Arc<Context>) {
+    if ctx.settings.namespace.is_some() {
+        return std::future::pending().await;
+    }
+    let (reader, writer) = reflector::store::<PartialObjectMeta<Namespace>>();
+    ctx.manager.use_namespace_cache(reader);
+    let api: Api<PartialObjectMeta<Namespace>> = Api::all(ctx.client.clone());
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|ns| ns.managed_fields_mut().clear())
+        .reflect(writer)
+        .for_each(|_| future::ready(()))
+        .await
+}

@@ -1,0 +1,58 @@
+//! The bottom floor every controller stands on: how a failed reconcile is counted and retried,
+//! and what happens after any reconcile. One place, so no controller can miss the backoff reset.
+
+use std::sync::Arc;
+
+use futures::future;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::context::Context;
+
+/// Errors that can name their kind with a bounded label.
+pub(crate) trait ErrorKind {
+    fn kind(&self) -> &'static str;
+}
+
+/// The error policy of every typed controller: count the failure by kind, back off per object.
+pub(crate) fn error_policy<K, E>(
+    controller: &'static str,
+) -> impl Fn(Arc<K>, &E, Arc<Context>) -> Action
+where
+    K: kube::Resource<DynamicType = ()>,
+    E: ErrorKind,
+{
+    move |obj, error, ctx| {
+        ctx.failed(
+            controller,
+            error.kind(),
+            &ObjectRef::from(obj.as_ref()).to_string(),
+        )
+    }
+}
+
+/// What a controller's `run` stream yields for each reconcile.
+type RunResult<K, E, Q> = Result<(ObjectRef<K>, Action), kube::runtime::controller::Error<E, Q>>;
+
+/// Logs failures (already counted and backed off) and forgets the backoff of objects that
+/// reconciled.
+pub(crate) fn after_reconcile<K, E, Q>(
+    ctx: Arc<Context>,
+) -> impl FnMut(RunResult<K, E, Q>) -> future::Ready<()>
+where
+    K: kube::Resource,
+    K::DynamicType: std::fmt::Debug,
+    E: std::fmt::Display,
+    Q: std::fmt::Display,
+{
+    move |result| {
+        match result {
+            Ok((object, _)) => {
+                ctx.backoff.succeeded(&object.to_string());
+                tracing::debug!(%object, "reconciled");
+            }
+            Err(e) => tracing::warn!(error = %e, "reconcile failed"),
+        }
+        future::ready(())
+    }
+}

@@ -1,0 +1,163 @@
+//! Whether a provider configuration works, for a store and for a provider object alike: check
+//! the spec, build a client, ask the backend. Both reconcilers report what this returns.
+
+use std::time::Duration;
+
+use api::conditions::ConditionStatus;
+use api::providers::Capabilities;
+use clientmanager::ProviderObject;
+use provider::{Caller, Validation};
+
+use crate::context::Context;
+
+/// ESO's reasons for a store's Ready condition, plus ProviderNotInstalled.
+pub mod reason {
+    pub const VALID: &str = "Valid";
+    pub const INVALID_PROVIDER_CONFIG: &str = "InvalidProviderConfig";
+    pub const VALIDATION_FAILED: &str = "ValidationFailed";
+    pub const VALIDATION_UNKNOWN: &str = "ValidationUnknown";
+    pub const PROVIDER_NOT_INSTALLED: &str = "ProviderNotInstalled";
+}
+
+/// What to write into a Ready condition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Readiness {
+    pub status: ConditionStatus,
+    pub reason: &'static str,
+    pub message: String,
+    pub capabilities: Option<Capabilities>,
+    /// Check again sooner than the usual interval.
+    pub requeue: Option<Duration>,
+}
+
+impl Readiness {
+    pub fn failed(reason: &'static str, message: String) -> Self {
+        Self {
+            status: ConditionStatus::False,
+            reason,
+            message,
+            capabilities: None,
+            requeue: None,
+        }
+    }
+
+    /// A client manager error, as a store or provider object reports it.
+    pub fn from_manager(e: clientmanager::Error) -> Self {
+        match e {
+            clientmanager::Error::ProviderNotInstalled { .. } => Self {
+                // Installing the CRD also triggers a resync; this is the fallback.
+                requeue: Some(Duration::from_secs(30)),
+                ..Self::failed(reason::PROVIDER_NOT_INSTALLED, e.to_string())
+            },
+            e => Self::failed(reason::INVALID_PROVIDER_CONFIG, e.to_string()),
+        }
+    }
+}
+
+/// Who is being checked, for the words of the condition.
+#[derive(Clone, Copy, Debug)]
+pub enum Subject {
+    Store,
+    Provider,
+}
+
+impl Subject {
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Store => "store",
+            Self::Provider => "provider",
+        }
+    }
+}
+
+/// Validates `object` on behalf of `caller` working in `namespace`.
+pub async fn check(
+    ctx: &Context,
+    subject: Subject,
+    object: ProviderObject,
+    caller: Caller,
+    namespace: &str,
+) -> Readiness {
+    let provider = object.provider.clone();
+    let warnings = match provider.validate_spec(&object.spec) {
+        Ok(report) => report.warnings,
+        Err(e) => {
+            let message = match subject {
+                Subject::Store => e.to_string(),
+                Subject::Provider => format!("spec: {e}"),
+            };
+            return Readiness::failed(reason::INVALID_PROVIDER_CONFIG, message);
+        }
+    };
+    let capabilities = Some(provider.capabilities());
+    let handle = match ctx.manager.client(object, caller, namespace).await {
+        Ok(h) => h,
+        Err(e) => {
+            return Readiness {
+                capabilities: capabilities.filter(|_| matches!(subject, Subject::Provider)),
+                ..Readiness::failed(
+                    reason::INVALID_PROVIDER_CONFIG,
+                    format!("unable to create client: {e}"),
+                )
+            };
+        }
+    };
+    let noun = subject.noun();
+    let validated = handle.client.validate().await;
+    ctx.metrics
+        .provider_call(provider.descriptor().kind, "Validate", validated.is_ok());
+    let (status, reason, message) = match validated {
+        Ok(Validation::Ready) => (
+            ConditionStatus::True,
+            reason::VALID,
+            valid_message(&format!("{noun} validated"), &warnings),
+        ),
+        Ok(Validation::Unknown) => (
+            ConditionStatus::True,
+            reason::VALIDATION_UNKNOWN,
+            match subject {
+                Subject::Store => {
+                    "store validation could not be completed; the store is usable".into()
+                }
+                Subject::Provider => "provider validation could not be completed".into(),
+            },
+        ),
+        Err(e) => (
+            ConditionStatus::False,
+            reason::VALIDATION_FAILED,
+            format!("unable to validate {noun}: {e}"),
+        ),
+    };
+    Readiness {
+        status,
+        reason,
+        message,
+        capabilities,
+        requeue: None,
+    }
+}
+
+/// The Valid message, carrying the provider's warnings so they are seen without an admission
+/// webhook.
+fn valid_message(message: &str, warnings: &[String]) -> String {
+    if warnings.is_empty() {
+        message.to_owned()
+    } else {
+        format!("{message}; warnings: {}", warnings.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn warnings_reach_the_valid_message() {
+        assert_eq!(
+            super::valid_message("store validated", &[]),
+            "store validated"
+        );
+        assert_eq!(
+            super::valid_message("store validated", &["a".into(), "b".into()]),
+            "store validated; warnings: a; b"
+        );
+    }
+}
