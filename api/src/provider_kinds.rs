@@ -154,72 +154,72 @@ pub fn titled(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     crd
 }
 
-/// Defines a provider's two kinds (`Namespaced` and `Cluster`) and its
-/// `DESCRIPTOR`, in the module that defines the provider's spec type.
+/// One root of a provider kind: the spec struct `$spec_struct` and the kube-derived `$root`.
+/// `namespaced` or not is the only difference between the two groups.
+macro_rules! provider_root {
+    ($doc:literal, $group:literal, $root:literal, $spec_struct:ident, $kind:literal, $plural:literal, $version:literal, $spec:ty $(, $namespaced:ident)?) => {
+        #[doc = $doc]
+        #[derive(
+            kube::CustomResource,
+            Clone,
+            Debug,
+            Default,
+            PartialEq,
+            serde::Serialize,
+            serde::Deserialize,
+            schemars::JsonSchema,
+        )]
+        #[kube(
+            group = $group,
+            version = $version,
+            kind = $kind,
+            plural = $plural,
+            root = $root,
+            $($namespaced,)?
+            status = "crate::provider_kinds::ProviderStatus",
+            category = "external-secrets-providers",
+            printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+            printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+            printcolumn = r#"{"name":"Capabilities","type":"string","jsonPath":".status.capabilities"}"#,
+            printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+            derive = "Default",
+            derive = "PartialEq"
+        )]
+        pub struct $spec_struct {
+            #[serde(flatten)]
+            pub provider: $spec,
+        }
+    };
+}
+
+pub(crate) use provider_root;
+
+/// Defines a provider's two kinds (`Namespaced` and `Cluster`) and its `DESCRIPTOR`, in the
+/// module that defines the provider's spec type. Both kinds' spec is exactly what the store's
+/// `spec.provider.<store_key>` holds.
 macro_rules! provider_kind {
     (kind: $kind:literal, plural: $plural:literal, store_key: $key:literal, version: $version:literal, spec: $spec:ty $(,)?) => {
-        /// Spec of the namespaced kind: exactly what the store's `spec.provider` holds.
-        #[derive(
-            kube::CustomResource,
-            Clone,
-            Debug,
-            Default,
-            PartialEq,
-            serde::Serialize,
-            serde::Deserialize,
-            schemars::JsonSchema,
-        )]
-        #[kube(
-            group = "providers.external-secrets.io",
-            version = $version,
-            kind = $kind,
-            plural = $plural,
-            root = "Namespaced",
-            namespaced,
-            status = "crate::provider_kinds::ProviderStatus",
-            category = "external-secrets-providers",
-            printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-            printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
-            printcolumn = r#"{"name":"Capabilities","type":"string","jsonPath":".status.capabilities"}"#,
-            printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-            derive = "Default",
-            derive = "PartialEq"
-        )]
-        pub struct NamespacedSpec {
-            #[serde(flatten)]
-            pub provider: $spec,
-        }
-
-        /// Spec of the cluster-scoped twin.
-        #[derive(
-            kube::CustomResource,
-            Clone,
-            Debug,
-            Default,
-            PartialEq,
-            serde::Serialize,
-            serde::Deserialize,
-            schemars::JsonSchema,
-        )]
-        #[kube(
-            group = "cluster.providers.external-secrets.io",
-            version = $version,
-            kind = $kind,
-            plural = $plural,
-            root = "Cluster",
-            status = "crate::provider_kinds::ProviderStatus",
-            category = "external-secrets-providers",
-            printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-            printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
-            printcolumn = r#"{"name":"Capabilities","type":"string","jsonPath":".status.capabilities"}"#,
-            printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-            derive = "Default",
-            derive = "PartialEq"
-        )]
-        pub struct ClusterSpec {
-            #[serde(flatten)]
-            pub provider: $spec,
-        }
+        $crate::provider_kinds::provider_root!(
+            "Spec of the namespaced kind: exactly what the store's `spec.provider` holds.",
+            "providers.external-secrets.io",
+            "Namespaced",
+            NamespacedSpec,
+            $kind,
+            $plural,
+            $version,
+            $spec,
+            namespaced
+        );
+        $crate::provider_kinds::provider_root!(
+            "Spec of the cluster-scoped twin.",
+            "cluster.providers.external-secrets.io",
+            "Cluster",
+            ClusterSpec,
+            $kind,
+            $plural,
+            $version,
+            $spec
+        );
 
         pub static DESCRIPTOR: $crate::provider_kinds::Descriptor =
             $crate::provider_kinds::Descriptor {
@@ -239,9 +239,9 @@ macro_rules! provider_kind {
                 },
                 spec_schema: |generator| generator.subschema_for::<$spec>(),
                 roundtrip: |scope, object| match scope {
-                    $crate::provider_kinds::Scope::Namespaced => serde_json::to_value(
-                        serde_json::from_value::<Namespaced>(object)?,
-                    ),
+                    $crate::provider_kinds::Scope::Namespaced => {
+                        serde_json::to_value(serde_json::from_value::<Namespaced>(object)?)
+                    }
                     $crate::provider_kinds::Scope::Cluster => {
                         serde_json::to_value(serde_json::from_value::<Cluster>(object)?)
                     }

@@ -13,7 +13,7 @@ use futures::{StreamExt, future};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Controller;
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use prometheus_client::registry::Registry as MetricsRegistry;
@@ -25,6 +25,7 @@ use crate::externalsecret::triggers::ExternalSecretTriggers;
 use crate::metrics::Metrics;
 use crate::outcome::{after_reconcile, error_policy};
 use crate::provider_objects::StoreNudges;
+use crate::secretstore::StoreObject;
 use crate::watch::scoped;
 use crate::{provider_objects, pushsecret, secretstore};
 
@@ -111,39 +112,28 @@ impl Operator {
         };
         let namespace = ctx.settings.namespace.clone();
         let client = ctx.client.clone();
-        let wc = watcher::Config::default();
-        let ctrl_config =
-            kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
 
-        let ss_api: Api<SecretStore> = scoped(&client, namespace.as_deref());
-        let stores = Controller::new(ss_api, wc.clone())
-            .with_config(ctrl_config.clone())
-            .reconcile_on(ss_rx)
-            .reconcile_all_on(ss_installed_rx)
-            .graceful_shutdown_on(shutdown.clone())
-            .run(
-                secretstore::reconcile::<SecretStore>,
-                error_policy("secretstore"),
-                ctx.clone(),
-            )
-            .for_each(after_reconcile(ctx.clone()));
-
+        let stores = store_controller::<SecretStore>(
+            ctx.clone(),
+            scoped(&client, namespace.as_deref()),
+            ss_rx,
+            ss_installed_rx,
+            shutdown.clone(),
+            "secretstore",
+        );
+        // Not in single-namespace mode, where cluster stores are not served.
         let cluster_stores = async {
-            if namespace.is_some() {
-                return;
-            }
-            Controller::new(Api::<ClusterSecretStore>::all(client.clone()), wc.clone())
-                .with_config(ctrl_config.clone())
-                .reconcile_on(css_rx)
-                .reconcile_all_on(css_installed_rx)
-                .graceful_shutdown_on(shutdown.clone())
-                .run(
-                    secretstore::reconcile::<ClusterSecretStore>,
-                    error_policy("clustersecretstore"),
+            if namespace.is_none() {
+                store_controller::<ClusterSecretStore>(
                     ctx.clone(),
+                    Api::all(client.clone()),
+                    css_rx,
+                    css_installed_rx,
+                    shutdown.clone(),
+                    "clustersecretstore",
                 )
-                .for_each(after_reconcile(ctx.clone()))
                 .await
+            }
         };
 
         let pushsecrets =
@@ -161,6 +151,26 @@ impl Operator {
             _ = namespaces => {}
         }
     }
+}
+
+/// The controller of one store kind: its own watch, stores nudged by provider objects, and all of
+/// them when a provider CRD appears.
+fn store_controller<S: StoreObject>(
+    ctx: Arc<Context>,
+    api: Api<S>,
+    nudged: mpsc::UnboundedReceiver<ObjectRef<S>>,
+    installed: mpsc::UnboundedReceiver<()>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    name: &'static str,
+) -> impl Future<Output = ()> {
+    let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
+    Controller::new(api, watcher::Config::default())
+        .with_config(config)
+        .reconcile_on(nudged)
+        .reconcile_all_on(installed)
+        .graceful_shutdown_on(shutdown)
+        .run(secretstore::reconcile::<S>, error_policy(name), ctx.clone())
+        .for_each(after_reconcile(ctx))
 }
 
 /// Namespace labels for ClusterSecretStore `conditions`, so checking them costs no request per

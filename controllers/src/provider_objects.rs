@@ -24,25 +24,7 @@ use provider::Caller;
 use tracing::{info, instrument, warn};
 
 use crate::context::{Context, apply_status};
-use crate::readiness::{self, Subject};
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("could not write status of {kind} {name:?}: {source}")]
-    Status {
-        kind: String,
-        name: String,
-        source: kube::Error,
-    },
-}
-
-impl crate::outcome::ErrorKind for Error {
-    fn kind(&self) -> &'static str {
-        match self {
-            Self::Status { .. } => "Status",
-        }
-    }
-}
+use crate::readiness::{self, StatusError, Subject};
 
 /// Where a provider reconciler sends the stores that read through an object it saw change.
 #[derive(Clone)]
@@ -159,7 +141,7 @@ async fn run_kind(kctx: Arc<KindContext>) {
         .await;
 }
 
-fn error_policy(obj: Arc<DynamicObject>, error: &Error, kctx: Arc<KindContext>) -> Action {
+fn error_policy(obj: Arc<DynamicObject>, error: &StatusError, kctx: Arc<KindContext>) -> Action {
     use crate::outcome::ErrorKind;
     let object = ObjectRef::from_obj_with(obj.as_ref(), kctx.resource.clone());
     kctx.ctx
@@ -167,7 +149,7 @@ fn error_policy(obj: Arc<DynamicObject>, error: &Error, kctx: Arc<KindContext>) 
 }
 
 #[instrument(skip_all, fields(kind = %kctx.resource.kind, group = %kctx.resource.group, namespace = obj.namespace(), name = obj.name_any()))]
-async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Action, Error> {
+async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Action, StatusError> {
     let started = Instant::now();
     let object = ProviderObject::from_dynamic(kctx.provider.clone(), &obj);
     let identity = object.identity.clone();
@@ -218,7 +200,7 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
         };
         apply_status(&api, &kctx.resource, &obj.name_any(), &new)
             .await
-            .map_err(|source| Error::Status {
+            .map_err(|source| StatusError {
                 kind: kctx.resource.kind.clone(),
                 name: obj.name_any(),
                 source,

@@ -19,6 +19,22 @@ pub mod reason {
     pub const PROVIDER_NOT_INSTALLED: &str = "ProviderNotInstalled";
 }
 
+/// The one way a store or provider reconcile fails: its status could not be written. Everything
+/// else is reported in the status.
+#[derive(Debug, thiserror::Error)]
+#[error("could not write status of {kind} {name:?}: {source}")]
+pub struct StatusError {
+    pub kind: String,
+    pub name: String,
+    pub source: kube::Error,
+}
+
+impl crate::outcome::ErrorKind for StatusError {
+    fn kind(&self) -> &'static str {
+        "Status"
+    }
+}
+
 /// What to write into a Ready condition.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Readiness {

@@ -21,28 +21,10 @@ use tracing::{info, instrument};
 
 use crate::context::{Context, ReadyStore, apply_status};
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels, labels};
-use crate::readiness::{self, Readiness, Subject, reason};
+use crate::readiness::{self, Readiness, StatusError, Subject, reason};
 
 /// Field manager of generated provider objects.
 const CONVERT_MANAGER: &str = "external-secrets-store-convert";
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("could not write status of {kind} {name:?}: {source}")]
-    Status {
-        kind: StoreKind,
-        name: String,
-        source: kube::Error,
-    },
-}
-
-impl crate::outcome::ErrorKind for Error {
-    fn kind(&self) -> &'static str {
-        match self {
-            Self::Status { .. } => "Status",
-        }
-    }
-}
 
 /// What the two store kinds share for reconciling.
 pub trait StoreObject:
@@ -88,7 +70,10 @@ impl StoreObject for ClusterSecretStore {
 }
 
 #[instrument(skip_all, fields(kind = %S::KIND, namespace = store.namespace(), name = store.name_any()))]
-pub async fn reconcile<S: StoreObject>(store: Arc<S>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile<S: StoreObject>(
+    store: Arc<S>,
+    ctx: Arc<Context>,
+) -> Result<Action, StatusError> {
     let started = Instant::now();
     let loaded = store.loaded();
     if !ctx.owns_class(loaded.spec.controller.as_deref()) {
@@ -258,7 +243,7 @@ async fn write_status<S: StoreObject>(
     loaded: &LoadedStore,
     ctx: &Context,
     readiness: &Readiness,
-) -> Result<(), Error> {
+) -> Result<(), StatusError> {
     let previous = store.store_status().cloned().unwrap_or_default();
     let mut conditions = previous.conditions.clone();
     let condition = Condition::ready(
@@ -285,8 +270,8 @@ async fn write_status<S: StoreObject>(
     let api = S::api(ctx.client.clone(), loaded.namespace.as_deref());
     apply_status(&api, &(), &loaded.name, &status)
         .await
-        .map_err(|source| Error::Status {
-            kind: S::KIND,
+        .map_err(|source| StatusError {
+            kind: S::KIND.to_string(),
             name: loaded.name.clone(),
             source,
         })?;

@@ -110,28 +110,42 @@ async fn every_example_becomes_ready(env: Arc<Env>) -> Result<()> {
             }
         }
     }
-    let stores: Api<SecretStore> = Api::namespaced(client.clone(), NAMESPACE);
+    wait_all_ready(&client, NAMESPACE, &cluster_stores, true).await
+}
+
+/// Waits until every SecretStore in `namespace`, each of `cluster_stores` and, `with_users`,
+/// every ExternalSecret and PushSecret in `namespace` is Ready=True; names those that are not.
+async fn wait_all_ready(
+    client: &Client,
+    namespace: &str,
+    cluster_stores: &[String],
+    with_users: bool,
+) -> Result<()> {
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), namespace);
     let css: Api<ClusterSecretStore> = Api::all(client.clone());
-    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), NAMESPACE);
-    let pushsecrets: Api<PushSecret> = Api::namespaced(client.clone(), NAMESPACE);
-    testenv::wait_for(TIMEOUT, "every example to be Ready=True", || async {
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), namespace);
+    let pushsecrets: Api<PushSecret> = Api::namespaced(client.clone(), namespace);
+    let what = format!("every example in {namespace} to be Ready=True");
+    testenv::wait_for(TIMEOUT, &what, || async {
         let mut not_ready = Vec::new();
         for s in stores.list(&Default::default()).await? {
             let conditions = s.status.as_ref().map(|s| s.conditions.as_slice());
             note(&mut not_ready, "SecretStore", &s.name_any(), conditions);
         }
-        for name in &cluster_stores {
+        for name in cluster_stores {
             let s = css.get(name).await?;
             let conditions = s.status.as_ref().map(|s| s.conditions.as_slice());
             note(&mut not_ready, "ClusterSecretStore", name, conditions);
         }
-        for es in externalsecrets.list(&Default::default()).await? {
-            let conditions = es.status.as_ref().map(|s| s.conditions.as_slice());
-            note(&mut not_ready, "ExternalSecret", &es.name_any(), conditions);
-        }
-        for ps in pushsecrets.list(&Default::default()).await? {
-            let conditions = ps.status.as_ref().map(|s| s.conditions.as_slice());
-            note(&mut not_ready, "PushSecret", &ps.name_any(), conditions);
+        if with_users {
+            for es in externalsecrets.list(&Default::default()).await? {
+                let conditions = es.status.as_ref().map(|s| s.conditions.as_slice());
+                note(&mut not_ready, "ExternalSecret", &es.name_any(), conditions);
+            }
+            for ps in pushsecrets.list(&Default::default()).await? {
+                let conditions = ps.status.as_ref().map(|s| s.conditions.as_slice());
+                note(&mut not_ready, "PushSecret", &ps.name_any(), conditions);
+            }
         }
         if not_ready.is_empty() {
             Ok(())
@@ -182,20 +196,8 @@ async fn applied_in_reverse_order(env: Arc<Env>) -> Result<()> {
             testenv::apply_yaml_in(&client, REVERSED_NAMESPACE, &yaml, true).await?;
         }
     }
-    let stores: Api<SecretStore> = Api::namespaced(client.clone(), REVERSED_NAMESPACE);
-    testenv::wait_for(TIMEOUT, "every SecretStore to be Ready=True", || async {
-        let mut not_ready = Vec::new();
-        for s in stores.list(&Default::default()).await? {
-            let conditions = s.status.as_ref().map(|s| s.conditions.as_slice());
-            note(&mut not_ready, "SecretStore", &s.name_any(), conditions);
-        }
-        if not_ready.is_empty() {
-            Ok(())
-        } else {
-            Err(anyhow!("not Ready: {}", not_ready.join("; ")))
-        }
-    })
-    .await?;
+    // Its ExternalSecrets that use cluster stores are denied by their conditions here.
+    wait_all_ready(&client, REVERSED_NAMESPACE, &[], false).await?;
     let secrets: Api<Secret> = Api::namespaced(client, REVERSED_NAMESPACE);
     testenv::wait_for(TIMEOUT, "the quickstart Secret", || async {
         match secrets.get_opt("demo-credentials").await? {

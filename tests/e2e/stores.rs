@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
+use api::provider_kinds::Scope;
 use api::store::{ClusterSecretStore, SecretStore};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -46,6 +47,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             validation,
         ),
         trial(
+            "stores::ready_late_wakes_its_users_at_once",
+            env,
+            ready_late_wakes_users,
+        ),
+        trial(
             "stores::other_controller_class_is_left_alone",
             env,
             other_class,
@@ -59,18 +65,12 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
 }
 
 fn fake_resource(cluster: bool) -> ApiResource {
-    let group = if cluster {
-        "cluster.providers.external-secrets.io"
+    let scope = if cluster {
+        Scope::Cluster
     } else {
-        "providers.external-secrets.io"
+        Scope::Namespaced
     };
-    ApiResource {
-        group: group.into(),
-        version: "v1alpha1".into(),
-        api_version: format!("{group}/v1alpha1"),
-        kind: "Fake".into(),
-        plural: "fakes".into(),
-    }
+    api::providers::fake::DESCRIPTOR.storage_resource(scope)
 }
 
 fn fakes(client: &Client, ns: Option<&str>) -> Api<DynamicObject> {
@@ -540,6 +540,96 @@ spec:
             .await?
             .is_none(),
         "a Secret was written outside the operator's namespace"
+    );
+    Ok(())
+}
+
+/// A store whose provider object appears only after its ExternalSecret and PushSecret have
+/// failed for a while: by then their backoff is long, yet they sync as soon as the object is
+/// there (provider object → store revalidated → store Ready → its users woken).
+async fn ready_late_wakes_users(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "late").await?;
+    let manifests = r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: late}
+spec:
+  providerRef: {apiVersion: providers.external-secrets.io/v1alpha1, kind: Fake, name: late}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: waiting}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {name: late}
+  data: [{secretKey: user, remoteRef: {key: user}}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: src}
+stringData: {token: t0k}
+---
+apiVersion: external-secrets.io/v1alpha1
+kind: PushSecret
+metadata: {name: waiting}
+spec:
+  refreshInterval: 1h
+  secretStoreRefs: [{name: late, kind: SecretStore}]
+  selector: {secret: {name: src}}
+  data: [{match: {secretKey: token, remoteRef: {remoteKey: pushed}}}]
+"#;
+    testenv::apply_yaml_in(&client, &ns, manifests, true).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    wait_ready(
+        "SecretStore late",
+        "False",
+        "InvalidProviderConfig",
+        || async { Ok(serde_json::to_value(stores.get("late").await?)?) },
+    )
+    .await?;
+    // Failures back off 1, 2, 4, 9, 14, 24 s...: after this long the next retry is far off.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let provider = r#"
+apiVersion: providers.external-secrets.io/v1alpha1
+kind: Fake
+metadata: {name: late}
+spec:
+  data: [{key: user, value: alice}]
+"#;
+    testenv::apply_yaml_in(&client, &ns, provider, true).await?;
+    let appeared = std::time::Instant::now();
+    let soon = Duration::from_secs(8);
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let pushsecrets: Api<api::push_secret::PushSecret> = Api::namespaced(client.clone(), &ns);
+    testenv::wait_for(
+        soon,
+        "the ExternalSecret and the PushSecret to sync",
+        || async {
+            let es = serde_json::to_value(externalsecrets.get("waiting").await?)?;
+            let ps = serde_json::to_value(pushsecrets.get("waiting").await?)?;
+            let status = |o: &Value| crate::operator::ready(o).map(|c| c.status);
+            match (status(&es), status(&ps)) {
+                (Some(a), Some(b)) if a.as_str() == "True" && b.as_str() == "True" => Ok(()),
+                other => Err(anyhow!("Ready of ExternalSecret, PushSecret: {other:?}")),
+            }
+        },
+    )
+    .await?;
+    let secrets: Api<Secret> = Api::namespaced(client, &ns);
+    let secret = secrets.get("waiting").await?;
+    ensure!(
+        secret
+            .data
+            .unwrap_or_default()
+            .get("user")
+            .map(|v| v.0.as_slice())
+            == Some(b"alice"),
+        "the Secret holds the provider object's value"
+    );
+    eprintln!(
+        "synced {:?} after the provider object appeared",
+        appeared.elapsed()
     );
     Ok(())
 }

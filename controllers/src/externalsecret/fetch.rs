@@ -12,7 +12,7 @@ use kube::{Resource, ResourceExt};
 use provider::{FindRequest, RemoteRef};
 
 use super::desired::{Decoding, check_nul, convert_key, decode, valid_key};
-use super::{Error, Outcome};
+use super::{Error, SyncStop};
 use crate::context::Context;
 
 struct Stores<'a> {
@@ -27,7 +27,7 @@ impl Stores<'_> {
         &mut self,
         over: Option<&SecretStoreRef>,
         field: &str,
-    ) -> Result<Handle, Outcome> {
+    ) -> Result<Handle, SyncStop> {
         let store = match over {
             Some(r) => to_store_ref(r),
             None => self.default.clone().ok_or_else(|| Error::Invalid {
@@ -63,7 +63,7 @@ fn decoding(strategy: Option<DecodingStrategy>) -> Decoding {
 pub(super) async fn fetch(
     es: &ExternalSecret,
     ctx: &Context,
-) -> Result<BTreeMap<String, Vec<u8>>, Outcome> {
+) -> Result<BTreeMap<String, Vec<u8>>, SyncStop> {
     let mut stores = Stores {
         ctx,
         namespace: es.namespace().unwrap_or_default(),

@@ -138,19 +138,20 @@ pub async fn reconcile(
     }
 }
 
-enum Outcome {
+/// Why a sync ended early: nothing to do here (another controller class), or an error.
+enum SyncStop {
     Skip,
     Failed(Error),
 }
-use Outcome::{Failed, Skip};
+use SyncStop::{Failed, Skip};
 
-impl From<Error> for Outcome {
+impl From<Error> for SyncStop {
     fn from(e: Error) -> Self {
         Failed(e)
     }
 }
 
-impl From<clientmanager::Error> for Outcome {
+impl From<clientmanager::Error> for SyncStop {
     fn from(e: clientmanager::Error) -> Self {
         match e {
             clientmanager::Error::OtherController { .. } => Skip,
@@ -159,7 +160,7 @@ impl From<clientmanager::Error> for Outcome {
     }
 }
 
-async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action, Outcome> {
+async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action, SyncStop> {
     let now = Timestamp::now();
     let namespace = es.namespace().unwrap_or_default();
     let target = desired::target_name(es);
