@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
 
 use api::provider_kinds::Scope;
-use api::store::{ClusterSecretStore, SecretStore};
+use api::store::{ClusterSecretStore, SecretStore, SecretStoreSpec};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
@@ -73,19 +73,30 @@ impl Caches {
         }
     }
 
-    /// Every cached store of both kinds.
-    pub(crate) fn stores(&self) -> Vec<LoadedStore> {
-        let namespaced = self.secret_stores.get().into_iter().flat_map(|s| {
-            s.state()
-                .into_iter()
-                .map(|s| LoadedStore::from_secret_store(&s))
-        });
-        let cluster = self.cluster_secret_stores.get().into_iter().flat_map(|s| {
-            s.state()
-                .into_iter()
-                .map(|s| LoadedStore::from_cluster_secret_store(&s))
-        });
-        namespaced.chain(cluster).collect()
+    /// Cached stores in `namespace` (`None`: ClusterSecretStores) that `keep` accepts by name and
+    /// spec; only those are copied out.
+    pub(crate) fn stores_where(
+        &self,
+        namespace: Option<&str>,
+        keep: impl Fn(&str, &SecretStoreSpec) -> bool,
+    ) -> Vec<LoadedStore> {
+        match namespace {
+            Some(ns) => self.secret_stores.get().map_or_else(Vec::new, |s| {
+                s.state()
+                    .iter()
+                    .filter(|s| s.namespace().as_deref() == Some(ns))
+                    .filter(|s| keep(&s.name_any(), &s.spec))
+                    .map(|s| LoadedStore::from_secret_store(s))
+                    .collect()
+            }),
+            None => self.cluster_secret_stores.get().map_or_else(Vec::new, |s| {
+                s.state()
+                    .iter()
+                    .filter(|s| keep(&s.name_any(), &s.spec.store))
+                    .map(|s| LoadedStore::from_cluster_secret_store(s))
+                    .collect()
+            }),
+        }
     }
 
     /// Cached provider objects of every kind in `scope` whose label `key` is `value`.

@@ -398,14 +398,20 @@ impl ClientManager {
     /// The stores that read through the provider object `identity`, by `providerRef` or as the
     /// object converted from their inline provider, from the watch caches.
     pub fn stores_using(&self, identity: &ProviderIdentity) -> Vec<LoadedStore> {
+        // A store reads through an object of its own name (converted) or the one its
+        // providerRef names: a cheap test before the full Convert, which runs on every provider
+        // event.
+        let candidate = |name: &str, spec: &api::store::SecretStoreSpec| match &spec.provider_ref {
+            Some(r) => r.name == identity.name,
+            None => name == identity.name,
+        };
         self.watched
-            .stores()
+            .stores_where(identity.namespace.as_deref(), candidate)
             .into_iter()
             .filter(|store| {
-                store.namespace == identity.namespace
-                    && convert(&self.registry, store).is_ok_and(|c| {
-                        c.reference.kind == identity.kind && c.reference.name == identity.name
-                    })
+                convert(&self.registry, store).is_ok_and(|c| {
+                    c.reference.kind == identity.kind && c.reference.name == identity.name
+                })
             })
             .collect()
     }
