@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: format, lints, generated files, unit tests, and the end-to-end tests
-# against a real kube-apiserver, etcd and kube-controller-manager built by build-control-plane.sh.
+# against a real kube-apiserver, etcd and kube-controller-manager built by build-control-plane.sh
+# and a real Vault server built by build-vault.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/build-control-plane.sh
+bash hack/build-vault.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

@@ -51,6 +51,9 @@ impl Operator {
         let mut registry = MetricsRegistry::default();
         let metrics = Metrics::register(&mut registry);
         let cache_metrics = clientmanager::Metrics::register(&mut registry);
+        for provider in providers.iter() {
+            provider.register_metrics(&mut registry);
+        }
         let manager = ClientManager::new(
             client.clone(),
             Arc::new(providers),

@@ -14,6 +14,7 @@ mod push;
 mod robustness;
 mod stores;
 mod sync;
+mod vault;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -23,13 +24,15 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::Result;
 use libtest_mimic::{Arguments, Trial};
-use testenv::ControlPlane;
+use testenv::{ControlPlane, VaultServer};
 
 pub struct Env {
     // Set only when some trial will run, so `--list` works without the binaries.
     control_plane: OnceLock<ControlPlane>,
     /// The operator's metrics endpoint, once set-up started it.
     addresses: OnceLock<controllers::Addresses>,
+    /// The shared Vault server, or why it did not start (its trials fail with that).
+    vault: OnceLock<Result<VaultServer, String>>,
 }
 
 impl Env {
@@ -50,6 +53,14 @@ impl Env {
         self.addresses()
             .metrics
             .expect("the test operator serves metrics")
+    }
+
+    pub fn vault(&self) -> Result<&VaultServer> {
+        match self.vault.get() {
+            Some(Ok(vault)) => Ok(vault),
+            Some(Err(e)) => Err(anyhow::anyhow!("the Vault server did not start: {e}")),
+            None => Err(anyhow::anyhow!("the Vault server was not started")),
+        }
     }
 
     pub async fn client(&self) -> kube::Client {
@@ -90,6 +101,10 @@ async fn setup(env: &Env, install_late_crd: bool) -> Result<()> {
     crds::setup(env, install_late_crd).await?;
     examples::setup(env).await?;
     let _ = env.addresses.set(operator::start(env)?);
+    // Last: without Vault, only the Vault trials fail.
+    if env.vault().is_ok() {
+        vault::setup(env).await?;
+    }
     Ok(())
 }
 
@@ -98,6 +113,7 @@ fn main() -> ExitCode {
     let env = Arc::new(Env {
         control_plane: OnceLock::new(),
         addresses: OnceLock::new(),
+        vault: OnceLock::new(),
     });
     let trials: Vec<Trial> = [
         // First: its opening trial must run before the others need the CRD it installs.
@@ -111,6 +127,7 @@ fn main() -> ExitCode {
         operator::trials,
         push::trials,
         robustness::trials,
+        vault::trials,
     ]
     .iter()
     .flat_map(|module| module(&env))
@@ -131,6 +148,7 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
+        let _ = env.vault.set(VaultServer::start().map_err(|e| chain(&e)));
         let setup_result = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

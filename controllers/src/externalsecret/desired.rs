@@ -168,27 +168,6 @@ pub fn unsupported(es: &ExternalSecret) -> Result<(), (String, String)> {
         ));
     }
     let spec = &es.spec;
-    let remote_refs = spec
-        .data()
-        .iter()
-        .enumerate()
-        .map(|(i, d)| (format!("spec.data[{i}].remoteRef"), Some(&d.remote_ref)))
-        .chain(
-            spec.data_from()
-                .iter()
-                .enumerate()
-                .map(|(i, d)| (format!("spec.dataFrom[{i}].extract"), d.extract.as_ref())),
-        );
-    for (field, remote) in remote_refs {
-        if remote.and_then(|r| r.metadata_policy)
-            == Some(api::external_secret::MetadataPolicy::Fetch)
-        {
-            return Err((
-                format!("{field}.metadataPolicy"),
-                "Fetch (reading secret metadata) is not supported yet".into(),
-            ));
-        }
-    }
     // ESO accepts a generator under spec.data but never runs it; silently reading from the
     // default store instead would be worse than saying so.
     for (i, d) in spec.data().iter().enumerate() {

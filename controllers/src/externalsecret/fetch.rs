@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use api::external_secret::{
-    ConversionStrategy, DecodingStrategy, DeletionPolicy, ExternalSecret, SecretStoreRef,
+    ConversionStrategy, DecodingStrategy, DeletionPolicy, ExternalSecret, MetadataPolicy,
+    SecretStoreRef,
 };
 use clientmanager::{Handle, StoreKind, StoreRef};
 use kube::runtime::events::EventType;
@@ -83,6 +84,7 @@ pub(super) async fn fetch(
                 key: extract.key.clone(),
                 property: extract.property.clone(),
                 version: extract.version.clone(),
+                fetch_metadata: extract.metadata_policy == Some(MetadataPolicy::Fetch),
             };
             (
                 handle.client.get_secret_map(&remote).await,
@@ -159,6 +161,7 @@ pub(super) async fn fetch(
             key: entry.remote_ref.key.clone(),
             property: entry.remote_ref.property.clone(),
             version: entry.remote_ref.version.clone(),
+            fetch_metadata: entry.remote_ref.metadata_policy == Some(MetadataPolicy::Fetch),
         };
         let result = handle.client.get_secret(&remote).await;
         ctx.metrics.provider_call(

@@ -9,5 +9,7 @@ pub fn registry() -> ProviderRegistry {
     let mut registry = ProviderRegistry::default();
     #[cfg(feature = "fake")]
     registry.register(Arc::new(provider_fake::Fake::default()));
+    #[cfg(feature = "vault")]
+    registry.register(Arc::new(provider_vault::Vault::default()));
     registry
 }

@@ -1,8 +1,6 @@
 //! The Fake provider. Like ESO's, it keeps an in-memory store per provider object: building a
 //! client reloads the spec's entries, while values pushed through the client survive.
 
-mod path;
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -115,12 +113,20 @@ impl FakeClient {
 #[async_trait]
 impl SecretsClient for FakeClient {
     async fn get_secret(&self, remote: &RemoteRef) -> Result<Vec<u8>> {
+        if remote.fetch_metadata {
+            return Err(Error::Unsupported {
+                provider: DESCRIPTOR.kind.to_owned(),
+                operation: "metadataPolicy Fetch".to_owned(),
+            });
+        }
         let value = self
             .lookup(&remote.key, remote.version.as_deref().unwrap_or_default())
             .ok_or(Error::NoSecret)?;
         match &remote.property {
             None => Ok(value.into_bytes()),
-            Some(property) => path::property(&value, property).ok_or(Error::NoSecret),
+            Some(property) => {
+                provider::json_path::property(&value, property).ok_or(Error::NoSecret)
+            }
         }
     }
 
@@ -134,7 +140,7 @@ impl SecretsClient for FakeClient {
         };
         Ok(map
             .into_iter()
-            .map(|(k, v)| (k, path::json_to_bytes(v)))
+            .map(|(k, v)| (k, provider::json_path::json_to_bytes(v)))
             .collect())
     }
 

@@ -30,6 +30,7 @@ fn remote(key: &str, property: Option<&str>, version: Option<&str>) -> RemoteRef
         key: key.into(),
         property: property.map(Into::into),
         version: version.map(Into::into),
+        fetch_metadata: false,
     }
 }
 
@@ -171,4 +172,18 @@ fn spec_validation_names_the_field() {
         .validate_spec(&json!({"data": [{"key": "a", "value": "b"}, {"key": "c"}]}))
         .unwrap_err();
     assert!(err.to_string().contains("data[1].value"), "{err}");
+}
+
+#[tokio::test]
+async fn metadata_fetch_is_refused_by_name() {
+    let c = Fake::default().client(request(spec())).unwrap();
+    let remote = RemoteRef {
+        fetch_metadata: true,
+        ..remote("plain", None, None)
+    };
+    let err = c.get_secret(&remote).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "metadataPolicy Fetch is not supported by the Fake provider"
+    );
 }

@@ -10,6 +10,7 @@
 //! Everything that crosses this boundary is owned data (JSON specs, plain request structs).
 
 mod credentials;
+pub mod json_path;
 mod registry;
 
 use std::collections::BTreeMap;
@@ -104,6 +105,8 @@ pub struct RemoteRef {
     pub key: String,
     pub property: Option<String>,
     pub version: Option<String>,
+    /// ESO's `metadataPolicy: Fetch`: read the secret's metadata instead of its value.
+    pub fetch_metadata: bool,
 }
 
 /// ESO's `ExternalSecretFind`, the parts a provider sees.
@@ -168,6 +171,9 @@ pub trait ProviderRuntime: Send + Sync {
         request: ClientRequest,
         credentials: Arc<dyn CredentialsReader>,
     ) -> Result<Box<dyn SecretsClient>>;
+
+    /// Metrics of the provider's own (login counts, say), registered once by the operator.
+    fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
 }
 
 /// A whole provider: both halves.

@@ -8,6 +8,7 @@
 mod apply;
 mod pki;
 mod process;
+mod vault;
 
 use std::future::Future;
 use std::io::{Read, Write};
@@ -24,6 +25,11 @@ use kube::config::AuthInfo;
 pub use apply::{
     apply_yaml, apply_yaml_in, create_namespace, install_crds, parse_yaml, wait_for,
     wait_for_crd_established,
+};
+pub use pki::{CertificateAuthority, IssuedCertificate};
+pub use vault::{
+    AuditedRequest, JwtRole, KubernetesRole, KvV2Secret, KvVersion, TokenOptions, VAULT_VERSION,
+    VaultServer, service_account_token, vault_binary,
 };
 
 use pki::Pki;
@@ -44,18 +50,22 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Where the control-plane binaries for `version` live: the rule of `hack/testbin-dir.sh`.
 pub fn testbin_dir(version: &str) -> PathBuf {
+    testbin_root().join(format!("k8s-{version}"))
+}
+
+/// The cache folder the `hack/build-*.sh` scripts build into, one subfolder per tool and version.
+fn testbin_root() -> PathBuf {
     let env = |name| {
         std::env::var_os(name)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
-    let root = env("EXTERNAL_SECRETS_TESTBIN").unwrap_or_else(|| {
+    env("EXTERNAL_SECRETS_TESTBIN").unwrap_or_else(|| {
         env("XDG_CACHE_HOME")
             .or_else(|| env("HOME").map(|h| h.join(".cache")))
             .unwrap_or_else(|| PathBuf::from(".cache"))
             .join("external-secrets-rs/testbin")
-    });
-    root.join(format!("k8s-{version}"))
+    })
 }
 
 /// A running control plane; dropping it stops every process and deletes its files.
@@ -91,38 +101,15 @@ impl ControlPlane {
             );
         }
 
-        // A reserved port is free again from the moment we release it until the process binds
-        // it; an outgoing connection can take it in between, which is worth another attempt.
-        let mut attempt = 1;
-        loop {
-            let (err, dir) = match Self::start_once(&bin) {
-                Ok(cp) => {
-                    eprintln!(
-                        "testenv: Kubernetes {KUBERNETES_VERSION} control plane ready at {} in {:.1}s (kubeconfig {}){}",
-                        cp.server_url,
-                        started.elapsed().as_secs_f64(),
-                        cp.kubeconfig_path().display(),
-                        if process::pdeathsig_available() {
-                            ""
-                        } else {
-                            "; setpriv is missing, so the processes outlive a killed test run"
-                        }
-                    );
-                    return Ok(cp);
-                }
-                Err(failure) => failure,
-            };
-            if attempt < 3 && format!("{err:#}").contains("address already in use") {
-                eprintln!("testenv: a port was taken while starting; retrying");
-                attempt += 1;
-                continue;
-            }
-            // Keep the logs the error points at.
-            if let Some(dir) = dir {
-                let _ = dir.keep();
-            }
-            return Err(err);
-        }
+        let cp = retry_on_port_clash(|| Self::start_once(&bin))?;
+        eprintln!(
+            "testenv: Kubernetes {KUBERNETES_VERSION} control plane ready at {} in {:.1}s (kubeconfig {}){}",
+            cp.server_url,
+            started.elapsed().as_secs_f64(),
+            cp.kubeconfig_path().display(),
+            pdeathsig_note()
+        );
+        Ok(cp)
     }
 
     /// On failure the processes are already stopped; the folder with their logs is returned
@@ -288,25 +275,12 @@ impl ControlPlane {
     }
 
     /// Polls `check` until it succeeds, failing early when a control-plane process died.
-    async fn wait<F, Fut>(&self, what: &str, mut check: F) -> Result<()>
+    async fn wait<F, Fut>(&self, what: &str, check: F) -> Result<()>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<()>>,
     {
-        let deadline = Instant::now() + STEP_TIMEOUT;
-        loop {
-            let last = match check().await {
-                Ok(()) => return Ok(()),
-                Err(e) => e,
-            };
-            self.fail_if_exited()?;
-            if Instant::now() > deadline {
-                return Err(last.context(format!(
-                    "timed out after {STEP_TIMEOUT:?} waiting for {what}"
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_while_running(what, || self.fail_if_exited(), check).await
     }
 
     fn wait_blocking(&self, what: &str, mut check: impl FnMut() -> Result<()>) -> Result<()> {
@@ -327,15 +301,7 @@ impl ControlPlane {
     }
 
     fn fail_if_exited(&self) -> Result<()> {
-        if let Some((name, status)) = self.supervisor.exited()? {
-            let log = self.path.join(format!("{name}.log"));
-            bail!(
-                "{name} exited ({status}); last lines of {}:\n{}",
-                log.display(),
-                tail(&log, 30)
-            );
-        }
-        Ok(())
+        fail_if_exited(&self.supervisor, &self.path)
     }
 
     fn kubeconfig(&self, pki: &Pki) -> Result<String> {
@@ -428,11 +394,92 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         // `supervisor` is dropped first (declaration order): it kills and reaps the children.
-        if std::env::var_os("EXTERNAL_SECRETS_TESTENV_KEEP").is_some()
-            && let Some(dir) = self.dir.take()
-        {
-            eprintln!("testenv: keeping {}", dir.keep().display());
+        keep_if_asked(&mut self.dir);
+    }
+}
+
+/// Fails, quoting the tail of its log (`<dir>/<name>.log`), when a child of `supervisor` exited.
+fn fail_if_exited(supervisor: &Supervisor, dir: &Path) -> Result<()> {
+    if let Some((name, status)) = supervisor.exited()? {
+        let log = dir.join(format!("{name}.log"));
+        bail!(
+            "{name} exited ({status}); last lines of {}:\n{}",
+            log.display(),
+            tail(&log, 30)
+        );
+    }
+    Ok(())
+}
+
+/// Polls `check` until it succeeds; `running` is asked between attempts and ends the wait
+/// with its error (a process that died will not become ready).
+async fn wait_while_running<F, Fut>(
+    what: &str,
+    running: impl Fn() -> Result<()>,
+    mut check: F,
+) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    loop {
+        let last = match check().await {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        running()?;
+        if Instant::now() > deadline {
+            return Err(last.context(format!(
+                "timed out after {STEP_TIMEOUT:?} waiting for {what}"
+            )));
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs `start` up to three times while it fails because a port was taken.
+///
+/// A reserved port is free again from the moment we release it until the process binds it; an
+/// outgoing connection can take it in between, which is worth another attempt. `start` hands
+/// back the folder with the logs of a failed attempt; the last one is kept for the error to
+/// point at.
+fn retry_on_port_clash<T>(
+    mut start: impl FnMut() -> Result<T, (anyhow::Error, Option<tempfile::TempDir>)>,
+) -> Result<T> {
+    let mut attempt = 1;
+    loop {
+        let (err, dir) = match start() {
+            Ok(started) => return Ok(started),
+            Err(failure) => failure,
+        };
+        if attempt < 3 && format!("{err:#}").contains("address already in use") {
+            eprintln!("testenv: a port was taken while starting; retrying");
+            attempt += 1;
+            continue;
+        }
+        if let Some(dir) = dir {
+            let _ = dir.keep();
+        }
+        return Err(err);
+    }
+}
+
+/// What the start-up line adds when killed test runs leave processes behind.
+fn pdeathsig_note() -> &'static str {
+    if process::pdeathsig_available() {
+        ""
+    } else {
+        "; setpriv is missing, so the processes outlive a killed test run"
+    }
+}
+
+/// Keeps `dir` instead of deleting it when `EXTERNAL_SECRETS_TESTENV_KEEP` is set.
+fn keep_if_asked(dir: &mut Option<tempfile::TempDir>) {
+    if std::env::var_os("EXTERNAL_SECRETS_TESTENV_KEEP").is_some()
+        && let Some(dir) = dir.take()
+    {
+        eprintln!("testenv: keeping {}", dir.keep().display());
     }
 }
 

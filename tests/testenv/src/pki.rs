@@ -1,4 +1,4 @@
-//! Certificates and keys for a throw-away control plane, shaped like envtest's TinyCA.
+//! Certificates and keys for throw-away servers, shaped like envtest's TinyCA.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -33,22 +33,45 @@ fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
     dn
 }
 
-fn ca(common_name: &str) -> Result<CertifiedIssuer<'static, KeyPair>> {
-    let mut params = CertificateParams::default();
-    params.distinguished_name = name(common_name, Some("external-secrets-testenv"));
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    CertifiedIssuer::self_signed(params, key()?).context("self-signing a CA")
+/// A certificate and its private key, both PEM (the key PKCS#8).
+#[derive(Clone)]
+pub struct IssuedCertificate {
+    pub cert_pem: String,
+    pub key_pem: String,
 }
 
-impl Pki {
-    pub(crate) fn generate() -> Result<Self> {
-        let serving_ca = ca("testenv-serving-ca")?;
-        let serving_key = key()?;
+/// A self-signed certificate authority (ECDSA P-256) that issues server and client
+/// certificates for tests.
+pub struct CertificateAuthority {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl CertificateAuthority {
+    pub fn new(common_name: &str) -> Result<Self> {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = name(common_name, Some("external-secrets-testenv"));
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let issuer = CertifiedIssuer::self_signed(params, key()?).context("self-signing a CA")?;
+        Ok(Self { issuer })
+    }
+
+    /// The CA certificate, PEM.
+    pub fn cert_pem(&self) -> String {
+        self.issuer.pem()
+    }
+
+    /// The CA certificate, DER.
+    pub fn cert_der(&self) -> Vec<u8> {
+        self.issuer.der().to_vec()
+    }
+
+    /// A serving certificate for `localhost` and `127.0.0.1`.
+    pub fn issue_server(&self) -> Result<IssuedCertificate> {
         let mut params = CertificateParams::default();
         params.distinguished_name = name("localhost", None);
         params.subject_alt_names = vec![
@@ -60,31 +83,51 @@ impl Pki {
             KeyUsagePurpose::KeyEncipherment,
         ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let serving_cert = params
-            .signed_by(&serving_key, &serving_ca)
-            .context("signing the serving certificate")?;
+        self.issue(params, "a serving certificate")
+    }
 
-        let client_ca = ca("testenv-client-ca")?;
-        let admin_key = key()?;
+    /// A client certificate with subject `CN=<common_name>[, O=<organization>]`.
+    pub fn issue_client(
+        &self,
+        common_name: &str,
+        organization: Option<&str>,
+    ) -> Result<IssuedCertificate> {
         let mut params = CertificateParams::default();
-        // The apiserver maps CN to the user name and O to groups; system:masters bypasses RBAC.
-        params.distinguished_name = name("admin", Some("system:masters"));
+        params.distinguished_name = name(common_name, organization);
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let admin_cert = params
-            .signed_by(&admin_key, &client_ca)
-            .context("signing the admin client certificate")?;
+        self.issue(params, "a client certificate")
+    }
 
+    fn issue(&self, params: CertificateParams, what: &str) -> Result<IssuedCertificate> {
+        let key = key()?;
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .with_context(|| format!("signing {what}"))?;
+        Ok(IssuedCertificate {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
+impl Pki {
+    pub(crate) fn generate() -> Result<Self> {
+        let serving_ca = CertificateAuthority::new("testenv-serving-ca")?;
+        let serving = serving_ca.issue_server()?;
+        let client_ca = CertificateAuthority::new("testenv-client-ca")?;
+        // The apiserver maps CN to the user name and O to groups; system:masters bypasses RBAC.
+        let admin = client_ca.issue_client("admin", Some("system:masters"))?;
         let sa_key = key()?;
 
         Ok(Self {
-            serving_ca_pem: serving_ca.pem(),
-            serving_ca_der: serving_ca.der().to_vec(),
-            serving_cert_pem: serving_cert.pem(),
-            serving_key_pem: serving_key.serialize_pem(),
-            client_ca_pem: client_ca.pem(),
-            admin_cert_pem: admin_cert.pem(),
-            admin_key_pem: admin_key.serialize_pem(),
+            serving_ca_pem: serving_ca.cert_pem(),
+            serving_ca_der: serving_ca.cert_der(),
+            serving_cert_pem: serving.cert_pem,
+            serving_key_pem: serving.key_pem,
+            client_ca_pem: client_ca.cert_pem(),
+            admin_cert_pem: admin.cert_pem,
+            admin_key_pem: admin.key_pem,
             sa_public_key_pem: sa_key.public_key_pem(),
             sa_key_pem: sa_key.serialize_pem(),
         })

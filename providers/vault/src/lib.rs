@@ -1,0 +1,744 @@
+//! ESO's HashiCorp Vault provider: the KV engine (v1 and v2) with every login method ESO
+//! supports but the cloud ones, logging in once per client rather than once per reconcile.
+
+mod connection;
+mod kv;
+mod referent;
+mod session;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use api::meta::SecretKeySelector;
+use api::provider_kinds::Descriptor;
+use api::providers::vault::{DESCRIPTOR, VaultAuth, VaultKvVersion, VaultProvider};
+use async_trait::async_trait;
+use provider::{
+    Caller, Capabilities, ClientRequest, CredentialRef, CredentialsReader, Error, FindRequest,
+    ProviderRuntime, ProviderSchema, PushRemoteRef, PushRequest, RemoteRef, Result, SecretsClient,
+    SpecReport, Validation, parse_spec,
+};
+use serde_json::{Map, Value, json};
+use vaultrs::client::VaultClient;
+use vaultrs::error::ClientError;
+
+use crate::connection::Connection;
+use crate::kv::{Kv, Location, MANAGED_BY, MANAGED_BY_US, V1_METADATA_KEY};
+use crate::session::{Jwt, Login, Logins, SecretKey, Session};
+
+#[derive(Default)]
+pub struct Vault {
+    logins: Logins,
+}
+
+impl ProviderSchema for Vault {
+    fn descriptor(&self) -> &'static Descriptor {
+        &DESCRIPTOR
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ReadWrite
+    }
+
+    fn apply_referent(&self, spec: Value, caller: Caller, namespace: &str) -> Result<Value> {
+        referent::apply(spec, caller, namespace)
+    }
+
+    fn validate_spec(&self, spec: &Value) -> Result<SpecReport> {
+        let spec: VaultProvider = parse_spec(spec)?;
+        if !(spec.server.starts_with("http://") || spec.server.starts_with("https://")) {
+            return Err(Error::InvalidSpec(format!(
+                "server: {:?} is not an http:// or https:// URL",
+                spec.server
+            )));
+        }
+        if let Some(auth) = &spec.auth {
+            login(auth, true)?;
+        }
+        let mut warnings = Vec::new();
+        if spec.read_your_writes == Some(true) {
+            warnings.push(
+                "readYourWrites is not implemented yet: reads on a performance standby may miss earlier writes".to_owned(),
+            );
+        }
+        if spec.version == Some(VaultKvVersion::V1)
+            && spec.check_and_set.as_ref().and_then(|c| c.required) == Some(true)
+        {
+            warnings.push("checkAndSet applies to KV v2 only and is ignored for v1".to_owned());
+        }
+        Ok(SpecReport { warnings })
+    }
+
+    fn credential_refs(&self, spec: &Value, _namespace: &str) -> Vec<CredentialRef> {
+        referent::credential_refs(spec)
+    }
+}
+
+#[async_trait]
+impl ProviderRuntime for Vault {
+    async fn new_client(
+        &self,
+        request: ClientRequest,
+        credentials: Arc<dyn CredentialsReader>,
+    ) -> Result<Box<dyn SecretsClient>> {
+        let spec: VaultProvider = parse_spec(&request.spec)?;
+        let kv = Kv {
+            mount: spec.path.clone().filter(|p| !p.is_empty()),
+            version: spec.version.unwrap_or_default(),
+        };
+        let cas = spec.check_and_set.as_ref().and_then(|c| c.required) == Some(true);
+        // A referent cluster store checked on its own has no namespace to read credentials in.
+        let referent = !referent::unresolved(&request.spec).is_empty();
+        let login = match &spec.auth {
+            Some(auth) if !referent => login(auth, false)?,
+            _ => Login::Anonymous,
+        };
+        let connection = if referent {
+            None
+        } else {
+            Some(Connection::build(&spec, credentials.as_ref()).await?)
+        };
+        Ok(Box::new(VaultSecrets {
+            session: connection.map(|c| Session::new(c, login, credentials, self.logins.clone())),
+            kv,
+            cas,
+        }))
+    }
+
+    fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register(
+            "vault_logins",
+            "Logins to Vault by auth method (one per client and token lifetime)",
+            self.logins.clone(),
+        );
+    }
+}
+
+/// The login method, in ESO's order when several are set. `check_only` validates without
+/// needing namespaces (the spec before `apply_referent`).
+fn login(auth: &VaultAuth, check_only: bool) -> Result<Login> {
+    let key = |s: &SecretKeySelector, field: &str, default: &str| -> Result<SecretKey> {
+        let name = s
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| Error::InvalidSpec(format!("{field}.name is required")))?;
+        let namespace = s.namespace.clone().unwrap_or_default();
+        if namespace.is_empty() && !check_only {
+            return Err(Error::InvalidSpec(format!("{field}.namespace is required")));
+        }
+        Ok(SecretKey {
+            namespace,
+            name,
+            key: s
+                .key
+                .clone()
+                .filter(|k| !k.is_empty())
+                .unwrap_or_else(|| default.to_owned()),
+        })
+    };
+    let mount = |path: &Option<String>, default: &str| {
+        path.clone()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| default.to_owned())
+    };
+    let required = |field: &str| Error::InvalidSpec(format!("{field} is required"));
+    if let Some(token) = &auth.token_secret_ref {
+        return Ok(Login::Static {
+            secret: key(token, "auth.tokenSecretRef", "token")?,
+        });
+    }
+    if let Some(role) = &auth.app_role {
+        let role_id = match (&role.role_id, &role.role_ref) {
+            (Some(id), _) if !id.is_empty() => session::Value::Inline(id.clone()),
+            (_, Some(r)) => session::Value::Secret(key(r, "auth.appRole.roleRef", "role-id")?),
+            _ => {
+                return Err(Error::InvalidSpec(
+                    "auth.appRole: set roleId or roleRef".into(),
+                ));
+            }
+        };
+        return Ok(Login::AppRole {
+            mount: mount(&role.path, "approle"),
+            role_id,
+            secret_id: key(&role.secret_ref, "auth.appRole.secretRef", "secret-id")?,
+        });
+    }
+    if let Some(k8s) = &auth.kubernetes {
+        if k8s.role.is_empty() {
+            return Err(required("auth.kubernetes.role"));
+        }
+        let jwt = match (&k8s.service_account_ref, &k8s.secret_ref) {
+            (Some(sa), _) => {
+                service_account(sa, "auth.kubernetes.serviceAccountRef", None, check_only)?
+            }
+            (None, Some(s)) => Jwt::Secret(key(s, "auth.kubernetes.secretRef", "token")?),
+            (None, None) => {
+                return Err(Error::InvalidSpec(
+                    "auth.kubernetes: set serviceAccountRef or secretRef (the operator's own token is not used)".into(),
+                ));
+            }
+        };
+        return Ok(Login::Kubernetes {
+            mount: mount(&k8s.mount_path, "kubernetes"),
+            role: k8s.role.clone(),
+            jwt,
+        });
+    }
+    // ldap and userPass share one shape; ldap comes first.
+    let password_login = [
+        auth.ldap.as_ref().map(|l| {
+            (
+                "ldap",
+                "auth.ldap",
+                &l.path,
+                &l.username,
+                &l.secret_ref,
+                "ldap",
+            )
+        }),
+        auth.user_pass.as_ref().map(|u| {
+            (
+                "userpass",
+                "auth.userPass",
+                &u.path,
+                &u.username,
+                &u.secret_ref,
+                "userpass",
+            )
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .next();
+    if let Some((method, field, path, username, secret, default)) = password_login {
+        let password = secret
+            .as_ref()
+            .ok_or_else(|| required(&format!("{field}.secretRef")))?;
+        if username.is_empty() {
+            return Err(required(&format!("{field}.username")));
+        }
+        return Ok(Login::Password {
+            method,
+            mount: mount(path, default),
+            username: username.clone(),
+            password: key(password, &format!("{field}.secretRef"), "password")?,
+        });
+    }
+    if let Some(jwt) = &auth.jwt {
+        let token = match (&jwt.secret_ref, &jwt.kubernetes_service_account_token) {
+            (Some(s), _) => Jwt::Secret(key(s, "auth.jwt.secretRef", "token")?),
+            (None, Some(sat)) => service_account(
+                &sat.service_account_ref,
+                "auth.jwt.kubernetesServiceAccountToken.serviceAccountRef",
+                sat.audiences.as_deref(),
+                check_only,
+            )?,
+            (None, None) => {
+                return Err(Error::InvalidSpec(
+                    "auth.jwt: set secretRef or kubernetesServiceAccountToken".into(),
+                ));
+            }
+        };
+        return Ok(Login::Jwt {
+            mount: mount(&jwt.path, "jwt"),
+            role: jwt.role.clone().filter(|r| !r.is_empty()),
+            jwt: token,
+        });
+    }
+    if let Some(cert) = &auth.cert {
+        if cert.client_cert.is_none() || cert.secret_ref.is_none() {
+            return Err(Error::InvalidSpec(
+                "auth.cert: set clientCert and secretRef (the private key)".into(),
+            ));
+        }
+        return Ok(Login::Cert {
+            mount: mount(&cert.path, "cert"),
+            role: cert.vault_role.clone().unwrap_or_default(),
+        });
+    }
+    if auth.iam.is_some() {
+        return Err(Error::InvalidSpec(
+            "auth.iam: AWS IAM login is not supported by this operator".into(),
+        ));
+    }
+    if auth.gcp.is_some() {
+        return Err(Error::InvalidSpec(
+            "auth.gcp: Google Cloud login is not supported by this operator".into(),
+        ));
+    }
+    Ok(Login::Anonymous)
+}
+
+fn service_account(
+    sa: &api::meta::ServiceAccountSelector,
+    field: &str,
+    fallback_audiences: Option<&[String]>,
+    check_only: bool,
+) -> Result<Jwt> {
+    let namespace = sa.namespace.clone().unwrap_or_default();
+    if sa.name.is_empty() {
+        return Err(Error::InvalidSpec(format!("{field}.name is required")));
+    }
+    if namespace.is_empty() && !check_only {
+        return Err(Error::InvalidSpec(format!("{field}.namespace is required")));
+    }
+    let audiences = sa
+        .audiences
+        .clone()
+        .filter(|a| !a.is_empty())
+        .or_else(|| fallback_audiences.map(<[String]>::to_vec))
+        .unwrap_or_else(|| vec!["vault".to_owned()]);
+    Ok(Jwt::ServiceAccount {
+        namespace,
+        name: sa.name.clone(),
+        audiences,
+    })
+}
+
+struct VaultSecrets {
+    /// `None` for a referent cluster store checked on its own: usable, but not here.
+    session: Option<Session>,
+    kv: Kv,
+    cas: bool,
+}
+
+/// A secret as read: its data and, in v2, its custom metadata and version.
+struct Stored {
+    data: Map<String, Value>,
+    managed: bool,
+    version: Option<u64>,
+}
+
+impl VaultSecrets {
+    fn session(&self) -> Result<&Session> {
+        self.session.as_ref().ok_or_else(|| {
+            Error::Backend("a referent ClusterSecretStore reads credentials in the namespace of the ExternalSecret or PushSecret that uses it".into())
+        })
+    }
+
+    /// Runs `call` with a valid token; once more after a fresh login if Vault refuses the token.
+    async fn call<T, F, Fut>(&self, call: F) -> Result<T>
+    where
+        F: Fn(Arc<VaultClient>) -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        let session = self.session()?;
+        let api = session.api().await?;
+        match call(api.clone()).await {
+            Err(ClientError::APIError { code: 403, .. }) => {
+                session.refused(&api).await;
+                let api = session.api().await?;
+                call(api).await.map_err(backend)
+            }
+            other => other.map_err(backend),
+        }
+    }
+
+    async fn read(&self, at: &Location, version: Option<&str>) -> Result<Option<Stored>> {
+        let version = version
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| Error::Backend(format!("version {v:?} is not a number")))
+            })
+            .transpose()?;
+        let (mount, path) = (at.mount.clone(), at.path.clone());
+        let data: Option<Map<String, Value>> = match self.kv.version {
+            VaultKvVersion::V2 => absent_as_none(
+                self.call(|api| {
+                    let (mount, path) = (mount.clone(), path.clone());
+                    async move {
+                        match version {
+                            Some(v) => {
+                                vaultrs::kv2::read_version(api.as_ref(), &mount, &path, v).await
+                            }
+                            None => vaultrs::kv2::read(api.as_ref(), &mount, &path).await,
+                        }
+                    }
+                })
+                .await,
+            )?,
+            VaultKvVersion::V1 => absent_as_none(
+                self.call(|api| {
+                    let (mount, path) = (mount.clone(), path.clone());
+                    async move { vaultrs::kv1::get(api.as_ref(), &mount, &path).await }
+                })
+                .await,
+            )?,
+        };
+        let Some(data) = data else { return Ok(None) };
+        let (managed, version) = match self.kv.version {
+            VaultKvVersion::V2 => match self.metadata(at).await? {
+                Some(m) => (
+                    m.custom_metadata
+                        .as_ref()
+                        .and_then(|c| c.get(MANAGED_BY))
+                        .is_some_and(|v| v == MANAGED_BY_US),
+                    Some(m.current_version),
+                ),
+                None => (false, None),
+            },
+            VaultKvVersion::V1 => (
+                data.get(V1_METADATA_KEY)
+                    .and_then(|m| m.get(MANAGED_BY))
+                    .is_some_and(|v| v == MANAGED_BY_US),
+                None,
+            ),
+        };
+        Ok(Some(Stored {
+            data,
+            managed,
+            version,
+        }))
+    }
+
+    async fn metadata(
+        &self,
+        at: &Location,
+    ) -> Result<Option<vaultrs::api::kv2::responses::ReadSecretMetadataResponse>> {
+        let (mount, path) = (at.mount.clone(), at.path.clone());
+        absent_as_none(
+            self.call(|api| {
+                let (mount, path) = (mount.clone(), path.clone());
+                async move { vaultrs::kv2::read_metadata(api.as_ref(), &mount, &path).await }
+            })
+            .await,
+        )
+    }
+
+    async fn write(
+        &self,
+        at: &Location,
+        data: Map<String, Value>,
+        current: Option<u64>,
+    ) -> Result<()> {
+        let (mount, path) = (at.mount.clone(), at.path.clone());
+        match self.kv.version {
+            VaultKvVersion::V2 => {
+                let custom = std::collections::HashMap::from([(
+                    MANAGED_BY.to_owned(),
+                    MANAGED_BY_US.to_owned(),
+                )]);
+                self.call(|api| {
+                    let (mount, path, custom) = (mount.clone(), path.clone(), custom.clone());
+                    async move {
+                        let mut opts =
+                            vaultrs::api::kv2::requests::SetSecretMetadataRequest::builder();
+                        opts.custom_metadata(custom);
+                        vaultrs::kv2::set_metadata(api.as_ref(), &mount, &path, Some(&mut opts))
+                            .await
+                    }
+                })
+                .await?;
+                let cas = self.cas.then(|| current.unwrap_or(0));
+                self.call(|api| {
+                    let (mount, path, data) = (mount.clone(), path.clone(), data.clone());
+                    async move {
+                        let options = vaultrs::api::kv2::requests::SetSecretRequestOptions {
+                            cas: cas.map_or(0, |c| c as u32),
+                        };
+                        if cas.is_some() {
+                            vaultrs::kv2::set_with_options(
+                                api.as_ref(),
+                                &mount,
+                                &path,
+                                &data,
+                                options,
+                            )
+                            .await
+                            .map(|_| ())
+                        } else {
+                            vaultrs::kv2::set(api.as_ref(), &mount, &path, &data)
+                                .await
+                                .map(|_| ())
+                        }
+                    }
+                })
+                .await
+            }
+            VaultKvVersion::V1 => {
+                let mut data = data;
+                data.insert(V1_METADATA_KEY.into(), json!({MANAGED_BY: MANAGED_BY_US}));
+                self.call(|api| {
+                    let (mount, path, data) = (mount.clone(), path.clone(), data.clone());
+                    async move {
+                        let data: std::collections::HashMap<&str, Value> =
+                            data.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+                        vaultrs::kv1::set(api.as_ref(), &mount, &path, &data).await
+                    }
+                })
+                .await
+            }
+        }
+    }
+
+    async fn remove(&self, at: &Location) -> Result<()> {
+        let (mount, path) = (at.mount.clone(), at.path.clone());
+        let result = match self.kv.version {
+            VaultKvVersion::V2 => {
+                self.call(|api| {
+                    let (mount, path) = (mount.clone(), path.clone());
+                    async move { vaultrs::kv2::delete_metadata(api.as_ref(), &mount, &path).await }
+                })
+                .await
+            }
+            VaultKvVersion::V1 => {
+                self.call(|api| {
+                    let (mount, path) = (mount.clone(), path.clone());
+                    async move { vaultrs::kv1::delete(api.as_ref(), &mount, &path).await }
+                })
+                .await
+            }
+        };
+        match result {
+            Err(Error::NoSecret) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// ESO's `metadataPolicy: Fetch` (KV v2): the custom metadata, with `created_time`,
+    /// `current_version` and `delete_version_after` beside it.
+    async fn fetched_metadata(&self, at: &Location) -> Result<Map<String, Value>> {
+        if self.kv.version == VaultKvVersion::V1 {
+            return Err(Error::Unsupported {
+                provider: DESCRIPTOR.kind.to_owned(),
+                operation: "metadataPolicy Fetch on KV v1".to_owned(),
+            });
+        }
+        let metadata = self.metadata(at).await?.ok_or(Error::NoSecret)?;
+        let mut map: Map<String, Value> = metadata
+            .custom_metadata
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
+        map.insert("created_time".into(), metadata.created_time.into());
+        map.insert(
+            "current_version".into(),
+            metadata.current_version.to_string().into(),
+        );
+        map.insert(
+            "delete_version_after".into(),
+            metadata.delete_version_after.into(),
+        );
+        Ok(map)
+    }
+
+    /// Every secret path below `prefix` of the mount (v2 metadata or v1 listing), recursively.
+    async fn list(&self, mount: &str, prefix: &str) -> Result<Vec<String>> {
+        let mut found = Vec::new();
+        let mut folders = vec![prefix.trim_matches('/').to_owned()];
+        while let Some(folder) = folders.pop() {
+            let (mount, dir) = (mount.to_owned(), folder.clone());
+            let keys: Vec<String> = match absent_as_none(
+                self.call(|api| {
+                    let (mount, dir) = (mount.clone(), dir.clone());
+                    let v2 = self.kv.version == VaultKvVersion::V2;
+                    async move {
+                        if v2 {
+                            vaultrs::kv2::list(api.as_ref(), &mount, &dir).await
+                        } else {
+                            vaultrs::kv1::list(api.as_ref(), &mount, &dir)
+                                .await
+                                .map(|l| l.data.keys)
+                        }
+                    }
+                })
+                .await,
+            )? {
+                Some(keys) => keys,
+                None => continue,
+            };
+            for key in keys {
+                let full = if folder.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{folder}/{key}")
+                };
+                match full.strip_suffix('/') {
+                    Some(sub) => folders.push(sub.to_owned()),
+                    None => found.push(full),
+                }
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+}
+
+/// Vault's answers as the contract's errors; a missing secret stays distinct.
+fn backend(e: ClientError) -> Error {
+    match e {
+        ClientError::APIError { code: 404, .. } => Error::NoSecret,
+        ClientError::APIError { code, errors } => {
+            Error::Backend(format!("Vault answered {code}: {}", errors.join("; ")))
+        }
+        other => Error::Backend(format!("Vault: {other}")),
+    }
+}
+
+fn absent_as_none<T>(result: Result<T>) -> Result<Option<T>> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(Error::NoSecret) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[async_trait]
+impl SecretsClient for VaultSecrets {
+    async fn get_secret(&self, remote: &RemoteRef) -> Result<Vec<u8>> {
+        let at = self.kv.locate(&remote.key)?;
+        if remote.fetch_metadata {
+            let metadata = self.fetched_metadata(&at).await?;
+            return kv::extract(&metadata, remote.property.as_deref());
+        }
+        let stored = self
+            .read(&at, remote.version.as_deref())
+            .await?
+            .ok_or(Error::NoSecret)?;
+        kv::extract(&stored.data, remote.property.as_deref())
+    }
+
+    async fn get_secret_map(&self, remote: &RemoteRef) -> Result<BTreeMap<String, Vec<u8>>> {
+        let at = self.kv.locate(&remote.key)?;
+        if remote.fetch_metadata {
+            let metadata = self.fetched_metadata(&at).await?;
+            return kv::as_map(&metadata, remote.property.as_deref());
+        }
+        let stored = self
+            .read(&at, remote.version.as_deref())
+            .await?
+            .ok_or(Error::NoSecret)?;
+        kv::as_map(&stored.data, remote.property.as_deref())
+    }
+
+    async fn get_all_secrets(&self, find: &FindRequest) -> Result<BTreeMap<String, Vec<u8>>> {
+        let mount = self.kv.mount.clone().ok_or_else(|| {
+            Error::InvalidSpec("find needs spec.provider.vault.path (the KV mount)".into())
+        })?;
+        if !find.tags.is_empty() && self.kv.version == VaultKvVersion::V1 {
+            return Err(Error::Unsupported {
+                provider: DESCRIPTOR.kind.to_owned(),
+                operation: "find.tags on KV v1".to_owned(),
+            });
+        }
+        let pattern = find
+            .name_regexp
+            .as_deref()
+            .map(regex::Regex::new)
+            .transpose()
+            .map_err(|e| Error::Backend(format!("find.name.regexp: {e}")))?;
+        let mut out = BTreeMap::new();
+        for path in self
+            .list(&mount, find.path.as_deref().unwrap_or_default())
+            .await?
+        {
+            if pattern.as_ref().is_some_and(|re| !re.is_match(&path)) {
+                continue;
+            }
+            let at = Location {
+                mount: mount.clone(),
+                path: path.clone(),
+            };
+            if !find.tags.is_empty() {
+                let custom = self
+                    .metadata(&at)
+                    .await?
+                    .and_then(|m| m.custom_metadata)
+                    .unwrap_or_default();
+                if !find.tags.iter().all(|(k, v)| custom.get(k) == Some(v)) {
+                    continue;
+                }
+            }
+            if let Some(stored) = self.read(&at, None).await? {
+                out.insert(path, kv::extract(&stored.data, None)?);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn push_secret(&self, push: &PushRequest) -> Result<()> {
+        let at = self.kv.locate(&push.remote.remote_key)?;
+        let existing = self.read(&at, None).await?;
+        if let Some(stored) = &existing
+            && !stored.managed
+        {
+            return Err(Error::Backend(format!(
+                "secret {:?} exists and is not managed by external-secrets; refusing to overwrite it",
+                push.remote.remote_key
+            )));
+        }
+        let current = existing.as_ref().map(|s| {
+            let mut data = s.data.clone();
+            data.remove(V1_METADATA_KEY);
+            data
+        });
+        let data = kv::pushed(
+            current.as_ref(),
+            push.remote.property.as_deref(),
+            &push.value,
+        )?;
+        if current.as_ref() == Some(&data) {
+            return Ok(());
+        }
+        self.write(&at, data, existing.and_then(|s| s.version))
+            .await
+    }
+
+    async fn delete_secret(&self, remote: &PushRemoteRef) -> Result<()> {
+        let at = self.kv.locate(&remote.remote_key)?;
+        let Some(stored) = self.read(&at, None).await?.filter(|s| s.managed) else {
+            // Absent, or not ours: nothing of ours to delete.
+            return Ok(());
+        };
+        match remote.property.as_deref().filter(|p| !p.is_empty()) {
+            Some(property) => {
+                let mut data = stored.data;
+                data.remove(V1_METADATA_KEY);
+                if data.remove(property).is_none() {
+                    return Ok(());
+                }
+                if data.is_empty() {
+                    self.remove(&at).await
+                } else {
+                    self.write(&at, data, stored.version).await
+                }
+            }
+            None => self.remove(&at).await,
+        }
+    }
+
+    async fn secret_exists(&self, remote: &PushRemoteRef) -> Result<bool> {
+        let at = self.kv.locate(&remote.remote_key)?;
+        Ok(match self.read(&at, None).await? {
+            None => false,
+            Some(stored) => remote
+                .property
+                .as_deref()
+                .filter(|p| !p.is_empty())
+                .is_none_or(|p| stored.data.contains_key(p)),
+        })
+    }
+
+    async fn validate(&self) -> Result<Validation> {
+        if self.session.is_none() {
+            return Ok(Validation::Unknown);
+        }
+        self.call(|api| async move { vaultrs::token::lookup_self(api.as_ref()).await.map(|_| ()) })
+            .await?;
+        Ok(Validation::Ready)
+    }
+
+    async fn close(&self) -> Result<()> {
+        if let Some(session) = &self.session {
+            session.close().await;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

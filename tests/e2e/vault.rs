@@ -1,0 +1,857 @@
+//! The Vault provider against a real Vault server (built by `hack/build-vault.sh`): each login
+//! method logs in and reads, KV v1 and v2, properties and JSON paths, push and delete, referent
+//! cluster stores, credential scope, one login per identity, and an outage that leaves every
+//! Secret as it was.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, ensure};
+use api::external_secret::ExternalSecret;
+use api::push_secret::PushSecret;
+use api::store::{ClusterSecretStore, SecretStore};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use libtest_mimic::Trial;
+use serde_json::{Value, json};
+use testenv::{JwtRole, KubernetesRole, KvVersion, TokenOptions, VaultServer};
+
+use crate::operator::{TIMEOUT, ready, wait_ready};
+use crate::sync::wait_secret;
+use crate::{Env, trial};
+
+const KV2: &str = "secret";
+const KV1: &str = "kv1";
+
+pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
+    vec![
+        trial("vault::approle_reads_kv2", env, approle_reads_kv2),
+        trial("vault::kv1_and_static_token", env, kv1_and_static_token),
+        trial(
+            "vault::kubernetes_jwt_and_userpass_logins",
+            env,
+            other_logins,
+        ),
+        trial("vault::push_read_back_and_delete", env, push_and_delete),
+        trial(
+            "vault::find_by_name_and_tags_and_metadata",
+            env,
+            find_by_name_and_tags,
+        ),
+        trial("vault::tls_with_ca_bundle_and_ca_provider", env, tls),
+        trial("vault::referent_cluster_store", env, referent_cluster_store),
+        trial(
+            "vault::credentials_outside_the_namespace_are_refused",
+            env,
+            outside_namespace,
+        ),
+        trial("vault::one_login_per_identity", env, one_login_per_identity),
+        trial("vault::outage_keeps_every_secret", env, outage),
+    ]
+}
+
+/// Mounts and auth methods every trial uses; each trial adds policies and roles of its own.
+pub async fn setup(env: &Env) -> Result<()> {
+    let vault = env.vault()?;
+    configure(vault, env).await
+}
+
+async fn configure(vault: &VaultServer, env: &Env) -> Result<()> {
+    vault.mount_kv(KV2, KvVersion::V2).await?;
+    vault.mount_kv(KV1, KvVersion::V1).await?;
+    for method in ["approle", "userpass", "jwt", "kubernetes"] {
+        vault.enable_auth(method, method).await?;
+    }
+    // No LDAP server here: the ldap login shape (POST auth/<path>/login/<user>) is the userpass
+    // method's, so a userpass mount at `ldap` stands in for it.
+    vault.enable_auth("ldap", "userpass").await?;
+    vault
+        .configure_jwt_for_kubernetes("jwt", env.control_plane())
+        .await?;
+    vault
+        .configure_kubernetes_auth("kubernetes", env.control_plane())
+        .await?;
+    vault.enable_file_audit().await
+}
+
+/// A policy named after `ns` that may do anything below `<mount>/<ns>/` of both KV mounts.
+async fn policy_for(vault: &VaultServer, ns: &str) -> Result<()> {
+    let hcl = format!(
+        r#"
+path "{KV2}/data/{ns}/*" {{ capabilities = ["create", "read", "update", "delete", "list"] }}
+path "{KV2}/metadata/{ns}/*" {{ capabilities = ["create", "read", "update", "delete", "list"] }}
+path "{KV2}/metadata/{ns}" {{ capabilities = ["list"] }}
+path "{KV1}/{ns}/*" {{ capabilities = ["create", "read", "update", "delete", "list"] }}
+"#
+    );
+    vault.write_policy(ns, &hcl).await
+}
+
+/// An AppRole role for `ns` with its policy; the secret id is stored in Secret `approle`.
+async fn approle_for(
+    vault: &VaultServer,
+    client: &Client,
+    ns: &str,
+    token: TokenOptions,
+) -> Result<String> {
+    policy_for(vault, ns).await?;
+    vault.create_approle_role("approle", ns, &token).await?;
+    let role_id = vault.approle_role_id("approle", ns).await?;
+    store_secret_id(vault, client, ns).await?;
+    Ok(role_id)
+}
+
+/// A fresh secret id in Secret `approle` of `ns`.
+async fn store_secret_id(vault: &VaultServer, client: &Client, ns: &str) -> Result<()> {
+    let secret_id = vault.approle_secret_id("approle", ns).await?;
+    let yaml = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: approle}}\nstringData: {{secret-id: {secret_id}}}\n"
+    );
+    testenv::apply_yaml_in(client, ns, &yaml, true).await?;
+    Ok(())
+}
+
+fn approle_store(vault: &VaultServer, name: &str, role_id: &str, version: &str) -> String {
+    let mount = if version == "v1" { KV1 } else { KV2 };
+    format!(
+        r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: {name}}}
+spec:
+  provider:
+    vault:
+      server: {server}
+      path: {mount}
+      version: {version}
+      auth:
+        appRole:
+          path: approle
+          roleId: {role_id}
+          secretRef: {{name: approle, key: secret-id}}
+"#,
+        server = vault.address()
+    )
+}
+
+async fn store_ready(client: &Client, ns: &str, name: &str) -> Result<Value> {
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), ns);
+    wait_ready(&format!("SecretStore {name}"), "True", "Valid", || async {
+        Ok(serde_json::to_value(stores.get(name).await?)?)
+    })
+    .await
+}
+
+fn bytes(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+        .collect()
+}
+
+async fn approle_reads_kv2(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-read").await?;
+    let path = format!("{ns}/db");
+    vault
+        .write_kv_v2(KV2, &path, &json!({"user": "alice"}))
+        .await?;
+    vault
+        .write_kv_v2(
+            KV2,
+            &path,
+            &json!({"user": "bob", "config": {"host": "db.example.com", "port": 5432}, "a.b": "exact"}),
+        )
+        .await?;
+    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &approle_store(vault, "vault", &role_id, "v2"),
+        true,
+    )
+    .await?;
+    store_ready(&client, &ns, "vault").await?;
+    let es = format!(
+        r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: db}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{name: vault}}
+  data:
+  - {{secretKey: user, remoteRef: {{key: {path}, property: user}}}}
+  - {{secretKey: user-v1, remoteRef: {{key: {path}, property: user, version: "1"}}}}
+  - {{secretKey: host, remoteRef: {{key: {path}, property: config.host}}}}
+  - {{secretKey: exact, remoteRef: {{key: "{KV2}/data/{path}", property: a.b}}}}
+  dataFrom:
+  - extract: {{key: {path}, property: config}}
+"#
+    );
+    testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    wait_secret(
+        &client,
+        &ns,
+        "db",
+        &bytes(&[
+            ("user", "bob"),
+            ("user-v1", "alice"),
+            ("host", "db.example.com"),
+            ("exact", "exact"),
+            ("port", "5432"),
+        ]),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn kv1_and_static_token(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-kv1").await?;
+    policy_for(vault, &ns).await?;
+    vault
+        .write_kv_v1(KV1, &format!("{ns}/app"), &json!({"token": "t0k", "n": 7}))
+        .await?;
+    let token = vault
+        .api(
+            http::Method::POST,
+            "auth/token/create",
+            Some(&json!({"policies": [ns], "ttl": "1h"})),
+        )
+        .await?
+        .and_then(|a| a["auth"]["client_token"].as_str().map(str::to_owned))
+        .context("creating a token")?;
+    let yaml = format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: vault-token}}
+stringData: {{token: {token}}}
+---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: kv1}}
+spec:
+  provider:
+    vault:
+      server: {server}
+      path: {KV1}
+      version: v1
+      auth: {{tokenSecretRef: {{name: vault-token, key: token}}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: app}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{name: kv1}}
+  data:
+  - {{secretKey: token, remoteRef: {{key: {ns}/app, property: token}}}}
+  - {{secretKey: n, remoteRef: {{key: {ns}/app, property: n}}}}
+"#,
+        server = vault.address()
+    );
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    store_ready(&client, &ns, "kv1").await?;
+    wait_secret(&client, &ns, "app", &bytes(&[("token", "t0k"), ("n", "7")])).await?;
+    Ok(())
+}
+
+/// Kubernetes login with a requested ServiceAccount token, JWT login with a ServiceAccount token
+/// for audience `vault`, userpass, and ldap (against a userpass mount, see `configure`).
+async fn other_logins(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-logins").await?;
+    policy_for(vault, &ns).await?;
+    vault
+        .write_kv_v2(KV2, &format!("{ns}/s"), &json!({"v": "ok"}))
+        .await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "reader"}}))?;
+    accounts.create(&PostParams::default(), &sa).await?;
+    let token = TokenOptions::policies(&[ns.as_str()]);
+    vault
+        .create_kubernetes_role(
+            "kubernetes",
+            &ns,
+            &KubernetesRole {
+                service_account_names: vec!["reader".into()],
+                namespaces: vec![ns.clone()],
+                audience: None,
+            },
+            &token,
+        )
+        .await?;
+    vault
+        .create_jwt_role(
+            "jwt",
+            &ns,
+            &JwtRole {
+                audiences: vec!["vault".into()],
+                subject: Some(format!("system:serviceaccount:{ns}:reader")),
+                claims: None,
+            },
+            &token,
+        )
+        .await?;
+    for mount in ["userpass", "ldap"] {
+        vault
+            .create_userpass_user(mount, &ns, "pa55word", &token)
+            .await?;
+    }
+    let server = vault.address();
+    let store = |name: &str, auth: &str| {
+        format!(
+            "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: {name}}}\nspec:\n  provider:\n    vault:\n      server: {server}\n      path: {KV2}\n      auth: {auth}\n"
+        )
+    };
+    let stores = [
+        (
+            "k8s",
+            format!(
+                "{{kubernetes: {{mountPath: kubernetes, role: {ns}, serviceAccountRef: {{name: reader}}}}}}"
+            ),
+        ),
+        (
+            "jwt",
+            format!(
+                "{{jwt: {{path: jwt, role: {ns}, kubernetesServiceAccountToken: {{serviceAccountRef: {{name: reader, audiences: [vault]}}}}}}}}"
+            ),
+        ),
+        (
+            "userpass",
+            format!(
+                "{{userPass: {{path: userpass, username: {ns}, secretRef: {{name: password, key: password}}}}}}"
+            ),
+        ),
+        (
+            "ldap",
+            format!(
+                "{{ldap: {{path: ldap, username: {ns}, secretRef: {{name: password, key: password}}}}}}"
+            ),
+        ),
+    ];
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: password}\nstringData: {password: pa55word}\n",
+        true,
+    )
+    .await?;
+    for (name, auth) in &stores {
+        testenv::apply_yaml_in(&client, &ns, &store(name, auth), true).await?;
+        let es = format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: via-{name}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: {name}}}\n  data: [{{secretKey: v, remoteRef: {{key: {ns}/s, property: v}}}}]\n"
+        );
+        testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    }
+    for (name, _) in &stores {
+        store_ready(&client, &ns, name)
+            .await
+            .with_context(|| format!("the {name} login"))?;
+        wait_secret(&client, &ns, &format!("via-{name}"), &bytes(&[("v", "ok")])).await?;
+    }
+    Ok(())
+}
+
+async fn push_and_delete(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-push").await?;
+    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    vault
+        .write_kv_v2(KV2, &format!("{ns}/theirs"), &json!({"token": "keep-me"}))
+        .await?;
+    let yaml = format!(
+        r#"{store}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: src}}
+stringData: {{token: pushed-value}}
+---
+apiVersion: external-secrets.io/v1alpha1
+kind: PushSecret
+metadata: {{name: push}}
+spec:
+  refreshInterval: 1h
+  deletionPolicy: Delete
+  secretStoreRefs: [{{name: vault, kind: SecretStore}}]
+  selector: {{secret: {{name: src}}}}
+  data:
+  - match: {{secretKey: token, remoteRef: {{remoteKey: {ns}/ours, property: token}}}}
+---
+apiVersion: external-secrets.io/v1alpha1
+kind: PushSecret
+metadata: {{name: overwrite}}
+spec:
+  refreshInterval: 1h
+  secretStoreRefs: [{{name: vault, kind: SecretStore}}]
+  selector: {{secret: {{name: src}}}}
+  data:
+  - match: {{secretKey: token, remoteRef: {{remoteKey: {ns}/theirs, property: token}}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: read-back}}
+spec:
+  refreshInterval: 2s
+  secretStoreRef: {{name: vault}}
+  data: [{{secretKey: token, remoteRef: {{key: {ns}/ours, property: token}}}}]
+"#,
+        store = approle_store(vault, "vault", &role_id, "v2")
+    );
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+    wait_ready("PushSecret push", "True", "Synced", || async {
+        Ok(serde_json::to_value(pushes.get("push").await?)?)
+    })
+    .await?;
+    wait_secret(
+        &client,
+        &ns,
+        "read-back",
+        &bytes(&[("token", "pushed-value")]),
+    )
+    .await?;
+    let ours = vault
+        .read_kv_v2(KV2, &format!("{ns}/ours"), None)
+        .await?
+        .context("the pushed secret")?;
+    ensure!(
+        ours.custom_metadata.get("managed-by").map(String::as_str) == Some("external-secrets"),
+        "pushed secrets are marked as ours: {:?}",
+        ours.custom_metadata
+    );
+    // A secret someone else wrote is not overwritten.
+    let refused = wait_ready("PushSecret overwrite", "False", "Errored", || async {
+        Ok(serde_json::to_value(pushes.get("overwrite").await?)?)
+    })
+    .await?;
+    let message = ready(&refused).and_then(|c| c.message).unwrap_or_default();
+    ensure!(
+        message.contains("not managed by external-secrets"),
+        "the refusal says why: {message}"
+    );
+    let theirs = vault
+        .read_kv_v2(KV2, &format!("{ns}/theirs"), None)
+        .await?
+        .context("their secret")?;
+    ensure!(
+        theirs.data["token"] == "keep-me",
+        "their secret is untouched"
+    );
+
+    // Deleting the PushSecret (deletionPolicy Delete) removes what it pushed.
+    pushes.delete("push", &DeleteParams::default()).await?;
+    testenv::wait_for(TIMEOUT, "the pushed secret to be deleted", || async {
+        match vault.read_kv_v2(KV2, &format!("{ns}/ours"), None).await? {
+            None => Ok(()),
+            Some(s) => Err(anyhow!("still there, version {}", s.version)),
+        }
+    })
+    .await
+}
+
+/// find by name and by tags, and `metadataPolicy: Fetch` reading the same custom metadata.
+async fn find_by_name_and_tags(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-find").await?;
+    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    for (path, value, team) in [
+        ("app/db", "1", "red"),
+        ("app/cache", "2", "blue"),
+        ("app/nested/queue", "3", "red"),
+        ("other", "4", "red"),
+    ] {
+        let full = format!("{ns}/{path}");
+        vault.write_kv_v2(KV2, &full, &json!({"v": value})).await?;
+        vault
+            .write_kv_v2_metadata(
+                KV2,
+                &full,
+                &BTreeMap::from([("team".to_owned(), team.to_owned())]),
+            )
+            .await?;
+    }
+    let yaml = format!(
+        r#"{store}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: by-name}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{name: vault}}
+  dataFrom:
+  - find: {{path: {ns}/app, name: {{regexp: "db|queue"}}}}
+    rewrite: [{{regexp: {{source: "/", target: "_"}}}}]
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: metadata}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{name: vault}}
+  data:
+  - {{secretKey: team, remoteRef: {{key: {ns}/app/db, property: team, metadataPolicy: Fetch}}}}
+  - {{secretKey: version, remoteRef: {{key: {ns}/app/db, property: current_version, metadataPolicy: Fetch}}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: by-tags}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{name: vault}}
+  dataFrom:
+  - find: {{path: {ns}, tags: {{team: red}}}}
+    rewrite: [{{regexp: {{source: "/", target: "_"}}}}]
+"#,
+        store = approle_store(vault, "vault", &role_id, "v2")
+    );
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    let value = |v: &str| format!(r#"{{"v":"{v}"}}"#);
+    let key = |p: &str| format!("{ns}/{p}").replace('/', "_");
+    let want = |pairs: &[(&str, &str)]| -> BTreeMap<String, Vec<u8>> {
+        pairs
+            .iter()
+            .map(|(p, v)| (key(p), value(v).into_bytes()))
+            .collect()
+    };
+    wait_secret(
+        &client,
+        &ns,
+        "by-name",
+        &want(&[("app/db", "1"), ("app/nested/queue", "3")]),
+    )
+    .await?;
+    let metadata = bytes(&[("team", "red"), ("version", "1")]);
+    wait_secret(&client, &ns, "metadata", &metadata).await?;
+    wait_secret(
+        &client,
+        &ns,
+        "by-tags",
+        &want(&[("app/db", "1"), ("app/nested/queue", "3"), ("other", "4")]),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The TLS listener, trusted through `caBundle` and through `caProvider` (a ConfigMap); without
+/// either the store reports the certificate error.
+async fn tls(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-tls").await?;
+    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    use base64::Engine as _;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(vault.ca_pem());
+    let ca_map = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "vault-ca"},
+        "data": {"ca.crt": vault.ca_pem()},
+    });
+    testenv::apply_yaml_in(&client, &ns, &serde_yaml::to_string(&ca_map)?, true).await?;
+    let store = |name: &str, trust: &str| {
+        format!(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: {name}}}
+spec:
+  provider:
+    vault:
+      server: {server}
+      path: {KV2}
+      {trust}
+      auth:
+        appRole: {{roleId: {role_id}, secretRef: {{name: approle, key: secret-id}}}}
+"#,
+            server = vault.tls_address()
+        )
+    };
+    for (name, trust) in [
+        ("bundle", format!("caBundle: {bundle}")),
+        (
+            "provider",
+            "caProvider: {type: ConfigMap, name: vault-ca, key: ca.crt}".to_owned(),
+        ),
+        ("untrusted", String::new()),
+    ] {
+        testenv::apply_yaml_in(&client, &ns, &store(name, &trust), true).await?;
+    }
+    store_ready(&client, &ns, "bundle").await?;
+    store_ready(&client, &ns, "provider").await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    let untrusted = testenv::wait_for(TIMEOUT, "SecretStore untrusted to fail", || async {
+        let s = serde_json::to_value(stores.get("untrusted").await?)?;
+        match ready(&s) {
+            Some(c) if c.status.as_str() == "False" => Ok(c.message.unwrap_or_default()),
+            other => Err(anyhow!("Ready is {other:?}")),
+        }
+    })
+    .await?;
+    ensure!(
+        untrusted.to_lowercase().contains("certificate") || untrusted.contains("login failed"),
+        "the failure names the TLS problem: {untrusted}"
+    );
+    Ok(())
+}
+
+/// One ClusterSecretStore, no namespace in its credential reference: each namespace using it
+/// logs in with its own Secret, and so reads only what its own role may.
+async fn referent_cluster_store(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let a = testenv::create_namespace(&client, "vault-ref-a").await?;
+    let b = testenv::create_namespace(&client, "vault-ref-b").await?;
+    // JWT login with a ServiceAccount token requested in the consumer's namespace: each
+    // namespace's own token, bound to its own role and policy.
+    for ns in [&a, &b] {
+        policy_for(vault, ns).await?;
+        vault
+            .write_kv_v2(KV2, &format!("{ns}/mine"), &json!({"owner": ns.as_str()}))
+            .await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+        let sa: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": "eso-reader"}}))?;
+        accounts.create(&PostParams::default(), &sa).await?;
+        vault
+            .create_jwt_role(
+                "jwt",
+                &format!("referent-{ns}"),
+                &JwtRole {
+                    audiences: vec!["vault".into()],
+                    subject: Some(format!("system:serviceaccount:{ns}:eso-reader")),
+                    claims: None,
+                },
+                &TokenOptions::policies(&[ns.as_str()]),
+            )
+            .await?;
+    }
+    // No namespace in serviceAccountRef: the token is requested where the ExternalSecret is.
+    let store = |name: &str, ns: &str| {
+        format!(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: ClusterSecretStore
+metadata: {{name: {name}}}
+spec:
+  provider:
+    vault:
+      server: {server}
+      path: {KV2}
+      auth:
+        jwt:
+          path: jwt
+          role: referent-{ns}
+          kubernetesServiceAccountToken:
+            serviceAccountRef: {{name: eso-reader, audiences: [vault]}}
+"#,
+            server = vault.address()
+        )
+    };
+    let store_a = format!("{a}-store");
+    testenv::apply_yaml_in(&client, &a, &store(&store_a, &a), true).await?;
+    let stores: Api<ClusterSecretStore> = Api::all(client.clone());
+    let checked = wait_ready(
+        "referent ClusterSecretStore",
+        "True",
+        "ValidationUnknown",
+        || async { Ok(serde_json::to_value(stores.get(&store_a).await?)?) },
+    )
+    .await?;
+    ensure!(checked["status"]["capabilities"] == "ReadWrite");
+    let es = |name: &str, key: &str| {
+        format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: {name}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{kind: ClusterSecretStore, name: {store_a}}}\n  data: [{{secretKey: owner, remoteRef: {{key: {key}, property: owner}}}}]\n"
+        )
+    };
+    // From a: a's own ServiceAccount token, a's role, a's paths, and not b's.
+    testenv::apply_yaml_in(&client, &a, &es("own", &format!("{a}/mine")), true).await?;
+    wait_secret(&client, &a, "own", &bytes(&[("owner", &a)])).await?;
+    testenv::apply_yaml_in(&client, &a, &es("theirs", &format!("{b}/mine")), true).await?;
+    let in_a: Api<ExternalSecret> = Api::namespaced(client.clone(), &a);
+    let forbidden = wait_ready(
+        "ExternalSecret reading b's path from a",
+        "False",
+        "SecretSyncedError",
+        || async { Ok(serde_json::to_value(in_a.get("theirs").await?)?) },
+    )
+    .await?;
+    let message = ready(&forbidden)
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    ensure!(message.contains("403"), "{message}");
+    // From b: b's ServiceAccount token does not match a's role: refused, b reads nothing.
+    testenv::apply_yaml_in(&client, &b, &es("other", &format!("{a}/mine")), true).await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &b);
+    let denied = wait_ready(
+        "ExternalSecret in namespace b",
+        "False",
+        "SecretSyncedError",
+        || async { Ok(serde_json::to_value(externalsecrets.get("other").await?)?) },
+    )
+    .await?;
+    let message = ready(&denied).and_then(|c| c.message).unwrap_or_default();
+    ensure!(message.contains("login failed"), "{message}");
+    let secrets: Api<Secret> = Api::namespaced(client, &b);
+    ensure!(secrets.get_opt("other").await?.is_none(), "b got no Secret");
+    Ok(())
+}
+
+async fn outside_namespace(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-scope").await?;
+    let yaml = format!(
+        r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: sneaky}}
+spec:
+  provider:
+    vault:
+      server: {server}
+      path: {KV2}
+      auth:
+        appRole:
+          roleId: any
+          secretRef: {{name: approle, namespace: kube-system, key: secret-id}}
+"#,
+        server = vault.address()
+    );
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client, &ns);
+    let store = wait_ready(
+        "SecretStore sneaky",
+        "False",
+        "InvalidProviderConfig",
+        || async { Ok(serde_json::to_value(stores.get("sneaky").await?)?) },
+    )
+    .await?;
+    let message = ready(&store).and_then(|c| c.message).unwrap_or_default();
+    ensure!(
+        message.contains("auth.appRole.secretRef.namespace"),
+        "the condition names the field: {message}"
+    );
+    Ok(())
+}
+
+/// Many ExternalSecrets on one store, refreshed every second for longer than the token lives:
+/// Vault sees about one login per token lifetime, not one per reconcile; rotating the secret id
+/// gives a new login without a restart.
+async fn one_login_per_identity(env: Arc<Env>) -> Result<()> {
+    const COUNT: usize = 40;
+    const TTL: Duration = Duration::from_secs(8);
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-logins-once").await?;
+    vault
+        .write_kv_v2(KV2, &format!("{ns}/shared"), &json!({"v": "1"}))
+        .await?;
+    // Renewable up to the max TTL, then a new login is needed.
+    let token = TokenOptions::policies(&[ns.as_str()])
+        .ttl(TTL)
+        .max_ttl(TTL * 2);
+    let role_id = approle_for(vault, &client, &ns, token).await?;
+    let logins = || vault.count_audit_responses(|r| !r.failed && r.path == "auth/approle/login");
+    // Only the operator logs in with AppRole here; the helpers use the root token.
+    let before = logins()?;
+    let started = Instant::now();
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &approle_store(vault, "vault", &role_id, "v2"),
+        true,
+    )
+    .await?;
+    for i in 0..COUNT {
+        let es = format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 1s\n  secretStoreRef: {{name: vault}}\n  data: [{{secretKey: v, remoteRef: {{key: {ns}/shared, property: v}}}}]\n"
+        );
+        testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    }
+    wait_secret(
+        &client,
+        &ns,
+        &format!("es-{}", COUNT - 1),
+        &bytes(&[("v", "1")]),
+    )
+    .await?;
+    // Keep refreshing for several token lifetimes.
+    tokio::time::sleep(TTL * 3).await;
+    let elapsed = started.elapsed();
+    let after = logins()?;
+    let made = after - before;
+    let bound = (elapsed.as_secs_f64() / TTL.as_secs_f64()).floor() as usize + 1;
+    ensure!(
+        made >= 1 && made <= bound,
+        "{made} AppRole logins in {elapsed:?} with a {TTL:?} token; at most {bound} expected"
+    );
+    let shared = format!("{KV2}/data/{ns}/shared");
+    let reads =
+        vault.count_audit_responses(|r| !r.failed && r.operation == "read" && r.path == shared)?;
+    ensure!(reads >= COUNT, "every ExternalSecret read: {reads} reads");
+    eprintln!(
+        "{made} logins (at most {bound}) and {reads} reads for {COUNT} ExternalSecrets in {elapsed:?}"
+    );
+
+    // A new secret id in the Secret: the client is rebuilt and logs in with it.
+    let before_rotation = logins()?;
+    store_secret_id(vault, &client, &ns).await?;
+    testenv::wait_for(TIMEOUT, "a login with the rotated secret id", || async {
+        if logins()? > before_rotation {
+            Ok(())
+        } else {
+            Err(anyhow!("no new login yet"))
+        }
+    })
+    .await
+}
+
+/// Vault stops: every Secret stays byte for byte, the ExternalSecrets say so; Vault comes back:
+/// they recover without an operator restart. A server of its own, so others keep theirs.
+async fn outage(env: Arc<Env>) -> Result<()> {
+    let vault = VaultServer::start()?;
+    configure(&vault, &env).await?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-outage").await?;
+    vault
+        .write_kv_v2(KV2, &format!("{ns}/s"), &json!({"v": "before"}))
+        .await?;
+    let role_id = approle_for(&vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    let es = format!(
+        "{store}---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: s}}\nspec:\n  refreshInterval: 1s\n  secretStoreRef: {{name: vault}}\n  data: [{{secretKey: v, remoteRef: {{key: {ns}/s, property: v}}}}]\n",
+        store = approle_store(&vault, "vault", &role_id, "v2")
+    );
+    testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    let synced = wait_secret(&client, &ns, "s", &bytes(&[("v", "before")])).await?;
+    vault.stop();
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    wait_ready("ExternalSecret s", "False", "SecretSyncedError", || async {
+        Ok(serde_json::to_value(externalsecrets.get("s").await?)?)
+    })
+    .await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let during = secrets.get("s").await?;
+    ensure!(
+        during.data == synced.data
+            && during.metadata.resource_version == synced.metadata.resource_version,
+        "the Secret is untouched while Vault is down"
+    );
+    vault.restart()?;
+    vault
+        .write_kv_v2(KV2, &format!("{ns}/s"), &json!({"v": "after"}))
+        .await?;
+    // The same operator, not restarted, reads again.
+    wait_secret(&client, &ns, "s", &bytes(&[("v", "after")])).await?;
+    Ok(())
+}
