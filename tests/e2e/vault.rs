@@ -41,6 +41,8 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             find_by_name_and_tags,
         ),
         trial("vault::tls_with_ca_bundle_and_ca_provider", env, tls),
+        trial("vault::cert_login_over_tls", env, cert_login),
+        trial("vault::a_wrong_kv_version_is_named", env, wrong_version),
         trial("vault::referent_cluster_store", env, referent_cluster_store),
         trial(
             "vault::credentials_outside_the_namespace_are_refused",
@@ -61,7 +63,7 @@ pub async fn setup(env: &Env) -> Result<()> {
 async fn configure(vault: &VaultServer, env: &Env) -> Result<()> {
     vault.mount_kv(KV2, KvVersion::V2).await?;
     vault.mount_kv(KV1, KvVersion::V1).await?;
-    for method in ["approle", "userpass", "jwt", "kubernetes"] {
+    for method in ["approle", "userpass", "jwt", "kubernetes", "cert"] {
         vault.enable_auth(method, method).await?;
     }
     // No LDAP server here: the ldap login shape (POST auth/<path>/login/<user>) is the userpass
@@ -420,10 +422,25 @@ spec:
         &bytes(&[("token", "pushed-value")]),
     )
     .await?;
+    // Pushing again what is there writes nothing.
+    let touch = json!({"metadata": {"annotations": {"touched": "1"}}});
+    pushes
+        .patch(
+            "push",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&touch),
+        )
+        .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let ours = vault
         .read_kv_v2(KV2, &format!("{ns}/ours"), None)
         .await?
         .context("the pushed secret")?;
+    ensure!(
+        ours.version == 1,
+        "an unchanged push wrote version {}",
+        ours.version
+    );
     ensure!(
         ours.custom_metadata.get("managed-by").map(String::as_str) == Some("external-secrets"),
         "pushed secrets are marked as ours: {:?}",
@@ -602,6 +619,92 @@ spec:
         untrusted.to_lowercase().contains("certificate") || untrusted.contains("login failed"),
         "the failure names the TLS problem: {untrusted}"
     );
+    Ok(())
+}
+
+/// A store that says v1 for a KV v2 mount fails validation saying so, instead of failing each
+/// read with a puzzling 404.
+async fn wrong_version(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-version").await?;
+    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    let yaml = approle_store(vault, "vault", &role_id, "v1")
+        .replace(&format!("path: {KV1}"), &format!("path: {KV2}"));
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client, &ns);
+    let store = wait_ready("SecretStore vault", "False", "ValidationFailed", || async {
+        Ok(serde_json::to_value(stores.get("vault").await?)?)
+    })
+    .await?;
+    let message = ready(&store).and_then(|c| c.message).unwrap_or_default();
+    ensure!(
+        message.contains("version: mount \"secret\" is KV v2, the store says v1"),
+        "{message}"
+    );
+    Ok(())
+}
+
+/// TLS certificate login: the client certificate and key come from a Secret, over the TLS
+/// listener.
+async fn cert_login(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-cert").await?;
+    policy_for(vault, &ns).await?;
+    vault
+        .write_kv_v2(KV2, &format!("{ns}/s"), &json!({"v": "by-cert"}))
+        .await?;
+    let ca = testenv::CertificateAuthority::new("vault clients")?;
+    let issued = ca.issue_client("external-secrets", None)?;
+    vault
+        .create_cert_role(
+            "cert",
+            &ns,
+            &ca.cert_pem(),
+            &TokenOptions::policies(&[ns.as_str()]),
+        )
+        .await?;
+    let tls_secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "client-cert"},
+        "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": issued.cert_pem, "tls.key": issued.key_pem},
+    });
+    testenv::apply_yaml_in(&client, &ns, &serde_yaml::to_string(&tls_secret)?, true).await?;
+    use base64::Engine as _;
+    let yaml = format!(
+        r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: cert}}
+spec:
+  provider:
+    vault:
+      server: {server}
+      path: {KV2}
+      caBundle: {bundle}
+      auth:
+        cert:
+          path: cert
+          vaultRole: {ns}
+          clientCert: {{name: client-cert, key: tls.crt}}
+          secretRef: {{name: client-cert, key: tls.key}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: by-cert}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{name: cert}}
+  data: [{{secretKey: v, remoteRef: {{key: {ns}/s, property: v}}}}]
+"#,
+        server = vault.tls_address(),
+        bundle = base64::engine::general_purpose::STANDARD.encode(vault.ca_pem()),
+    );
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    store_ready(&client, &ns, "cert").await?;
+    wait_secret(&client, &ns, "by-cert", &bytes(&[("v", "by-cert")])).await?;
     Ok(())
 }
 
@@ -804,14 +907,17 @@ async fn one_login_per_identity(env: Arc<Env>) -> Result<()> {
         "{made} logins (at most {bound}) and {reads} reads for {COUNT} ExternalSecrets in {elapsed:?}"
     );
 
-    // A new secret id in the Secret: the client is rebuilt and logs in with it.
-    let before_rotation = logins()?;
+    // A new secret id in the Secret: the client is rebuilt and logs in with it, and the token
+    // of the client it replaces is revoked rather than left to expire.
+    let revocations =
+        || vault.count_audit_responses(|r| !r.failed && r.path == "auth/token/revoke-self");
+    let (before_rotation, revoked_before) = (logins()?, revocations()?);
     store_secret_id(vault, &client, &ns).await?;
     testenv::wait_for(TIMEOUT, "a login with the rotated secret id", || async {
-        if logins()? > before_rotation {
+        if logins()? > before_rotation && revocations()? > revoked_before {
             Ok(())
         } else {
-            Err(anyhow!("no new login yet"))
+            Err(anyhow!("no new login and revocation yet"))
         }
     })
     .await

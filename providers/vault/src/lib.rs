@@ -498,6 +498,57 @@ impl VaultSecrets {
         }
     }
 
+    /// The mount exists and is a KV engine of the configured version. Asks the endpoint the
+    /// Vault CLI uses for this, which any token with a capability under the mount may read.
+    async fn check_mount(&self, mount: &str) -> Result<()> {
+        let api = self.session()?.api().await?;
+        let mut request = api
+            .http
+            .http
+            .get(format!(
+                "{}/v1/sys/internal/ui/mounts/{}",
+                api.settings.address.as_str().trim_end_matches('/'),
+                mount.trim_matches('/')
+            ))
+            .header("X-Vault-Token", &api.middle.token);
+        if let Some(ns) = &api.middle.namespace {
+            request = request.header("X-Vault-Namespace", ns);
+        }
+        let answer = request
+            .send()
+            .await
+            .map_err(|e| Error::Backend(format!("Vault: {e}")))?;
+        let status = answer.status();
+        if !status.is_success() {
+            return Err(Error::Backend(format!(
+                "path: mount {mount:?} is not there or this token may not use it (Vault answered {})",
+                status.as_u16()
+            )));
+        }
+        let body: Value = answer
+            .json()
+            .await
+            .map_err(|e| Error::Backend(format!("Vault: {e}")))?;
+        let data = &body["data"];
+        let kind = data["type"].as_str().unwrap_or_default();
+        let version = data["options"]["version"].as_str().unwrap_or("1");
+        let wanted = match self.kv.version {
+            VaultKvVersion::V1 => "1",
+            VaultKvVersion::V2 => "2",
+        };
+        if kind != "kv" && kind != "generic" {
+            return Err(Error::Backend(format!(
+                "path: mount {mount:?} is a {kind:?} engine, not KV"
+            )));
+        }
+        if version != wanted {
+            return Err(Error::Backend(format!(
+                "version: mount {mount:?} is KV v{version}, the store says v{wanted}"
+            )));
+        }
+        Ok(())
+    }
+
     /// ESO's `metadataPolicy: Fetch` (KV v2): the custom metadata, with `created_time`,
     /// `current_version` and `delete_version_after` beside it.
     async fn fetched_metadata(&self, at: &Location) -> Result<Map<String, Value>> {
@@ -729,6 +780,9 @@ impl SecretsClient for VaultSecrets {
         }
         self.call(|api| async move { vaultrs::token::lookup_self(api.as_ref()).await.map(|_| ()) })
             .await?;
+        if let Some(mount) = &self.kv.mount {
+            self.check_mount(mount).await?;
+        }
         Ok(Validation::Ready)
     }
 
