@@ -336,7 +336,12 @@ impl VaultSecrets {
         }
     }
 
-    async fn read(&self, at: &Location, version: Option<&str>) -> Result<Option<Stored>> {
+    /// A secret's data, one request: what reads need.
+    async fn data(
+        &self,
+        at: &Location,
+        version: Option<&str>,
+    ) -> Result<Option<Map<String, Value>>> {
         let version = version
             .filter(|v| !v.is_empty())
             .map(|v| {
@@ -368,7 +373,15 @@ impl VaultSecrets {
                 .await,
             )?,
         };
-        let Some(data) = data else { return Ok(None) };
+        Ok(data)
+    }
+
+    /// A secret's data with whether it is ours and its version: what writes need (v2 adds a
+    /// metadata request).
+    async fn stored(&self, at: &Location) -> Result<Option<Stored>> {
+        let Some(data) = self.data(at, None).await? else {
+            return Ok(None);
+        };
         let (managed, version) = match self.kv.version {
             VaultKvVersion::V2 => match self.metadata(at).await? {
                 Some(m) => (
@@ -646,11 +659,11 @@ impl SecretsClient for VaultSecrets {
             let metadata = self.fetched_metadata(&at).await?;
             return kv::extract(&metadata, remote.property.as_deref());
         }
-        let stored = self
-            .read(&at, remote.version.as_deref())
+        let data = self
+            .data(&at, remote.version.as_deref())
             .await?
             .ok_or(Error::NoSecret)?;
-        kv::extract(&stored.data, remote.property.as_deref())
+        kv::extract(&data, remote.property.as_deref())
     }
 
     async fn get_secret_map(&self, remote: &RemoteRef) -> Result<BTreeMap<String, Vec<u8>>> {
@@ -659,11 +672,11 @@ impl SecretsClient for VaultSecrets {
             let metadata = self.fetched_metadata(&at).await?;
             return kv::as_map(&metadata, remote.property.as_deref());
         }
-        let stored = self
-            .read(&at, remote.version.as_deref())
+        let data = self
+            .data(&at, remote.version.as_deref())
             .await?
             .ok_or(Error::NoSecret)?;
-        kv::as_map(&stored.data, remote.property.as_deref())
+        kv::as_map(&data, remote.property.as_deref())
     }
 
     async fn get_all_secrets(&self, find: &FindRequest) -> Result<BTreeMap<String, Vec<u8>>> {
@@ -704,8 +717,8 @@ impl SecretsClient for VaultSecrets {
                     continue;
                 }
             }
-            if let Some(stored) = self.read(&at, None).await? {
-                out.insert(path, kv::extract(&stored.data, None)?);
+            if let Some(data) = self.data(&at, None).await? {
+                out.insert(path, kv::extract(&data, None)?);
             }
         }
         Ok(out)
@@ -713,7 +726,7 @@ impl SecretsClient for VaultSecrets {
 
     async fn push_secret(&self, push: &PushRequest) -> Result<()> {
         let at = self.kv.locate(&push.remote.remote_key)?;
-        let existing = self.read(&at, None).await?;
+        let existing = self.stored(&at).await?;
         if let Some(stored) = &existing
             && !stored.managed
         {
@@ -741,7 +754,7 @@ impl SecretsClient for VaultSecrets {
 
     async fn delete_secret(&self, remote: &PushRemoteRef) -> Result<()> {
         let at = self.kv.locate(&remote.remote_key)?;
-        let Some(stored) = self.read(&at, None).await?.filter(|s| s.managed) else {
+        let Some(stored) = self.stored(&at).await?.filter(|s| s.managed) else {
             // Absent, or not ours: nothing of ours to delete.
             return Ok(());
         };
@@ -764,13 +777,13 @@ impl SecretsClient for VaultSecrets {
 
     async fn secret_exists(&self, remote: &PushRemoteRef) -> Result<bool> {
         let at = self.kv.locate(&remote.remote_key)?;
-        Ok(match self.read(&at, None).await? {
+        Ok(match self.data(&at, None).await? {
             None => false,
-            Some(stored) => remote
+            Some(data) => remote
                 .property
                 .as_deref()
                 .filter(|p| !p.is_empty())
-                .is_none_or(|p| stored.data.contains_key(p)),
+                .is_none_or(|p| data.contains_key(p)),
         })
     }
 

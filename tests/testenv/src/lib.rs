@@ -8,6 +8,7 @@
 mod apply;
 mod pki;
 mod process;
+mod quickstart;
 mod vault;
 
 use std::future::Future;
@@ -27,6 +28,7 @@ pub use apply::{
     wait_for_crd_established,
 };
 pub use pki::{CertificateAuthority, IssuedCertificate};
+pub use quickstart::{VAULT_QUICKSTART, vault_quickstart};
 pub use vault::{
     AuditedRequest, JwtRole, KubernetesRole, KvV2Secret, KvVersion, TokenOptions, VAULT_VERSION,
     VaultServer, service_account_token, vault_binary,

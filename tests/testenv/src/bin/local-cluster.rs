@@ -18,13 +18,18 @@ fn main() -> Result<()> {
         .context("usage: local-cluster <path of the external-secrets binary>")?;
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cp = testenv::ControlPlane::start()?;
+    let vault = testenv::VaultServer::start()?;
     let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(run(&cp, &operator))?;
+    runtime.block_on(run(&cp, &vault, &operator))?;
     eprintln!("\nstopping: the control plane and the operator are stopped when this process ends");
     Ok(())
 }
 
-async fn run(cp: &testenv::ControlPlane, operator: &Path) -> Result<()> {
+async fn run(
+    cp: &testenv::ControlPlane,
+    vault: &testenv::VaultServer,
+    operator: &Path,
+) -> Result<()> {
     let client = cp.client().await;
     let crds = testenv::install_crds(&client, "crds").await?;
     println!("installed {} CRDs", crds.len());
@@ -76,8 +81,22 @@ async fn run(cp: &testenv::ControlPlane, operator: &Path) -> Result<()> {
         files.len()
     );
 
-    let secret = match wait_for_quickstart(&client).await {
-        Ok(secret) => secret,
+    testenv::vault_quickstart(vault, &client, Path::new("."), "examples").await?;
+    println!(
+        "Vault {} at {} (root token {}), {} applied",
+        testenv::VAULT_VERSION,
+        vault.address(),
+        vault.root_token(),
+        testenv::VAULT_QUICKSTART
+    );
+
+    let synced = async {
+        let fake = wait_for_quickstart(&client, "demo-credentials").await?;
+        let vault = wait_for_quickstart(&client, "vault-credentials").await?;
+        anyhow::Ok((fake, vault))
+    };
+    let (fake, from_vault) = match synced.await {
+        Ok(secrets) => secrets,
         Err(e) => {
             let log = cp.dir().join("operator.log");
             let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -86,13 +105,17 @@ async fn run(cp: &testenv::ControlPlane, operator: &Path) -> Result<()> {
             bail!("{e:#}\nthe last lines of {}:\n{tail}", log.display());
         }
     };
-    println!(
-        "\nSecret examples/{} written by ExternalSecret examples/demo ({QUICKSTART}):",
-        secret.metadata.name.clone().unwrap_or_default()
+    print_secret(
+        &fake,
+        &format!("ExternalSecret examples/demo ({QUICKSTART})"),
     );
-    for (key, value) in secret.data.unwrap_or_default() {
-        println!("  {key}: {}", String::from_utf8_lossy(&value.0));
-    }
+    print_secret(
+        &from_vault,
+        &format!(
+            "ExternalSecret examples/vault-demo ({})",
+            testenv::VAULT_QUICKSTART
+        ),
+    );
     println!("\nexport KUBECONFIG={}", cp.kubeconfig_path().display());
     // kubectl is built with the control plane, at the same version.
     println!(
@@ -112,13 +135,23 @@ async fn run(cp: &testenv::ControlPlane, operator: &Path) -> Result<()> {
     Ok(())
 }
 
-async fn wait_for_quickstart(client: &kube::Client) -> Result<Secret> {
+fn print_secret(secret: &Secret, by: &str) {
+    println!(
+        "\nSecret examples/{} written by {by}:",
+        secret.metadata.name.clone().unwrap_or_default()
+    );
+    for (key, value) in secret.data.clone().unwrap_or_default() {
+        println!("  {key}: {}", String::from_utf8_lossy(&value.0));
+    }
+}
+
+async fn wait_for_quickstart(client: &kube::Client, name: &str) -> Result<Secret> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "examples");
     let found = testenv::wait_for(
         Duration::from_secs(60),
-        "Secret examples/demo-credentials",
+        &format!("Secret examples/{name}"),
         || async {
-            match secrets.get_opt("demo-credentials").await? {
+            match secrets.get_opt(name).await? {
                 Some(s) => Ok(s),
                 None => bail!("not there yet"),
             }
