@@ -1,5 +1,6 @@
 //! Times the operator binary the way a user runs it: its own process, talking to a real
-//! kube-apiserver through a kubeconfig, syncing N ExternalSecrets from a Fake SecretStore.
+//! kube-apiserver through a kubeconfig, syncing N ExternalSecrets from a Fake SecretStore or,
+//! with `--store vault`, from a real Vault server through one AppRole SecretStore.
 //! `hack/bench.sh` builds everything and runs this; see `hack/README.md` for results.
 
 use std::collections::HashSet;
@@ -11,21 +12,21 @@ use anyhow::{Context, Result, bail, ensure};
 use api::conditions::{ConditionStatus, READY};
 use api::external_secret::{ExternalSecret, ExternalSecretSpec};
 use api::store::SecretStore;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
-use testenv::ControlPlane;
+use testenv::{ControlPlane, KvVersion, TokenOptions, VaultServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const STORE: &str = "fake";
+const STORE: &str = "bench";
 
-const STORE_YAML: &str = r#"
+const FAKE_STORE_YAML: &str = r#"
 apiVersion: external-secrets.io/v1
 kind: SecretStore
 metadata:
-  name: fake
+  name: bench
 spec:
   provider:
     fake:
@@ -66,6 +67,22 @@ struct Args {
     /// Another argument for the operator, e.g. --operator-arg=--client-qps=0 (repeatable).
     #[arg(long = "operator-arg", allow_hyphen_values = true)]
     operator_args: Vec<String>,
+    /// Where the ExternalSecrets read from.
+    #[arg(long, value_enum, default_value_t = Backend::Fake)]
+    store: Backend,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    Fake,
+    /// A Vault server built by hack/build-vault.sh, KV v2, one AppRole SecretStore.
+    Vault,
+}
+
+/// What a Vault run adds to the table, from Vault's audit log.
+struct VaultCounts {
+    logins: usize,
+    reads: usize,
 }
 
 struct Run {
@@ -77,6 +94,7 @@ struct Run {
     peak_rss_mib: f64,
     rss_end_mib: f64,
     sync_calls: f64,
+    vault: Option<VaultCounts>,
 }
 
 fn main() -> Result<()> {
@@ -93,10 +111,14 @@ fn main() -> Result<()> {
     for &count in &args.counts {
         // Started outside the runtime: start() blocks, and dropping it joins the supervisor.
         let cp = ControlPlane::start()?;
+        let vault = match args.store {
+            Backend::Fake => None,
+            Backend::Vault => Some(VaultServer::start()?),
+        };
         let result = runtime.block_on(async {
             let client = cp.client().await;
             kubernetes = client.apiserver_version().await?.git_version;
-            run(&cp, &client, &args, count).await
+            run(&cp, &client, &args, count, vault.as_ref()).await
         });
         let log = cp.dir().join("operator.log");
         report_operator_log(&log);
@@ -123,7 +145,67 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-async fn run(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> Result<Run> {
+/// The store to read from, and the spec of every ExternalSecret.
+async fn prepare(
+    client: &Client,
+    ns: &str,
+    vault: Option<&VaultServer>,
+) -> Result<(String, serde_json::Value)> {
+    let Some(vault) = vault else {
+        let spec = serde_json::json!({
+            "refreshInterval": "1h",
+            "secretStoreRef": {"name": STORE},
+            "data": [{"secretKey": "user", "remoteRef": {"key": "user"}}],
+            "dataFrom": [{"extract": {"key": "config"}}],
+        });
+        return Ok((FAKE_STORE_YAML.to_owned(), spec));
+    };
+    vault.mount_kv("secret", KvVersion::V2).await?;
+    vault
+        .write_kv_v2(
+            "secret",
+            "bench",
+            &serde_json::json!({"user": "alice", "a": "1", "b": "2"}),
+        )
+        .await?;
+    vault
+        .write_policy(
+            "bench",
+            r#"path "secret/data/bench" { capabilities = ["read"] }"#,
+        )
+        .await?;
+    vault.enable_auth("approle", "approle").await?;
+    vault
+        .create_approle_role("approle", "bench", &TokenOptions::policies(&["bench"]))
+        .await?;
+    vault.enable_file_audit().await?;
+    let role_id = vault.approle_role_id("approle", "bench").await?;
+    let secret_id = vault.approle_secret_id("approle", "bench").await?;
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: approle}}\nstringData: {{secret-id: {secret_id}}}\n"
+    );
+    testenv::apply_yaml_in(client, ns, &secret, true).await?;
+    let store = format!(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: {STORE}}}\nspec:\n  provider:\n    vault:\n      server: {}\n      path: secret\n      auth:\n        appRole: {{roleId: {role_id}, secretRef: {{name: approle, key: secret-id}}}}\n",
+        vault.address()
+    );
+    // The same shape as the Fake run: one property and one whole map, from one secret.
+    let spec = serde_json::json!({
+        "refreshInterval": "1h",
+        "secretStoreRef": {"name": STORE},
+        "data": [{"secretKey": "user", "remoteRef": {"key": "bench", "property": "user"}}],
+        "dataFrom": [{"extract": {"key": "bench"}}],
+    });
+    Ok((store, spec))
+}
+
+async fn run(
+    cp: &ControlPlane,
+    client: &Client,
+    args: &Args,
+    count: usize,
+    vault: Option<&VaultServer>,
+) -> Result<Run> {
     eprintln!("bench: {count} ExternalSecrets");
     testenv::install_crds(client, &args.crds).await?;
     let ns = testenv::create_namespace(client, "bench").await?;
@@ -146,7 +228,8 @@ async fn run(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> R
     operator_args.extend(args.operator_args.iter().cloned());
     let pid = cp.spawn("operator", &args.operator, operator_args)?;
 
-    testenv::apply_yaml_in(client, &ns, STORE_YAML, true).await?;
+    let (store_yaml, spec) = prepare(client, &ns, vault).await?;
+    testenv::apply_yaml_in(client, &ns, &store_yaml, true).await?;
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
     // Not testenv::wait_for: that would take a dead operator for "not yet" and wait it out.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -168,12 +251,7 @@ async fn run(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> R
     // its cost per ExternalSecret.
     let rss_before_mib = rss_mib(pid, "VmRSS")?;
 
-    let spec: ExternalSecretSpec = serde_json::from_value(serde_json::json!({
-        "refreshInterval": "1h",
-        "secretStoreRef": {"name": STORE},
-        "data": [{"secretKey": "user", "remoteRef": {"key": "user"}}],
-        "dataFrom": [{"extract": {"key": "config"}}],
-    }))?;
+    let spec: ExternalSecretSpec = serde_json::from_value(spec)?;
     let names: Vec<String> = (0..count).map(|i| format!("es-{i:05}")).collect();
     let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -210,7 +288,18 @@ async fn run(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> R
         .filter(|l| l.starts_with("externalsecret_sync_calls_total"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
+    let vault = vault
+        .map(|v| -> Result<VaultCounts> {
+            Ok(VaultCounts {
+                logins: v.count_audit_responses(|r| !r.failed && r.path == "auth/approle/login")?,
+                reads: v.count_audit_responses(|r| {
+                    !r.failed && r.operation == "read" && r.path == "secret/data/bench"
+                })?,
+            })
+        })
+        .transpose()?;
     Ok(Run {
+        vault,
         count,
         creates_done,
         all_ready,
@@ -375,18 +464,26 @@ fn report_operator_log(path: &Path) {
 fn print_table(runs: &[Run], kubernetes: &str, args: &Args) {
     let nproc = std::thread::available_parallelism().map_or(0, usize::from);
     let extra: String = args.operator_args.iter().map(|a| format!(" {a}")).collect();
+    let store = match args.store {
+        Backend::Fake => "Fake".to_owned(),
+        Backend::Vault => format!("Vault {} (AppRole, KV v2)", testenv::VAULT_VERSION),
+    };
     println!(
-        "Kubernetes {kubernetes}, nproc {nproc}, operator --concurrent {}{extra}\n",
+        "Kubernetes {kubernetes}, {store}, nproc {nproc}, operator --concurrent {}{extra}\n",
         args.concurrency
     );
     println!(
         "| ExternalSecrets | time to all Ready | Secrets/s | peak RSS (MiB) | RSS at end (MiB) \
-         | RSS before ExternalSecrets (MiB) | creates done | time to all Secrets | sync calls |"
+         | RSS before ExternalSecrets (MiB) | creates done | time to all Secrets | sync calls \
+         | Vault logins | Vault reads |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in runs {
+        let (logins, reads) = r.vault.as_ref().map_or(("-".into(), "-".into()), |v| {
+            (v.logins.to_string(), v.reads.to_string())
+        });
         println!(
-            "| {} | {:.1} s | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} s | {:.1} s | {} |",
+            "| {} | {:.1} s | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} s | {:.1} s | {} | {logins} | {reads} |",
             r.count,
             r.all_ready.as_secs_f64(),
             r.count as f64 / r.all_ready.as_secs_f64(),
