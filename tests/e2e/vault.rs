@@ -43,6 +43,7 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
         trial("vault::tls_with_ca_bundle_and_ca_provider", env, tls),
         trial("vault::cert_login_over_tls", env, cert_login),
         trial("vault::a_wrong_kv_version_is_named", env, wrong_version),
+        trial("vault::headers_and_check_and_set", env, headers_and_cas),
         trial("vault::referent_cluster_store", env, referent_cluster_store),
         trial(
             "vault::credentials_outside_the_namespace_are_refused",
@@ -618,6 +619,74 @@ spec:
     ensure!(
         untrusted.to_lowercase().contains("certificate") || untrusted.contains("login failed"),
         "the failure names the TLS problem: {untrusted}"
+    );
+    Ok(())
+}
+
+/// `headers` reach Vault on every request (its audit log shows them), and pushes carry the
+/// check-and-set version when `checkAndSet.required`: a path that demands it takes them.
+async fn headers_and_cas(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-cas").await?;
+    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    vault
+        .api(
+            http::Method::POST,
+            "sys/config/auditing/request-headers/x-team",
+            Some(&json!({"hmac": false})),
+        )
+        .await?;
+    let path = format!("{ns}/cas");
+    vault
+        .api(
+            http::Method::POST,
+            &format!("{KV2}/metadata/{path}"),
+            Some(&json!({"cas_required": true})),
+        )
+        .await?;
+    let store = approle_store(vault, "vault", &role_id, "v2").replace(
+        "      auth:",
+        &format!(
+            "      headers: {{X-Team: {ns}}}\n      checkAndSet: {{required: true}}\n      auth:"
+        ),
+    );
+    let source = |value: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: src}}\nstringData: {{token: {value}}}\n"
+        )
+    };
+    let push = format!(
+        "apiVersion: external-secrets.io/v1alpha1\nkind: PushSecret\nmetadata: {{name: cas}}\nspec:\n  refreshInterval: 1h\n  secretStoreRefs: [{{name: vault, kind: SecretStore}}]\n  selector: {{secret: {{name: src}}}}\n  data: [{{match: {{secretKey: token, remoteRef: {{remoteKey: {path}, property: token}}}}}}]\n"
+    );
+    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    testenv::apply_yaml_in(&client, &ns, &source("one"), true).await?;
+    testenv::apply_yaml_in(&client, &ns, &push, true).await?;
+    let version_holding = |want: &'static str, version: u64| {
+        let path = path.clone();
+        async move {
+            testenv::wait_for(
+                TIMEOUT,
+                &format!("version {version} holding {want}"),
+                || async {
+                    match vault.read_kv_v2(KV2, &path, None).await? {
+                        Some(s) if s.data["token"] == want && s.version == version => Ok(()),
+                        other => Err(anyhow!("{:?}", other.map(|s| (s.version, s.data)))),
+                    }
+                },
+            )
+            .await
+        }
+    };
+    version_holding("one", 1).await?;
+    testenv::apply_yaml_in(&client, &ns, &source("two"), true).await?;
+    version_holding("two", 2).await?;
+    let with_header = vault.count_audit_responses(|r| {
+        r.path == format!("{KV2}/data/{path}") && r.headers["x-team"] == json!([ns.as_str()])
+    })?;
+    ensure!(
+        with_header >= 2,
+        "{with_header} requests to {path} carried X-Team"
     );
     Ok(())
 }

@@ -86,6 +86,9 @@ pub struct AuditedRequest<'a> {
     pub operation: &'a str,
     /// Whether Vault answered with an error (the entry has `error`).
     pub failed: bool,
+    /// `request.headers`: the headers Vault was told to audit
+    /// (`sys/config/auditing/request-headers`), lower-case names, each a list of values.
+    pub headers: &'a Value,
 }
 
 /// The token an auth role issues: its policies and lifetime (`token_policies`, `token_ttl`,
@@ -899,6 +902,7 @@ impl VaultServer {
                 path: entry["request"]["path"].as_str().unwrap_or_default(),
                 operation: entry["request"]["operation"].as_str().unwrap_or_default(),
                 failed: entry.get("error").is_some_and(|e| !e.is_null() && e != ""),
+                headers: &entry["request"]["headers"],
             };
             if matches(&request) {
                 count += 1;
