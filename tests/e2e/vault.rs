@@ -917,11 +917,11 @@ spec:
     Ok(())
 }
 
-/// Many ExternalSecrets on one store, refreshed every second for longer than the token lives:
+/// 200 ExternalSecrets on one store, refreshed every 3 s for longer than the token lives:
 /// Vault sees about one login per token lifetime, not one per reconcile; rotating the secret id
 /// gives a new login without a restart.
 async fn one_login_per_identity(env: Arc<Env>) -> Result<()> {
-    const COUNT: usize = 40;
+    const COUNT: usize = 200;
     const TTL: Duration = Duration::from_secs(8);
     let vault = env.vault()?;
     let client = env.client().await;
@@ -947,7 +947,7 @@ async fn one_login_per_identity(env: Arc<Env>) -> Result<()> {
     .await?;
     for i in 0..COUNT {
         let es = format!(
-            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 1s\n  secretStoreRef: {{name: vault}}\n  data: [{{secretKey: v, remoteRef: {{key: {ns}/shared, property: v}}}}]\n"
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 3s\n  secretStoreRef: {{name: vault}}\n  data: [{{secretKey: v, remoteRef: {{key: {ns}/shared, property: v}}}}]\n"
         );
         testenv::apply_yaml_in(&client, &ns, &es, true).await?;
     }
