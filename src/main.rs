@@ -27,6 +27,55 @@ enum Command {
     },
     /// Run the operator.
     Controller(ControllerArgs),
+    /// Move existing objects to design 007's forms.
+    Migrate {
+        #[command(subcommand)]
+        what: MigrateCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum MigrateCommand {
+    /// Move stores from inline spec.provider to spec.providerRef (or back), keeping the
+    /// provider object the operator converted, so no Secret is rewritten.
+    Stores(MigrateArgs),
+}
+
+#[derive(clap::Args)]
+struct MigrateArgs {
+    /// Direction.
+    #[arg(long, value_enum, default_value_t = To::ProviderRef)]
+    to: To,
+    /// SecretStores of this namespace.
+    #[arg(long, short = 'n', conflicts_with = "all_namespaces")]
+    namespace: Option<String>,
+    /// SecretStores of every namespace, and every ClusterSecretStore.
+    #[arg(long, short = 'A')]
+    all_namespaces: bool,
+    /// Only stores with these labels, e.g. team=a.
+    #[arg(long, short = 'l')]
+    selector: Option<String>,
+    /// Print what would change; change nothing.
+    #[arg(long, conflicts_with = "output")]
+    dry_run: bool,
+    /// Print the new manifests instead of changing the cluster (for GitOps repositories).
+    #[arg(long, short = 'o', value_enum)]
+    output: Option<Output>,
+    /// Kubeconfig to use instead of $KUBECONFIG or ~/.kube/config.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum To {
+    #[value(name = "providerref")]
+    ProviderRef,
+    Inline,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Output {
+    Yaml,
 }
 
 #[derive(clap::Args)]
@@ -80,7 +129,55 @@ fn main() -> anyhow::Result<()> {
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(controller(args))
         }
+        Command::Migrate {
+            what: MigrateCommand::Stores(args),
+        } => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(migrate_stores(args))
+        }
     }
+}
+
+async fn kube_config(path: Option<&Path>) -> anyhow::Result<kube::Config> {
+    match path {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)
+        }
+        None => kube::Config::infer().await.context("loading kubeconfig"),
+    }
+}
+
+async fn migrate_stores(args: MigrateArgs) -> anyhow::Result<()> {
+    let namespaces = match (args.namespace, args.all_namespaces) {
+        (Some(ns), _) => migrate::Namespaces::One(ns),
+        (None, true) => migrate::Namespaces::All,
+        (None, false) => anyhow::bail!("give --namespace NAME or --all-namespaces"),
+    };
+    let options = migrate::Options {
+        direction: match args.to {
+            To::ProviderRef => migrate::Direction::ProviderRef,
+            To::Inline => migrate::Direction::Inline,
+        },
+        namespaces,
+        selector: args.selector,
+        mode: match (args.dry_run, args.output) {
+            (true, _) => migrate::Mode::DryRun,
+            (false, Some(Output::Yaml)) => migrate::Mode::Yaml,
+            (false, None) => migrate::Mode::Apply,
+        },
+    };
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let client = kube::Client::try_from(kube_config(args.kubeconfig.as_deref()).await?)?;
+    let mut out = String::new();
+    let result = migrate::migrate(&client, &providers::registry(), &options, &mut out).await;
+    print!("{out}");
+    let summary = result?;
+    if summary.refused > 0 {
+        anyhow::bail!("{} store(s) refused; see above", summary.refused);
+    }
+    Ok(())
 }
 
 fn write_crds(out: &Path) -> anyhow::Result<()> {
@@ -103,14 +200,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     // The gitlab crate forces aws-lc-rs; one provider for the whole process avoids rustls'
     // "no process-level CryptoProvider" panic.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
-        }
-        None => kube::Config::infer().await.context("loading kubeconfig")?,
-    };
+    let config = kube_config(args.kubeconfig.as_deref()).await?;
     let client = controllers::ratelimit::client(config, args.client_qps, args.client_burst)
         .context("building the Kubernetes client")?;
     let settings = controllers::Settings {

@@ -152,7 +152,11 @@ async fn apply_converted(
         .as_ref()
         .map(|g| g.resource.kind.as_str());
     for (resource, stale) in ctx.manager.converted_from(loaded) {
-        if Some(resource.kind.as_str()) != keep {
+        // The object the store now references is kept: `migrate stores` switches a store to
+        // its converted object before releasing it.
+        let referenced = resource.kind == converted.reference.kind
+            && stale.name_any() == converted.reference.name;
+        if Some(resource.kind.as_str()) != keep && !referenced {
             info!(
                 kind = resource.kind,
                 "deleting provider object converted from the former spec.provider"

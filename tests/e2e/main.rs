@@ -9,6 +9,7 @@ mod crds;
 mod examples;
 mod invalid_manifests;
 mod kubectl;
+mod migrate;
 mod operator;
 mod push;
 mod robustness;
@@ -124,6 +125,7 @@ fn main() -> ExitCode {
         examples::trials,
         invalid_manifests::trials,
         kubectl::trials,
+        migrate::trials,
         operator::trials,
         push::trials,
         robustness::trials,

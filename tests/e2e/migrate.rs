@@ -1,0 +1,272 @@
+//! `external-secrets migrate stores`, run as a user runs it (the binary, a kubeconfig) while the
+//! operator works: stores move to providerRef and back with every ExternalSecret Ready
+//! throughout and not one Secret rewritten.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, ensure};
+use api::external_secret::ExternalSecret;
+use api::store::{ClusterSecretStore, SecretStore};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{DynamicObject, ListParams};
+use kube::{Api, Client, ResourceExt};
+use libtest_mimic::Trial;
+use serde_json::Value;
+
+use crate::operator::{TIMEOUT, ready};
+use crate::sync::wait_secret;
+use crate::{Env, trial};
+
+const NAMESPACED: usize = 8;
+const CLUSTER: usize = 2;
+
+pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
+    vec![trial(
+        "migrate::stores_to_provider_ref_and_back_without_rewrites",
+        env,
+        there_and_back,
+    )]
+}
+
+/// Runs the operator binary's `migrate stores` with `args`; its stdout, or an error with both
+/// streams.
+fn migrate(env: &Env, args: &[&str]) -> Result<String> {
+    let output = Command::new(env!("CARGO_BIN_EXE_external-secrets"))
+        .args(["migrate", "stores", "--kubeconfig"])
+        .arg(env.control_plane().kubeconfig_path())
+        .args(args)
+        .output()
+        .context("running external-secrets migrate stores")?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    ensure!(
+        output.status.success(),
+        "migrate stores {args:?} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(stdout)
+}
+
+fn store_yaml(kind: &str, name: &str, label: &str, value: &str) -> String {
+    format!(
+        "apiVersion: external-secrets.io/v1\nkind: {kind}\nmetadata: {{name: {name}, labels: {{migrate-test: {label}}}}}\nspec:\n  provider:\n    fake:\n      data: [{{key: k, value: {value}}}]\n"
+    )
+}
+
+fn es_yaml(name: &str, kind: &str, store: &str) -> String {
+    format!(
+        "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: {name}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{kind: {kind}, name: {store}}}\n  data: [{{secretKey: k, remoteRef: {{key: k}}}}]\n"
+    )
+}
+
+/// The `spec.provider` of every store migrated, by name.
+async fn inline_specs(client: &Client, ns: &str, label: &str) -> Result<BTreeMap<String, Value>> {
+    let selector = ListParams::default().labels(&format!("migrate-test={label}"));
+    let mut specs = BTreeMap::new();
+    for s in Api::<SecretStore>::namespaced(client.clone(), ns)
+        .list(&selector)
+        .await?
+    {
+        specs.insert(s.name_any(), serde_json::to_value(&s.spec.provider)?);
+    }
+    for s in Api::<ClusterSecretStore>::all(client.clone())
+        .list(&selector)
+        .await?
+    {
+        specs.insert(s.name_any(), serde_json::to_value(&s.spec.store.provider)?);
+    }
+    Ok(specs)
+}
+
+async fn secret_versions(client: &Client, ns: &str) -> Result<BTreeMap<String, String>> {
+    Ok(Api::<Secret>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|s| {
+            s.labels()
+                .contains_key("reconcile.external-secrets.io/managed")
+        })
+        .map(|s| (s.name_any(), s.resource_version().unwrap_or_default()))
+        .collect())
+}
+
+/// The converted Fake objects: name → whether the store still owns them.
+async fn fakes(client: &Client, ns: &str, label: &str) -> Result<BTreeMap<String, bool>> {
+    let mut found = BTreeMap::new();
+    for (scope, names) in [
+        (
+            api::provider_kinds::Scope::Namespaced,
+            (0..NAMESPACED).map(|i| format!("s{i}")).collect::<Vec<_>>(),
+        ),
+        (
+            api::provider_kinds::Scope::Cluster,
+            (0..CLUSTER).map(|i| format!("{label}-c{i}")).collect(),
+        ),
+    ] {
+        let resource = api::providers::fake::DESCRIPTOR.storage_resource(scope);
+        let api: Api<DynamicObject> = match scope {
+            api::provider_kinds::Scope::Namespaced => {
+                Api::namespaced_with(client.clone(), ns, &resource)
+            }
+            api::provider_kinds::Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        for name in names {
+            if let Some(o) = api.get_opt(&name).await? {
+                let owned = !o.owner_references().is_empty()
+                    && o.labels().contains_key(api::store::LABEL_CONVERTED_FROM);
+                found.insert(name, owned);
+            }
+        }
+    }
+    Ok(found)
+}
+
+async fn there_and_back(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "migrate").await?;
+    let label = ns.clone();
+    for i in 0..NAMESPACED {
+        let store = format!("s{i}");
+        let yaml = store_yaml("SecretStore", &store, &label, &format!("v{i}"));
+        testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+        let es = es_yaml(&format!("e{i}"), "SecretStore", &store);
+        testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    }
+    for i in 0..CLUSTER {
+        let store = format!("{label}-c{i}");
+        let yaml = store_yaml("ClusterSecretStore", &store, &label, &format!("c{i}"));
+        testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+        let es = es_yaml(&format!("c{i}"), "ClusterSecretStore", &store);
+        testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    }
+    for i in 0..NAMESPACED {
+        let want = BTreeMap::from([("k".to_owned(), format!("v{i}").into_bytes())]);
+        wait_secret(&client, &ns, &format!("e{i}"), &want).await?;
+    }
+    for i in 0..CLUSTER {
+        let want = BTreeMap::from([("k".to_owned(), format!("c{i}").into_bytes())]);
+        wait_secret(&client, &ns, &format!("c{i}"), &want).await?;
+    }
+    let total = NAMESPACED + CLUSTER;
+    // The operator converts asynchronously; migrate refuses until it has.
+    testenv::wait_for(TIMEOUT, "every store's converted object", || async {
+        let found = fakes(&client, &ns, &label).await?;
+        if found.len() == total && found.values().all(|owned| *owned) {
+            Ok(())
+        } else {
+            Err(anyhow!("{found:?}"))
+        }
+    })
+    .await?;
+    let original = inline_specs(&client, &ns, &label).await?;
+    let versions = secret_versions(&client, &ns).await?;
+    ensure!(versions.len() == total, "{versions:?}");
+    let selector = format!("migrate-test={label}");
+    let all = ["--all-namespaces", "--selector", selector.as_str()];
+
+    // A dry run and the GitOps output change nothing.
+    let dry = migrate(&env, &[&all[..], &["--dry-run"]].concat())?;
+    ensure!(
+        dry.matches(": would spec.provider moved to providerRef")
+            .count()
+            == total,
+        "{dry}"
+    );
+    let yaml = migrate(&env, &[&all[..], &["-o", "yaml"]].concat())?;
+    let docs = testenv::parse_yaml(&yaml)?;
+    ensure!(docs.len() == 2 * total, "{} documents:\n{yaml}", docs.len());
+    ensure!(
+        docs.iter()
+            .filter(|d| d["kind"] == "SecretStore" || d["kind"] == "ClusterSecretStore")
+            .all(|d| d["spec"]["providerRef"]["kind"] == "Fake"
+                && d["spec"].get("provider").is_none()),
+        "{yaml}"
+    );
+    ensure!(inline_specs(&client, &ns, &label).await? == original);
+
+    // Watch the ExternalSecrets while it runs.
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen_not_ready = Arc::new(Mutex::new(Vec::new()));
+    let watcher = {
+        let (client, ns, stop, seen) = (
+            client.clone(),
+            ns.clone(),
+            stop.clone(),
+            seen_not_ready.clone(),
+        );
+        tokio::spawn(async move {
+            let api: Api<ExternalSecret> = Api::namespaced(client, &ns);
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(list) = api.list(&ListParams::default()).await {
+                    for es in list {
+                        let value = serde_json::to_value(&es).unwrap_or_default();
+                        if ready(&value).is_none_or(|c| c.status.as_str() != "True") {
+                            seen.lock().unwrap().push(es.name_any());
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+
+    let report = migrate(&env, &all)?;
+    ensure!(
+        report.contains(&format!("{total} changed, 0 unchanged, 0 refused")),
+        "{report}"
+    );
+    let specs = inline_specs(&client, &ns, &label).await?;
+    ensure!(
+        specs.values().all(Value::is_null),
+        "no store is inline: {specs:?}"
+    );
+    // Time for the stores to revalidate and the ExternalSecrets to resync on the store change.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let found = fakes(&client, &ns, &label).await?;
+    ensure!(
+        found.len() == total && found.values().all(|owned| !owned),
+        "every converted object is kept and released: {found:?}"
+    );
+    ensure!(
+        secret_versions(&client, &ns).await? == versions,
+        "no Secret was rewritten"
+    );
+    let again = migrate(&env, &all)?;
+    ensure!(
+        again.contains(&format!("0 changed, {total} unchanged, 0 refused")),
+        "{again}"
+    );
+
+    let back = migrate(&env, &[&all[..], &["--to", "inline"]].concat())?;
+    ensure!(
+        back.contains(&format!("{total} changed, 0 unchanged, 0 refused")),
+        "{back}"
+    );
+    ensure!(
+        inline_specs(&client, &ns, &label).await? == original,
+        "the inline providers are back as they were"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let found = fakes(&client, &ns, &label).await?;
+    ensure!(
+        found.len() == total && found.values().all(|owned| *owned),
+        "every object is owned by its store again: {found:?}"
+    );
+    ensure!(
+        secret_versions(&client, &ns).await? == versions,
+        "no Secret was rewritten on the way back"
+    );
+    stop.store(true, Ordering::Relaxed);
+    watcher.await?;
+    let seen = seen_not_ready.lock().unwrap().clone();
+    ensure!(
+        seen.is_empty(),
+        "ExternalSecrets not Ready at some point: {seen:?}"
+    );
+    Ok(())
+}
