@@ -42,6 +42,7 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
         ),
         trial("vault::tls_with_ca_bundle_and_ca_provider", env, tls),
         trial("vault::cert_login_over_tls", env, cert_login),
+        trial("vault::mutual_tls_client_certificate", env, mutual_tls),
         trial("vault::a_wrong_kv_version_is_named", env, wrong_version),
         trial("vault::headers_and_check_and_set", env, headers_and_cas),
         trial("vault::referent_cluster_store", env, referent_cluster_store),
@@ -689,6 +690,58 @@ async fn headers_and_cas(env: Arc<Env>) -> Result<()> {
         "{with_header} requests to {path} carried X-Team"
     );
     Ok(())
+}
+
+/// `tls.certSecretRef`/`keySecretRef`: a listener that requires a client certificate is reached
+/// with one, and refuses a store without.
+async fn mutual_tls(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-mtls").await?;
+    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    vault
+        .write_kv_v2(KV2, &format!("{ns}/s"), &json!({"v": "mtls"}))
+        .await?;
+    let cert = vault.client_certificate();
+    let tls_secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "vault-client"},
+        "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": cert.cert_pem, "tls.key": cert.key_pem},
+    });
+    testenv::apply_yaml_in(&client, &ns, &serde_yaml::to_string(&tls_secret)?, true).await?;
+    use base64::Engine as _;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(vault.ca_pem());
+    let store = |name: &str, tls: &str| {
+        approle_store(vault, name, &role_id, "v2")
+            .replace(vault.address(), vault.mtls_address())
+            .replace(
+                "      auth:",
+                &format!("      caBundle: {bundle}\n{tls}      auth:"),
+            )
+    };
+    let with = "      tls:\n        certSecretRef: {name: vault-client, key: tls.crt}\n        keySecretRef: {name: vault-client, key: tls.key}\n";
+    testenv::apply_yaml_in(&client, &ns, &store("with-cert", with), true).await?;
+    testenv::apply_yaml_in(&client, &ns, &store("without-cert", ""), true).await?;
+    let es = format!(
+        "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: s}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: with-cert}}\n  data: [{{secretKey: v, remoteRef: {{key: {ns}/s, property: v}}}}]\n"
+    );
+    testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    store_ready(&client, &ns, "with-cert").await?;
+    wait_secret(&client, &ns, "s", &bytes(&[("v", "mtls")])).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client, &ns);
+    testenv::wait_for(
+        TIMEOUT,
+        "the store without a certificate to fail",
+        || async {
+            let s = serde_json::to_value(stores.get("without-cert").await?)?;
+            match ready(&s) {
+                Some(c) if c.status.as_str() == "False" => Ok(()),
+                other => Err(anyhow!("Ready is {other:?}")),
+            }
+        },
+    )
+    .await
 }
 
 /// A store that says v1 for a KV v2 mount fails validation saying so, instead of failing each

@@ -24,7 +24,7 @@ use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Map, Value, json};
 
-use crate::pki::CertificateAuthority;
+use crate::pki::{CertificateAuthority, IssuedCertificate};
 use crate::process::Supervisor;
 use crate::{ControlPlane, block_on_own_thread, port, reserve_port};
 
@@ -54,7 +54,10 @@ pub struct VaultServer {
     binary: PathBuf,
     address: String,
     tls_address: String,
+    mtls_address: String,
     ca_pem: String,
+    /// Accepted by the mutual-TLS listener.
+    client_certificate: IssuedCertificate,
     root_token: String,
     unseal_key: String,
 }
@@ -188,7 +191,11 @@ impl VaultServer {
             binary: binary.to_owned(),
             address: String::new(),
             tls_address: String::new(),
+            mtls_address: String::new(),
             ca_pem: ca.cert_pem(),
+            client_certificate: ca
+                .issue_client("external-secrets", None)
+                .map_err(|e| (e, None))?,
             root_token: String::new(),
             unseal_key: String::new(),
         };
@@ -216,10 +223,13 @@ impl VaultServer {
         }
         let http = reserve_port()?;
         let tls = reserve_port()?;
+        let mtls = reserve_port()?;
         let http_listen = format!("127.0.0.1:{}", port(&http)?);
         let tls_listen = format!("127.0.0.1:{}", port(&tls)?);
+        let mtls_listen = format!("127.0.0.1:{}", port(&mtls)?);
         self.address = format!("http://{http_listen}");
         self.tls_address = format!("https://{tls_listen}");
+        self.mtls_address = format!("https://{mtls_listen}");
         let file = |name: &str| self.path.join(name).to_string_lossy().into_owned();
         // Vault reads JSON as well as HCL; JSON needs no quoting rules of our own.
         let config = json!({
@@ -231,6 +241,13 @@ impl VaultServer {
                     "tls_cert_file": file("vault.crt"),
                     "tls_key_file": file("vault.key"),
                 }},
+                {"tcp": {
+                    "address": mtls_listen,
+                    "tls_cert_file": file("vault.crt"),
+                    "tls_key_file": file("vault.key"),
+                    "tls_client_ca_file": file("ca.crt"),
+                    "tls_require_and_verify_client_cert": true,
+                }},
             ],
             "api_addr": self.address,
             // No other node joins; without it each listener also binds its port + 1.
@@ -241,7 +258,7 @@ impl VaultServer {
         });
         std::fs::write(self.config_path(), serde_json::to_vec_pretty(&config)?)
             .context("writing Vault's configuration")?;
-        drop((http, tls));
+        drop((http, tls, mtls));
         self.spawn()?;
 
         let this = &*self;
@@ -390,6 +407,17 @@ impl VaultServer {
     /// client certificate (the cert auth method needs one).
     pub fn tls_address(&self) -> &str {
         &self.tls_address
+    }
+
+    /// `https://127.0.0.1:<port>`: a TLS listener that requires a client certificate signed by
+    /// [`ca_pem`](Self::ca_pem), such as [`client_certificate`](Self::client_certificate).
+    pub fn mtls_address(&self) -> &str {
+        &self.mtls_address
+    }
+
+    /// A client certificate the mutual-TLS listener accepts.
+    pub fn client_certificate(&self) -> &IssuedCertificate {
+        &self.client_certificate
     }
 
     /// The CA that signed the TLS listener's certificate, PEM.
