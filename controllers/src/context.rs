@@ -46,6 +46,8 @@ pub struct Context {
     pub metrics: Metrics,
     pub settings: Settings,
     pub backoff: Backoff,
+    /// Spec changes of stores and provider objects, as opposed to first sights after a start.
+    pub generations: crate::generations::Generations,
     /// Provider objects whose spec changed: the ExternalSecrets reading through them resync.
     pub provider_changed: UnboundedSender<ProviderIdentity>,
     /// Where a store that turned Ready is announced: one receiver per controller of its users.
@@ -99,6 +101,7 @@ impl Context {
             metrics,
             settings,
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(420)),
+            generations: Default::default(),
             provider_changed,
             ready_stores,
             own_writes: Mutex::default(),

@@ -5,6 +5,7 @@ pub mod context;
 pub mod duration;
 pub mod events;
 pub mod externalsecret;
+pub mod generations;
 pub mod http;
 pub mod metrics;
 mod operator;

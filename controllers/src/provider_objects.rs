@@ -37,8 +37,6 @@ pub struct StoreNudges {
 
 struct KindContext {
     ctx: Arc<Context>,
-    /// Last generation seen per object uid, to tell spec changes from periodic revalidation.
-    seen: std::sync::Mutex<std::collections::HashMap<String, i64>>,
     provider: Arc<dyn provider::Provider>,
     resource: ApiResource,
     cluster: bool,
@@ -110,7 +108,6 @@ pub async fn discover(ctx: Arc<Context>, nudges: StoreNudges) {
         let resource = descriptor.resource(scope, &version.name);
         let kind_ctx = Arc::new(KindContext {
             ctx: ctx.clone(),
-            seen: Default::default(),
             provider,
             resource,
             cluster,
@@ -153,13 +150,7 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     let started = Instant::now();
     let object = ProviderObject::from_dynamic(kctx.provider.clone(), &obj);
     let identity = object.identity.clone();
-    let generation = obj.metadata.generation.unwrap_or_default();
-    let changed = kctx
-        .seen
-        .lock()
-        .expect("seen generations poisoned")
-        .insert(obj.uid().unwrap_or_default(), generation)
-        != Some(generation);
+    let changed = kctx.ctx.generations.changed(obj.as_ref());
     if changed {
         let _ = kctx.ctx.provider_changed.unbounded_send(identity.clone());
     }

@@ -12,6 +12,7 @@ mod kubectl;
 mod migrate;
 mod operator;
 mod push;
+mod restart;
 mod robustness;
 mod stores;
 mod sync;
@@ -128,6 +129,7 @@ fn main() -> ExitCode {
         migrate::trials,
         operator::trials,
         push::trials,
+        restart::trials,
         robustness::trials,
         vault::trials,
     ]

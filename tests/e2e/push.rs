@@ -23,6 +23,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             pushed_and_deleted,
         ),
         trial("push::missing_source_key_names_the_entry", env, missing_key),
+        trial(
+            "push::another_controllers_push_secret_is_left_alone",
+            env,
+            other_class,
+        ),
     ]
 }
 
@@ -178,6 +183,56 @@ async fn missing_key(env: Arc<Env>) -> Result<()> {
     ensure!(
         !message.contains("t0k"),
         "the message quotes a secret value: {message}"
+    );
+    Ok(())
+}
+
+/// A PushSecret whose only store belongs to another controller class: its status (as that
+/// operator wrote it) and finalizers stay as they are.
+async fn other_class(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "push-other").await?;
+    let store = STORE.replace("spec:\n", "spec:\n  controller: someone-else\n");
+    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    testenv::apply_yaml_in(&client, &ns, SOURCE, true).await?;
+    testenv::apply_yaml_in(&client, &ns, &push_secret("theirs"), true).await?;
+    let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+    // What the other operator recorded.
+    let status = serde_json::json!({
+        "apiVersion": "external-secrets.io/v1alpha1", "kind": "PushSecret",
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Synced",
+                            "message": "by the other operator", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "syncedPushSecrets": {"SecretStore/fake": {"theirs": {"match": {"secretKey": "token", "remoteRef": {"remoteKey": "theirs"}}}}},
+        },
+    });
+    pushes
+        .patch_status(
+            "push",
+            &kube::api::PatchParams::apply("other-operator").force(),
+            &kube::api::Patch::Apply(&status),
+        )
+        .await?;
+    let before = pushes.get("push").await?;
+    // A change of the PushSecret makes us look at it again.
+    let touch = serde_json::json!({"metadata": {"annotations": {"touched": "1"}}});
+    pushes
+        .patch(
+            "push",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&touch),
+        )
+        .await?;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let after = pushes.get("push").await?;
+    ensure!(
+        serde_json::to_value(&after.status)? == serde_json::to_value(&before.status)?,
+        "the status is the other operator's: {:?}",
+        after.status
+    );
+    ensure!(
+        after.metadata.finalizers.unwrap_or_default().is_empty(),
+        "no finalizer of ours"
     );
     Ok(())
 }

@@ -96,6 +96,7 @@ impl ExternalSecretTriggers {
         .applied_objects()
         .predicate_filter(predicates::generation, PredicateConfig::default());
         let (forced_ss, forced_css) = (self.forced.clone(), self.forced.clone());
+        let (ctx_ss, ctx_css) = (ctx.clone(), ctx.clone());
         let (reader_ss, reader_css) = (reader.clone(), reader.clone());
         let reader_secrets = reader.clone();
         let secrets_ctx = ctx.clone();
@@ -135,6 +136,9 @@ impl ExternalSecretTriggers {
                     .collect::<Vec<_>>()
             })
             .watches_stream(ss_changes, move |store: SecretStore| {
+                if !ctx_ss.generations.changed(&store) {
+                    return Vec::new();
+                }
                 force(
                     &forced_ss,
                     users(
@@ -157,6 +161,9 @@ impl ExternalSecretTriggers {
             .predicate_filter(predicates::generation, PredicateConfig::default());
             controller =
                 controller.watches_stream(css_changes, move |store: ClusterSecretStore| {
+                    if !ctx_css.generations.changed(&store) {
+                        return Vec::new();
+                    }
                     force(
                         &forced_css,
                         users(

@@ -75,6 +75,11 @@ pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action,
 }
 
 async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
+    // Before anything is written, finalizers included: another operator's PushSecret (all its
+    // stores of another controller class) is not ours to touch.
+    if !any_store_ours(ps, ctx).await? {
+        return Ok(Action::await_change());
+    }
     let api: Api<PushSecret> =
         Api::namespaced(ctx.client.clone(), &ps.namespace().unwrap_or_default());
     let delete_policy = ps.spec.deletion_policy == Some(PushSecretDeletionPolicy::Delete);
@@ -195,11 +200,19 @@ async fn push(ps: &PushSecret, ctx: &Context) -> Result<Synced, Error> {
     let only_new = ps.spec.update_policy == Some(PushSecretUpdatePolicy::IfNotExists);
 
     let mut synced = Synced::new();
+    let previous = synced_before(ps);
     for (i, store_ref) in ps.spec.secret_store_refs.iter().enumerate() {
         for store in stores(ctx, store_ref, &namespace, i).await? {
             let handle = match ctx.manager.get(&store, &namespace).await {
                 Ok(h) => h,
-                Err(clientmanager::Error::OtherController { .. }) => continue,
+                Err(clientmanager::Error::OtherController { .. }) => {
+                    // What the other operator pushed there stays on record.
+                    let key = format!("{}/{}", store.kind, store.name);
+                    if let Some(entries) = previous.get(&key) {
+                        synced.insert(key, entries.clone());
+                    }
+                    continue;
+                }
                 Err(e) => return Err(e.into()),
             };
             let kind = handle.provider.descriptor().kind;
@@ -229,6 +242,23 @@ async fn push(ps: &PushSecret, ctx: &Context) -> Result<Synced, Error> {
         }
     }
     Ok(synced)
+}
+
+/// Whether any store the PushSecret names belongs to this operator's controller class. A
+/// PushSecret naming no store that can be found is ours to report on.
+async fn any_store_ours(ps: &PushSecret, ctx: &Context) -> Result<bool, Error> {
+    let namespace = ps.namespace().unwrap_or_default();
+    let mut named = false;
+    for (i, store_ref) in ps.spec.secret_store_refs.iter().enumerate() {
+        for store in stores(ctx, store_ref, &namespace, i).await? {
+            named = true;
+            match ctx.manager.get(&store, &namespace).await {
+                Err(clientmanager::Error::OtherController { .. }) => {}
+                _ => return Ok(true),
+            }
+        }
+    }
+    Ok(!named)
 }
 
 /// The stores one `secretStoreRefs` entry names: by name, or every store matching its labels.

@@ -1,0 +1,152 @@
+//! A restart of the operator binary over ExternalSecrets that are in sync: no Secret is
+//! written and the provider is not asked for anything the refresh intervals do not ask for.
+//! Its own operator process, class and namespace, so the shared operator stays out of it.
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, ensure};
+use api::external_secret::ExternalSecret;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+use libtest_mimic::Trial;
+
+use crate::operator::{TIMEOUT, ready, scrape};
+use crate::{Env, trial};
+
+const COUNT: usize = 30;
+
+pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
+    vec![trial(
+        "restart::nothing_is_refetched_or_rewritten",
+        env,
+        nothing_refetched,
+    )]
+}
+
+struct Operator {
+    child: Child,
+    metrics: SocketAddr,
+}
+
+impl Operator {
+    fn start(env: &Env, namespace: &str, class: &str) -> Result<Self> {
+        let free = || -> Result<SocketAddr> { Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?) };
+        let (metrics, probes) = (free()?, free()?);
+        let child = Command::new(env!("CARGO_BIN_EXE_external-secrets"))
+            .arg("controller")
+            .arg("--kubeconfig")
+            .arg(env.control_plane().kubeconfig_path())
+            .args(["--namespace", namespace, "--controller-class", class])
+            .args(["--metrics-addr", &metrics.to_string()])
+            .args(["--live-addr", &probes.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting the operator binary")?;
+        Ok(Self { child, metrics })
+    }
+
+    /// As Kubernetes stops a pod: SIGTERM, then wait.
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+
+    /// Provider calls that read secrets, from /metrics (validation is the store's own).
+    async fn reads(&self) -> Result<f64> {
+        let text = scrape(self.metrics).await?;
+        Ok(text
+            .lines()
+            .filter(|l| l.starts_with("externalsecret_provider_api_calls_count"))
+            .filter(|l| !l.contains("call=\"Validate\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum())
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn secret_versions(secrets: &Api<Secret>) -> Result<Vec<(String, String)>> {
+    let mut versions: Vec<_> = secrets
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|s| {
+            s.labels()
+                .contains_key("reconcile.external-secrets.io/managed")
+        })
+        .map(|s| (s.name_any(), s.resource_version().unwrap_or_default()))
+        .collect();
+    versions.sort();
+    Ok(versions)
+}
+
+async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "restart").await?;
+    let class = format!("restart-{ns}");
+    let store = format!(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
+    );
+    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    for i in 0..COUNT {
+        let es = format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: fake}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+        );
+        testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    }
+    let first = Operator::start(&env, &ns, &class)?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    testenv::wait_for(TIMEOUT, "every ExternalSecret Ready", || async {
+        let not_ready = externalsecrets
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|es| {
+                let value = serde_json::to_value(es).unwrap_or_default();
+                ready(&value).is_none_or(|c| c.status.as_str() != "True")
+            })
+            .count();
+        if not_ready == 0 {
+            Ok(())
+        } else {
+            Err(anyhow!("{not_ready} not Ready"))
+        }
+    })
+    .await?;
+    ensure!(
+        first.reads().await? >= COUNT as f64,
+        "the first operator read them all"
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let before = secret_versions(&secrets).await?;
+    ensure!(before.len() == COUNT, "{} Secrets", before.len());
+    first.stop();
+
+    let second = Operator::start(&env, &ns, &class)?;
+    // Long enough for the second operator to list, reconcile and revalidate everything.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let reads = second.reads().await?;
+    ensure!(
+        reads == 0.0,
+        "the restarted operator asked the provider {reads} times for secrets that were in sync"
+    );
+    ensure!(
+        secret_versions(&secrets).await? == before,
+        "a Secret was rewritten after the restart"
+    );
+    Ok(())
+}
