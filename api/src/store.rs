@@ -12,6 +12,9 @@ use crate::providers::{Capabilities, SecretStoreProvider};
 
 pub const SECRET_STORE_KIND: &str = "SecretStore";
 pub const CLUSTER_SECRET_STORE_KIND: &str = "ClusterSecretStore";
+/// The finalizer Go ESO puts on stores; this operator only removes it, so a store ESO left
+/// behind can be deleted.
+pub const FINALIZER: &str = "secretstore.externalsecrets.io/finalizer";
 /// Label on a provider object converted from a store's inline `spec.provider`: the store's name.
 pub const LABEL_CONVERTED_FROM: &str = "external-secrets.io/store";
 

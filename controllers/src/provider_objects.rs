@@ -192,6 +192,7 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
         apply_status(&api, &kctx.resource, &obj.name_any(), &new)
             .await
             .map_err(|source| StatusError {
+                part: "status",
                 kind: kctx.resource.kind.clone(),
                 name: obj.name_any(),
                 source,

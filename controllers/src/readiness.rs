@@ -19,11 +19,13 @@ pub mod reason {
     pub const PROVIDER_NOT_INSTALLED: &str = "ProviderNotInstalled";
 }
 
-/// The one way a store or provider reconcile fails: its status could not be written. Everything
-/// else is reported in the status.
+/// The one way a store or provider reconcile fails: its status (or, being deleted, its
+/// finalizers) could not be written. Everything else is reported in the status.
 #[derive(Debug, thiserror::Error)]
-#[error("could not write status of {kind} {name:?}: {source}")]
+#[error("could not write {part} of {kind} {name:?}: {source}")]
 pub struct StatusError {
+    /// `status` or `finalizers`.
+    pub part: &'static str,
     pub kind: String,
     pub name: String,
     pub source: kube::Error,

@@ -79,6 +79,9 @@ pub async fn reconcile<S: StoreObject>(
     if !ctx.owns_class(loaded.spec.controller.as_deref()) {
         return Ok(Action::await_change());
     }
+    if store.meta().deletion_timestamp.is_some() {
+        return release_eso_finalizer(store.as_ref(), &loaded, &ctx).await;
+    }
     let interval = match loaded
         .spec
         .refresh_interval
@@ -242,6 +245,40 @@ fn provider_api(
     }
 }
 
+/// A store being deleted that carries Go ESO's finalizer: nothing of ours waits on it (pushed
+/// secrets are removed by their PushSecrets' own finalizer), so it is removed and the store goes.
+async fn release_eso_finalizer<S: StoreObject>(
+    store: &S,
+    loaded: &LoadedStore,
+    ctx: &Context,
+) -> Result<Action, StatusError> {
+    if store
+        .finalizers()
+        .iter()
+        .any(|f| f == api::store::FINALIZER)
+    {
+        let remaining: Vec<&String> = store
+            .finalizers()
+            .iter()
+            .filter(|f| *f != api::store::FINALIZER)
+            .collect();
+        let patch = serde_json::json!({"metadata": {
+            "finalizers": remaining,
+            "resourceVersion": store.resource_version(),
+        }});
+        S::api(ctx.client.clone(), loaded.namespace.as_deref())
+            .patch(&loaded.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|source| StatusError {
+                part: "finalizers",
+                kind: S::KIND.to_string(),
+                name: loaded.name.clone(),
+                source,
+            })?;
+    }
+    Ok(Action::await_change())
+}
+
 async fn write_status<S: StoreObject>(
     store: &S,
     loaded: &LoadedStore,
@@ -275,6 +312,7 @@ async fn write_status<S: StoreObject>(
     apply_status(&api, &(), &loaded.name, &status)
         .await
         .map_err(|source| StatusError {
+            part: "status",
             kind: S::KIND.to_string(),
             name: loaded.name.clone(),
             source,

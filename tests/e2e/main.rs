@@ -6,6 +6,7 @@
 
 mod control_plane;
 mod crds;
+mod eso_swap;
 mod examples;
 mod invalid_manifests;
 mod kubectl;
@@ -123,6 +124,7 @@ fn main() -> ExitCode {
         sync::trials,
         control_plane::trials,
         crds::trials,
+        eso_swap::trials,
         examples::trials,
         invalid_manifests::trials,
         kubectl::trials,

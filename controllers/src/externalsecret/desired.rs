@@ -211,6 +211,26 @@ pub fn convert_key(key: &str, unicode: bool) -> String {
         .collect()
 }
 
+/// Every key of `map` converted; two keys that convert to the same one are an error naming both,
+/// rather than one value silently replacing the other.
+pub fn convert_keys(
+    map: BTreeMap<String, Vec<u8>>,
+    unicode: bool,
+) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let mut out = BTreeMap::new();
+    let mut from: BTreeMap<String, String> = BTreeMap::new();
+    for (key, value) in map {
+        let converted = convert_key(&key, unicode);
+        if let Some(earlier) = from.insert(converted.clone(), key.clone()) {
+            return Err(format!(
+                "keys {earlier:?} and {key:?} both become {converted:?}; use rewrite to tell them apart"
+            ));
+        }
+        out.insert(converted, value);
+    }
+    Ok(out)
+}
+
 /// `nullBytePolicy: Fail` refuses values with a NUL byte (which some consumers truncate at).
 pub fn check_nul(
     value: &[u8],

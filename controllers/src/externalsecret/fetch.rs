@@ -12,7 +12,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use provider::{FindRequest, RemoteRef};
 
-use super::desired::{Decoding, check_nul, convert_key, decode, valid_key};
+use super::desired::{Decoding, check_nul, convert_keys, decode, valid_key};
 use super::{Error, SyncStop};
 use crate::context::Context;
 
@@ -45,7 +45,7 @@ impl Stores<'_> {
     }
 }
 
-fn to_store_ref(r: &SecretStoreRef) -> StoreRef {
+pub(super) fn to_store_ref(r: &SecretStoreRef) -> StoreRef {
     StoreRef {
         kind: StoreKind::parse(r.kind.map(|k| k.as_str())),
         name: r.name.clone(),
@@ -135,9 +135,15 @@ pub(super) async fn fetch(
             rewrite(entry, map, &field)?
         } else {
             let unicode = conversion == Some(ConversionStrategy::Unicode);
-            map.into_iter()
-                .map(|(k, v)| (convert_key(&k, unicode), v))
-                .collect()
+            let source = if entry.extract.is_some() {
+                "extract"
+            } else {
+                "find"
+            };
+            convert_keys(map, unicode).map_err(|message| Error::Invalid {
+                field: format!("{field}.{source}.conversionStrategy"),
+                message,
+            })?
         };
         for (k, v) in map {
             let invalid = |message: String| Error::Invalid {

@@ -52,6 +52,8 @@ pub enum Error {
     Immutable { name: String },
     #[error("could not write status: {0}")]
     Status(#[source] kube::Error),
+    #[error("could not remove ESO's finalizer: {0}")]
+    Finalizer(#[source] kube::Error),
 }
 
 impl crate::outcome::ErrorKind for Error {
@@ -64,6 +66,7 @@ impl crate::outcome::ErrorKind for Error {
             Self::WriteSecret { .. } => "WriteSecret",
             Self::Immutable { .. } => "Immutable",
             Self::Status(_) => "Status",
+            Self::Finalizer(_) => "Finalizer",
         }
     }
 }
@@ -172,6 +175,9 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             name: target.clone(),
             source,
         })?;
+    if es.meta().deletion_timestamp.is_some() {
+        return finalize(es, ctx, &secrets, existing.as_ref()).await;
+    }
     desired::refresh_interval(es).map_err(|message| Error::Invalid {
         field: "spec.refreshInterval".into(),
         message,
@@ -360,6 +366,63 @@ fn metadata_matches(existing: &Secret, body: &serde_json::Value) -> bool {
     has_all(existing.labels(), &want["labels"])
         && has_all(existing.annotations(), &want["annotations"])
         && owners_ok
+}
+
+/// An ExternalSecret being deleted that carries Go ESO's cleanup finalizer: clean up as ESO
+/// would (deletionPolicy Delete removes the Secret it manages), then let it go. Without the
+/// finalizer there is nothing to do: an owned Secret goes with garbage collection.
+async fn finalize(
+    es: &ExternalSecret,
+    ctx: &Context,
+    secrets: &Api<Secret>,
+    existing: Option<&Secret>,
+) -> Result<Action, SyncStop> {
+    if !es
+        .finalizers()
+        .iter()
+        .any(|f| f == api::external_secret::FINALIZER)
+    {
+        return Ok(Action::await_change());
+    }
+    let namespace = es.namespace().unwrap_or_default();
+    // Another operator's ExternalSecret keeps its finalizer until that operator removes it.
+    if let Some(store) = es.spec.secret_store_ref.as_ref().map(fetch::to_store_ref)
+        && let Err(clientmanager::Error::OtherController { .. }) =
+            ctx.manager.get(&store, &namespace).await
+    {
+        return Err(Skip);
+    }
+    let ours = |s: &&Secret| {
+        es.uid().is_some_and(|uid| {
+            s.owner_references()
+                .iter()
+                .any(|o| o.uid == uid && o.controller == Some(true))
+        })
+    };
+    if es.spec.deletion_policy() == DeletionPolicy::Delete
+        && let Some(secret) = existing.filter(ours)
+    {
+        delete_owned(es, secrets, secret).await?;
+    }
+    let remaining: Vec<String> = es
+        .finalizers()
+        .iter()
+        .filter(|f| *f != api::external_secret::FINALIZER)
+        .cloned()
+        .collect();
+    let api: Api<ExternalSecret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": remaining,
+        "resourceVersion": es.resource_version(),
+    }});
+    api.patch(
+        &es.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(Error::Finalizer)?;
+    Ok(Action::await_change())
 }
 
 async fn delete_owned(

@@ -302,3 +302,22 @@ fn a_secret_controlled_by_another_object_is_refused() {
     secret.metadata.owner_references.as_mut().unwrap()[0].uid = "uid-1".into();
     assert!(foreign_controller(&es_, &secret).is_none());
 }
+
+#[test]
+fn keys_that_convert_to_the_same_key_are_an_error() {
+    let map: BTreeMap<String, Vec<u8>> = [("a/b", "1"), ("a:b", "2"), ("c", "3")]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.as_bytes().to_vec()))
+        .collect();
+    let err = convert_keys(map.clone(), false).unwrap_err();
+    assert_eq!(
+        err,
+        r#"keys "a/b" and "a:b" both become "a_b"; use rewrite to tell them apart"#
+    );
+    // Unicode keeps them apart.
+    let converted = convert_keys(map, true).unwrap();
+    assert_eq!(
+        converted.keys().collect::<Vec<_>>(),
+        ["a_U002f_b", "a_U003a_b", "c"]
+    );
+}

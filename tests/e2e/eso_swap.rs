@@ -1,0 +1,92 @@
+//! Swapping Go ESO for this operator: objects ESO left its finalizers on can be deleted, and
+//! what belongs to another controller class is left alone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, ensure};
+use api::external_secret::ExternalSecret;
+use api::store::SecretStore;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use libtest_mimic::Trial;
+use serde_json::json;
+
+use crate::operator::TIMEOUT;
+use crate::sync::{STORE, wait_secret};
+use crate::{Env, trial};
+
+pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
+    vec![trial(
+        "eso_swap::objects_with_esos_finalizers_can_be_deleted",
+        env,
+        esos_finalizers,
+    )]
+}
+
+async fn gone<K>(api: &Api<K>, name: &str) -> Result<()>
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    testenv::wait_for(TIMEOUT, &format!("{name} to be deleted"), || async {
+        match api.get_opt(name).await? {
+            None => Ok(()),
+            Some(_) => Err(anyhow!("still there")),
+        }
+    })
+    .await
+}
+
+async fn esos_finalizers(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "eso-finalizers").await?;
+    let store = STORE.replace(
+        "metadata: {name: fake}",
+        "metadata: {name: fake, finalizers: [secretstore.externalsecrets.io/finalizer]}",
+    );
+    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    let es = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata:\n  name: left-by-eso\n  finalizers: [externalsecrets.external-secrets.io/externalsecret-cleanup]\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: fake}\n  target: {deletionPolicy: Delete}\n  data: [{secretKey: user, remoteRef: {key: user}}]\n";
+    testenv::apply_yaml_in(&client, &ns, es, true).await?;
+    // Another class's ExternalSecret with the same finalizer is not ours to release.
+    let other_store = STORE
+        .replace("metadata: {name: fake}", "metadata: {name: theirs}")
+        .replace("spec:\n", "spec:\n  controller: someone-else\n");
+    testenv::apply_yaml_in(&client, &ns, &other_store, true).await?;
+    let theirs = es
+        .replace("name: left-by-eso", "name: theirs")
+        .replace("{name: fake}", "{name: theirs}");
+    testenv::apply_yaml_in(&client, &ns, &theirs, true).await?;
+
+    let want = [("user".to_owned(), b"alice".to_vec())]
+        .into_iter()
+        .collect();
+    wait_secret(&client, &ns, "left-by-eso", &want).await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    externalsecrets
+        .delete("left-by-eso", &DeleteParams::default())
+        .await?;
+    gone(&externalsecrets, "left-by-eso").await?;
+    // deletionPolicy Delete, as ESO cleans up.
+    gone(&secrets, "left-by-eso").await?;
+    stores.delete("fake", &DeleteParams::default()).await?;
+    gone(&stores, "fake").await?;
+
+    externalsecrets
+        .delete("theirs", &DeleteParams::default())
+        .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still = externalsecrets.get_opt("theirs").await?;
+    ensure!(
+        still.is_some_and(|es| !es.metadata.finalizers.unwrap_or_default().is_empty()),
+        "another class's ExternalSecret keeps its finalizer"
+    );
+    // As its own operator would, so the namespace is not left with a stuck object.
+    let release = json!({"metadata": {"finalizers": null}});
+    externalsecrets
+        .patch("theirs", &PatchParams::default(), &Patch::Merge(&release))
+        .await?;
+    gone(&externalsecrets, "theirs").await
+}
