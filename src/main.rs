@@ -109,6 +109,21 @@ struct ControllerArgs {
     /// Kubeconfig to use instead of $KUBECONFIG, ~/.kube/config or the in-cluster account.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// Run the controllers only while holding a Lease, so that one of several replicas works.
+    #[arg(long)]
+    enable_leader_election: bool,
+    /// Name of the Lease.
+    #[arg(long, default_value = "external-secrets-controller")]
+    leader_election_id: String,
+    /// Namespace of the Lease; defaults to $POD_NAMESPACE, then `default`.
+    #[arg(long)]
+    leader_election_namespace: Option<String>,
+    /// How long a leader that stopped renewing keeps the Lease (Go duration).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    lease_duration: Duration,
+    /// How long before the Lease expires the leader renews it (Go duration).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    renew_deadline: Duration,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -197,26 +212,91 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         LogFormat::Json => subscriber.json().init(),
         LogFormat::Text => subscriber.init(),
     }
-    // The gitlab crate forces aws-lc-rs; one provider for the whole process avoids rustls'
+    // Several crates build rustls clients; one provider for the whole process avoids rustls'
     // "no process-level CryptoProvider" panic.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let config = kube_config(args.kubeconfig.as_deref()).await?;
     let client = controllers::ratelimit::client(config, args.client_qps, args.client_burst)
         .context("building the Kubernetes client")?;
+    let election = if args.enable_leader_election {
+        Some(leader_election(&client, &args).await?)
+    } else {
+        None
+    };
+    let lease = args.leader_election_id.clone();
     let settings = controllers::Settings {
         controller_class: args.controller_class,
         namespace: args.namespace,
         concurrency: args.concurrent,
         store_requeue_interval: args.store_requeue_interval,
     };
-    let operator = controllers::Operator::new(client, settings, providers::registry());
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
     let addresses = controllers::Addresses {
         metrics: Some(args.metrics_addr),
         probes: Some(args.live_addr),
     };
-    operator.run(addresses, shutdown).await;
+    let operator = controllers::Operator::new(client, settings, providers::registry());
+    let stop = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    };
+    let Some(mut leading) = election else {
+        operator.run(addresses, std::future::ready(()), stop).await;
+        return Ok(());
+    };
+    let mut watching = leading.clone();
+    let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let lost_flag = lost.clone();
+    let leadership = async move {
+        let _ = leading.wait_for(|leader| *leader).await;
+    };
+    // Losing the Lease stops everything: another replica now reconciles, and a restart starts
+    // this one over as a candidate.
+    let shutdown = async move {
+        tokio::select! {
+            _ = stop => {}
+            _ = async {
+                let _ = watching.wait_for(|leader| *leader).await;
+                let _ = watching.wait_for(|leader| !*leader).await;
+            } => lost_flag.store(true, std::sync::atomic::Ordering::Relaxed),
+        }
+    };
+    operator.run(addresses, leadership, shutdown).await;
+    if lost.load(std::sync::atomic::Ordering::Relaxed) {
+        anyhow::bail!("lost the leader election Lease {lease}");
+    }
     Ok(())
+}
+
+/// Starts competing for the Lease; the receiver says whether this process holds it.
+async fn leader_election(
+    client: &kube::Client,
+    args: &ControllerArgs,
+) -> anyhow::Result<tokio::sync::watch::Receiver<bool>> {
+    let namespace = args
+        .leader_election_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| "default".to_owned());
+    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
+        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    let grace = args.lease_duration.saturating_sub(args.renew_deadline);
+    let manager =
+        kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &args.leader_election_id)
+            .with_namespace(&namespace)
+            .with_identity(&identity)
+            .with_duration(args.lease_duration.as_secs().max(1))
+            .with_grace(grace.as_secs().max(1))
+            .with_field_manager("external-secrets-leader-election")
+            .build()
+            .await
+            .context("setting up leader election")?;
+    tracing::info!(lease = %args.leader_election_id, %namespace, %identity, "competing for the leader Lease");
+    let (leading, _task) = manager.watch().await;
+    Ok(leading)
 }

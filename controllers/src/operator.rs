@@ -80,10 +80,12 @@ impl Operator {
         }
     }
 
-    /// Runs every controller until `shutdown` resolves.
+    /// Serves HTTP at once, runs every controller once `leadership` resolves (at once without
+    /// leader election), until `shutdown` resolves.
     pub async fn run(
         self,
         addresses: Addresses,
+        leadership: impl Future<Output = ()> + Send,
         shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     ) {
         let ctx = self.ctx.clone();
@@ -104,6 +106,12 @@ impl Operator {
             });
         }
         let shutdown = future::Shared::clone(&futures::FutureExt::shared(Box::pin(shutdown)));
+        // Every replica serves probes and metrics; only the leader reconciles.
+        self.ready.store(true, Ordering::Relaxed);
+        tokio::select! {
+            _ = leadership => info!("leading: starting the controllers"),
+            _ = shutdown.clone() => return,
+        }
         let (ss_tx, ss_rx) = mpsc::unbounded();
         let (css_tx, css_rx) = mpsc::unbounded();
         let (ss_installed_tx, ss_installed_rx) = mpsc::unbounded();
@@ -146,7 +154,6 @@ impl Operator {
             .controller(ctx.clone(), shutdown.clone());
         let discovery = provider_objects::discover(ctx.clone(), nudges);
         let namespaces = namespace_cache(ctx.clone());
-        self.ready.store(true, Ordering::Relaxed);
         info!(namespace = ?namespace, class = %ctx.settings.controller_class, "controllers started");
         tokio::select! {
             _ = future::join4(stores, cluster_stores, externalsecrets, pushsecrets) => {}

@@ -10,6 +10,7 @@ mod eso_swap;
 mod examples;
 mod invalid_manifests;
 mod kubectl;
+mod leader;
 mod migrate;
 mod operator;
 mod push;
@@ -128,6 +129,7 @@ fn main() -> ExitCode {
         examples::trials,
         invalid_manifests::trials,
         kubectl::trials,
+        leader::trials,
         migrate::trials,
         operator::trials,
         push::trials,

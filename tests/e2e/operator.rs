@@ -62,7 +62,9 @@ pub fn start_for(
             rt.block_on(async move {
                 let client = Client::try_from(config).expect("operator client");
                 let operator = controllers::Operator::new(client, settings, providers::registry());
-                operator.run(addresses, shutdown).await;
+                operator
+                    .run(addresses, std::future::ready(()), shutdown)
+                    .await;
             });
         })?;
     Ok(addresses)

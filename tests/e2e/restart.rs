@@ -27,13 +27,18 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
     )]
 }
 
-struct Operator {
-    child: Child,
+/// The operator binary in its own process, for one namespace and controller class.
+pub struct Operator {
+    pub child: Child,
     metrics: SocketAddr,
 }
 
 impl Operator {
-    fn start(env: &Env, namespace: &str, class: &str) -> Result<Self> {
+    pub fn start(env: &Env, namespace: &str, class: &str) -> Result<Self> {
+        Self::start_with(env, namespace, class, &[])
+    }
+
+    pub fn start_with(env: &Env, namespace: &str, class: &str, extra: &[&str]) -> Result<Self> {
         let free = || -> Result<SocketAddr> { Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?) };
         let (metrics, probes) = (free()?, free()?);
         let child = Command::new(env!("CARGO_BIN_EXE_external-secrets"))
@@ -43,6 +48,7 @@ impl Operator {
             .args(["--namespace", namespace, "--controller-class", class])
             .args(["--metrics-addr", &metrics.to_string()])
             .args(["--live-addr", &probes.to_string()])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -60,11 +66,18 @@ impl Operator {
 
     /// Provider calls that read secrets, from /metrics (validation is the store's own).
     async fn reads(&self) -> Result<f64> {
+        self.sum("externalsecret_provider_api_calls_count", |l| {
+            !l.contains("call=\"Validate\"")
+        })
+        .await
+    }
+
+    /// The sum of a metric's series that `keep` accepts.
+    pub async fn sum(&self, metric: &str, keep: impl Fn(&str) -> bool) -> Result<f64> {
         let text = scrape(self.metrics).await?;
         Ok(text
             .lines()
-            .filter(|l| l.starts_with("externalsecret_provider_api_calls_count"))
-            .filter(|l| !l.contains("call=\"Validate\""))
+            .filter(|l| l.starts_with(metric) && keep(l))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum())
     }
