@@ -1,6 +1,6 @@
 //! `external-secrets migrate stores`, run as a user runs it (the binary, a kubeconfig) while the
-//! operator works: stores move to providerRef and back with every ExternalSecret Ready
-//! throughout and not one Secret rewritten.
+//! operator works: Fake and Vault stores of both kinds move to providerRef and back with every
+//! ExternalSecret Ready throughout and not one Secret rewritten.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -23,6 +23,8 @@ use crate::{Env, trial};
 
 const NAMESPACED: usize = 8;
 const CLUSTER: usize = 2;
+/// One store of another provider, on the shared Vault server.
+const VAULT_STORE: &str = "vault-store";
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
     vec![trial(
@@ -95,20 +97,28 @@ async fn secret_versions(client: &Client, ns: &str) -> Result<BTreeMap<String, S
         .collect())
 }
 
-/// The converted Fake objects: name → whether the store still owns them.
+/// The converted objects (Fake, and the Vault one): name → whether the store still owns them.
 async fn fakes(client: &Client, ns: &str, label: &str) -> Result<BTreeMap<String, bool>> {
+    use api::provider_kinds::Scope;
     let mut found = BTreeMap::new();
-    for (scope, names) in [
+    for (descriptor, scope, names) in [
         (
-            api::provider_kinds::Scope::Namespaced,
+            &api::providers::fake::DESCRIPTOR,
+            Scope::Namespaced,
             (0..NAMESPACED).map(|i| format!("s{i}")).collect::<Vec<_>>(),
         ),
         (
-            api::provider_kinds::Scope::Cluster,
+            &api::providers::fake::DESCRIPTOR,
+            Scope::Cluster,
             (0..CLUSTER).map(|i| format!("{label}-c{i}")).collect(),
         ),
+        (
+            &api::providers::vault::DESCRIPTOR,
+            Scope::Namespaced,
+            vec![VAULT_STORE.to_owned()],
+        ),
     ] {
-        let resource = api::providers::fake::DESCRIPTOR.storage_resource(scope);
+        let resource = descriptor.storage_resource(scope);
         let api: Api<DynamicObject> = match scope {
             api::provider_kinds::Scope::Namespaced => {
                 Api::namespaced_with(client.clone(), ns, &resource)
@@ -144,6 +154,31 @@ async fn there_and_back(env: Arc<Env>) -> Result<()> {
         let es = es_yaml(&format!("c{i}"), "ClusterSecretStore", &store);
         testenv::apply_yaml_in(&client, &ns, &es, true).await?;
     }
+    let vault = env.vault()?;
+    let role_id = crate::vault::approle_for(
+        vault,
+        &client,
+        &ns,
+        testenv::TokenOptions::policies(&[ns.as_str()]),
+    )
+    .await?;
+    vault
+        .write_kv_v2(
+            crate::vault::KV2,
+            &format!("{ns}/k"),
+            &serde_json::json!({"k": "from-vault"}),
+        )
+        .await?;
+    let vault_store = crate::vault::approle_store(vault, VAULT_STORE, &role_id, "v2").replace(
+        &format!("name: {VAULT_STORE}}}"),
+        &format!("name: {VAULT_STORE}, labels: {{migrate-test: {label}}}}}"),
+    );
+    testenv::apply_yaml_in(&client, &ns, &vault_store, true).await?;
+    let from_vault = es_yaml("ev", "SecretStore", VAULT_STORE)
+        .replace("key: k}", &format!("key: {ns}/k, property: k}}"));
+    testenv::apply_yaml_in(&client, &ns, &from_vault, true).await?;
+    let want = BTreeMap::from([("k".to_owned(), b"from-vault".to_vec())]);
+    wait_secret(&client, &ns, "ev", &want).await?;
     for i in 0..NAMESPACED {
         let want = BTreeMap::from([("k".to_owned(), format!("v{i}").into_bytes())]);
         wait_secret(&client, &ns, &format!("e{i}"), &want).await?;
@@ -152,7 +187,7 @@ async fn there_and_back(env: Arc<Env>) -> Result<()> {
         let want = BTreeMap::from([("k".to_owned(), format!("c{i}").into_bytes())]);
         wait_secret(&client, &ns, &format!("c{i}"), &want).await?;
     }
-    let total = NAMESPACED + CLUSTER;
+    let total = NAMESPACED + CLUSTER + 1;
     // The operator converts asynchronously; migrate refuses until it has.
     testenv::wait_for(TIMEOUT, "every store's converted object", || async {
         let found = fakes(&client, &ns, &label).await?;
@@ -183,7 +218,7 @@ async fn there_and_back(env: Arc<Env>) -> Result<()> {
     ensure!(
         docs.iter()
             .filter(|d| d["kind"] == "SecretStore" || d["kind"] == "ClusterSecretStore")
-            .all(|d| d["spec"]["providerRef"]["kind"] == "Fake"
+            .all(|d| d["spec"]["providerRef"]["name"].is_string()
                 && d["spec"].get("provider").is_none()),
         "{yaml}"
     );

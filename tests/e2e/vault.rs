@@ -22,12 +22,17 @@ use crate::operator::{TIMEOUT, ready, wait_ready};
 use crate::sync::wait_secret;
 use crate::{Env, trial};
 
-const KV2: &str = "secret";
+pub const KV2: &str = "secret";
 const KV1: &str = "kv1";
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
     vec![
         trial("vault::approle_reads_kv2", env, approle_reads_kv2),
+        trial(
+            "vault::provider_objects_through_provider_ref",
+            env,
+            provider_objects,
+        ),
         trial("vault::kv1_and_static_token", env, kv1_and_static_token),
         trial(
             "vault::kubernetes_jwt_and_userpass_logins",
@@ -94,7 +99,7 @@ path "{KV1}/{ns}/*" {{ capabilities = ["create", "read", "update", "delete", "li
 }
 
 /// An AppRole role for `ns` with its policy; the secret id is stored in Secret `approle`.
-async fn approle_for(
+pub async fn approle_for(
     vault: &VaultServer,
     client: &Client,
     ns: &str,
@@ -117,7 +122,7 @@ async fn store_secret_id(vault: &VaultServer, client: &Client, ns: &str) -> Resu
     Ok(())
 }
 
-fn approle_store(vault: &VaultServer, name: &str, role_id: &str, version: &str) -> String {
+pub fn approle_store(vault: &VaultServer, name: &str, role_id: &str, version: &str) -> String {
     let mount = if version == "v1" { KV1 } else { KV2 };
     format!(
         r#"
@@ -209,6 +214,89 @@ spec:
             ("port", "5432"),
         ]),
     )
+    .await?;
+    Ok(())
+}
+
+/// Design 007 with a real provider: a namespaced `Vault` object used by a SecretStore, and a
+/// cluster-scoped one used by a ClusterSecretStore, both through `providerRef`; the provider
+/// reconciler validates each object on its own.
+async fn provider_objects(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-ref").await?;
+    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    vault
+        .write_kv_v2(KV2, &format!("{ns}/s"), &json!({"v": "via-ref"}))
+        .await?;
+    let spec = format!(
+        "  server: {server}\n  path: {KV2}\n  auth:\n    appRole:\n      roleId: {role_id}\n      secretRef: {{name: approle, key: secret-id}}\n",
+        server = vault.address(),
+    );
+    // A cluster-scoped object names the namespace of its credentials.
+    let cluster_spec = spec.replace(
+        "key: secret-id",
+        &format!("key: secret-id, namespace: {ns}"),
+    );
+    let yaml = format!(
+        r#"apiVersion: providers.external-secrets.io/v1alpha1
+kind: Vault
+metadata: {{name: shared}}
+spec:
+{spec}---
+apiVersion: cluster.providers.external-secrets.io/v1alpha1
+kind: Vault
+metadata: {{name: {ns}}}
+spec:
+{cluster_spec}---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: by-ref}}
+spec:
+  providerRef: {{apiVersion: providers.external-secrets.io/v1alpha1, kind: Vault, name: shared}}
+---
+apiVersion: external-secrets.io/v1
+kind: ClusterSecretStore
+metadata: {{name: {ns}}}
+spec:
+  providerRef: {{apiVersion: cluster.providers.external-secrets.io/v1alpha1, kind: Vault, name: {ns}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: namespaced}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{name: by-ref}}
+  data: [{{secretKey: v, remoteRef: {{key: {ns}/s, property: v}}}}]
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: clustered}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{kind: ClusterSecretStore, name: {ns}}}
+  data: [{{secretKey: v, remoteRef: {{key: {ns}/s, property: v}}}}]
+"#
+    );
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    let want = bytes(&[("v", "via-ref")]);
+    wait_secret(&client, &ns, "namespaced", &want).await?;
+    wait_secret(&client, &ns, "clustered", &want).await?;
+    // The provider reconciler validated both objects against Vault.
+    let resource =
+        api::providers::vault::DESCRIPTOR.storage_resource(api::provider_kinds::Scope::Namespaced);
+    let objects: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &resource);
+    wait_ready("Vault shared", "True", "Valid", || async {
+        Ok(serde_json::to_value(objects.get("shared").await?)?)
+    })
+    .await?;
+    let cluster =
+        api::providers::vault::DESCRIPTOR.storage_resource(api::provider_kinds::Scope::Cluster);
+    let cluster_objects: Api<kube::api::DynamicObject> = Api::all_with(client, &cluster);
+    wait_ready("cluster Vault", "True", "Valid", || async {
+        Ok(serde_json::to_value(cluster_objects.get(&ns).await?)?)
+    })
     .await?;
     Ok(())
 }
