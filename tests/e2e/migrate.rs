@@ -11,7 +11,6 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
 use api::store::{ClusterSecretStore, SecretStore};
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 use libtest_mimic::Trial;
@@ -84,17 +83,7 @@ async fn inline_specs(client: &Client, ns: &str, label: &str) -> Result<BTreeMap
 }
 
 async fn secret_versions(client: &Client, ns: &str) -> Result<BTreeMap<String, String>> {
-    Ok(Api::<Secret>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|s| {
-            s.labels()
-                .contains_key("reconcile.external-secrets.io/managed")
-        })
-        .map(|s| (s.name_any(), s.resource_version().unwrap_or_default()))
-        .collect())
+    crate::restart::secret_versions(&Api::namespaced(client.clone(), ns)).await
 }
 
 /// The converted objects (Fake, and the Vault one): name → whether the store still owns them.

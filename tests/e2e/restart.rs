@@ -2,6 +2,7 @@
 //! written and the provider is not asked for anything the refresh intervals do not ask for.
 //! Its own operator process, class and namespace, so the shared operator stays out of it.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -90,8 +91,9 @@ impl Drop for Operator {
     }
 }
 
-async fn secret_versions(secrets: &Api<Secret>) -> Result<Vec<(String, String)>> {
-    let mut versions: Vec<_> = secrets
+/// resourceVersions of the Secrets this operator manages, by name.
+pub async fn secret_versions(secrets: &Api<Secret>) -> Result<BTreeMap<String, String>> {
+    Ok(secrets
         .list(&ListParams::default())
         .await?
         .items
@@ -101,9 +103,7 @@ async fn secret_versions(secrets: &Api<Secret>) -> Result<Vec<(String, String)>>
                 .contains_key("reconcile.external-secrets.io/managed")
         })
         .map(|s| (s.name_any(), s.resource_version().unwrap_or_default()))
-        .collect();
-    versions.sort();
-    Ok(versions)
+        .collect())
 }
 
 async fn nothing_refetched(env: Arc<Env>) -> Result<()> {

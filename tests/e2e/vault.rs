@@ -112,6 +112,19 @@ pub async fn approle_for(
     Ok(role_id)
 }
 
+/// A new namespace with an AppRole role of its own that may use only that namespace's paths,
+/// its secret id in Secret `approle`: what most trials start from.
+async fn approle_namespace<'a>(
+    env: &'a Env,
+    prefix: &str,
+) -> Result<(&'a VaultServer, Client, String, String)> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, prefix).await?;
+    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    Ok((vault, client, ns, role_id))
+}
+
 /// A fresh secret id in Secret `approle` of `ns`.
 async fn store_secret_id(vault: &VaultServer, client: &Client, ns: &str) -> Result<()> {
     let secret_id = vault.approle_secret_id("approle", ns).await?;
@@ -222,10 +235,7 @@ spec:
 /// cluster-scoped one used by a ClusterSecretStore, both through `providerRef`; the provider
 /// reconciler validates each object on its own.
 async fn provider_objects(env: Arc<Env>) -> Result<()> {
-    let vault = env.vault()?;
-    let client = env.client().await;
-    let ns = testenv::create_namespace(&client, "vault-ref").await?;
-    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    let (vault, client, ns, role_id) = approle_namespace(&env, "vault-ref").await?;
     vault
         .write_kv_v2(KV2, &format!("{ns}/s"), &json!({"v": "via-ref"}))
         .await?;
@@ -453,10 +463,7 @@ async fn other_logins(env: Arc<Env>) -> Result<()> {
 }
 
 async fn push_and_delete(env: Arc<Env>) -> Result<()> {
-    let vault = env.vault()?;
-    let client = env.client().await;
-    let ns = testenv::create_namespace(&client, "vault-push").await?;
-    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    let (vault, client, ns, role_id) = approle_namespace(&env, "vault-push").await?;
     vault
         .write_kv_v2(KV2, &format!("{ns}/theirs"), &json!({"token": "keep-me"}))
         .await?;
@@ -568,10 +575,7 @@ spec:
 
 /// find by name and by tags, and `metadataPolicy: Fetch` reading the same custom metadata.
 async fn find_by_name_and_tags(env: Arc<Env>) -> Result<()> {
-    let vault = env.vault()?;
-    let client = env.client().await;
-    let ns = testenv::create_namespace(&client, "vault-find").await?;
-    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    let (vault, client, ns, role_id) = approle_namespace(&env, "vault-find").await?;
     for (path, value, team) in [
         ("app/db", "1", "red"),
         ("app/cache", "2", "blue"),
@@ -654,10 +658,7 @@ spec:
 /// The TLS listener, trusted through `caBundle` and through `caProvider` (a ConfigMap); without
 /// either the store reports the certificate error.
 async fn tls(env: Arc<Env>) -> Result<()> {
-    let vault = env.vault()?;
-    let client = env.client().await;
-    let ns = testenv::create_namespace(&client, "vault-tls").await?;
-    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    let (vault, client, ns, role_id) = approle_namespace(&env, "vault-tls").await?;
     use base64::Engine as _;
     let bundle = base64::engine::general_purpose::STANDARD.encode(vault.ca_pem());
     let ca_map = json!({
@@ -715,10 +716,7 @@ spec:
 /// `headers` reach Vault on every request (its audit log shows them), and pushes carry the
 /// check-and-set version when `checkAndSet.required`: a path that demands it takes them.
 async fn headers_and_cas(env: Arc<Env>) -> Result<()> {
-    let vault = env.vault()?;
-    let client = env.client().await;
-    let ns = testenv::create_namespace(&client, "vault-cas").await?;
-    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    let (vault, client, ns, role_id) = approle_namespace(&env, "vault-cas").await?;
     vault
         .api(
             http::Method::POST,
@@ -783,10 +781,7 @@ async fn headers_and_cas(env: Arc<Env>) -> Result<()> {
 /// `tls.certSecretRef`/`keySecretRef`: a listener that requires a client certificate is reached
 /// with one, and refuses a store without.
 async fn mutual_tls(env: Arc<Env>) -> Result<()> {
-    let vault = env.vault()?;
-    let client = env.client().await;
-    let ns = testenv::create_namespace(&client, "vault-mtls").await?;
-    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    let (vault, client, ns, role_id) = approle_namespace(&env, "vault-mtls").await?;
     vault
         .write_kv_v2(KV2, &format!("{ns}/s"), &json!({"v": "mtls"}))
         .await?;
@@ -835,10 +830,7 @@ async fn mutual_tls(env: Arc<Env>) -> Result<()> {
 /// A store that says v1 for a KV v2 mount fails validation saying so, instead of failing each
 /// read with a puzzling 404.
 async fn wrong_version(env: Arc<Env>) -> Result<()> {
-    let vault = env.vault()?;
-    let client = env.client().await;
-    let ns = testenv::create_namespace(&client, "vault-version").await?;
-    let role_id = approle_for(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
+    let (vault, client, ns, role_id) = approle_namespace(&env, "vault-version").await?;
     let yaml = approle_store(vault, "vault", &role_id, "v1")
         .replace(&format!("path: {KV1}"), &format!("path: {KV2}"));
     testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
