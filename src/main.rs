@@ -243,7 +243,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
             _ = term.recv() => {}
         }
     };
-    let Some(mut leading) = election else {
+    let Some((mut leading, lease_task)) = election else {
         operator.run(addresses, std::future::ready(()), stop).await;
         return Ok(());
     };
@@ -265,17 +265,28 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         }
     };
     operator.run(addresses, leadership, shutdown).await;
+    // The watch channels went with the futures, which ends the lease task: hand the Lease over
+    // now rather than make the standby wait out its duration.
+    if let Ok(Ok(manager)) = lease_task.await
+        && let Err(e) = manager.release().await
+    {
+        tracing::warn!(error = %e, "could not release the leader Lease");
+    }
     if lost.load(std::sync::atomic::Ordering::Relaxed) {
         anyhow::bail!("lost the leader election Lease {lease}");
     }
     Ok(())
 }
 
-/// Starts competing for the Lease; the receiver says whether this process holds it.
-async fn leader_election(
-    client: &kube::Client,
-    args: &ControllerArgs,
-) -> anyhow::Result<tokio::sync::watch::Receiver<bool>> {
+/// The receiver says whether this process holds the Lease; the task gives the manager back
+/// once every receiver is gone.
+type Election = (
+    tokio::sync::watch::Receiver<bool>,
+    tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
+);
+
+/// Starts competing for the Lease.
+async fn leader_election(client: &kube::Client, args: &ControllerArgs) -> anyhow::Result<Election> {
     let namespace = args
         .leader_election_namespace
         .clone()
@@ -297,6 +308,5 @@ async fn leader_election(
             .await
             .context("setting up leader election")?;
     tracing::info!(lease = %args.leader_election_id, %namespace, %identity, "competing for the leader Lease");
-    let (leading, _task) = manager.watch().await;
-    Ok(leading)
+    Ok(manager.watch().await)
 }

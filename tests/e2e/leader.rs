@@ -94,5 +94,24 @@ async fn takeover(env: Arc<Env>) -> Result<()> {
         "the standby holds the Lease: {b_identity:?}"
     );
     eprintln!("took over and synced in {:?}", died.elapsed());
+
+    // Stopped as Kubernetes stops a pod, a leader hands the Lease over at once.
+    let b_pid = b.child.id();
+    b.stop();
+    let handed_over = Instant::now();
+    testenv::wait_for(
+        Duration::from_secs(3),
+        "the Lease to be released",
+        || async {
+            let now = holder(&leases, &lease).await?;
+            if now.ends_with(&format!("-{b_pid}")) {
+                Err(anyhow!("still held by the stopped replica"))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await?;
+    eprintln!("released {:?} after SIGTERM", handed_over.elapsed());
     Ok(())
 }

@@ -58,7 +58,7 @@ impl Operator {
     }
 
     /// As Kubernetes stops a pod: SIGTERM, then wait.
-    fn stop(mut self) {
+    pub fn stop(mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
