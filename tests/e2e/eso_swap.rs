@@ -18,11 +18,43 @@ use crate::sync::{STORE, wait_secret};
 use crate::{Env, trial};
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
-    vec![trial(
-        "eso_swap::objects_with_esos_finalizers_can_be_deleted",
-        env,
-        esos_finalizers,
-    )]
+    vec![
+        trial(
+            "eso_swap::objects_with_esos_finalizers_can_be_deleted",
+            env,
+            esos_finalizers,
+        ),
+        trial(
+            "eso_swap::no_deleted_event_for_a_secret_that_never_existed",
+            env,
+            no_phantom_deletion,
+        ),
+    ]
+}
+
+/// deletionPolicy Delete with nothing at the provider and no Secret yet: the status says
+/// SecretDeleted as ESO's does, but no event claims a deletion that did not happen.
+async fn no_phantom_deletion(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "eso-phantom").await?;
+    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
+    let es = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: nothing}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: fake}\n  target: {deletionPolicy: Delete}\n  dataFrom: [{find: {name: {regexp: '^no-such-key$'}}}]\n";
+    testenv::apply_yaml_in(&client, &ns, es, true).await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    crate::operator::wait_ready(
+        "ExternalSecret nothing",
+        "True",
+        "SecretDeleted",
+        || async { Ok(serde_json::to_value(externalsecrets.get("nothing").await?)?) },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let reasons = crate::operator::event_reasons(&client, &ns, "nothing").await?;
+    ensure!(
+        !reasons.iter().any(|r| r == "Deleted"),
+        "events: {reasons:?}"
+    );
+    Ok(())
 }
 
 async fn gone<K>(api: &Api<K>, name: &str) -> Result<()>

@@ -84,6 +84,8 @@ enum Written {
     Updated,
     Unchanged,
     Deleted,
+    /// deletionPolicy Delete with no data and no Secret to delete.
+    Absent,
     Retained,
     MissingForMerge,
 }
@@ -195,12 +197,14 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
     let deletion = es.spec.deletion_policy();
     let written = if fetched.is_empty() && deletion != DeletionPolicy::Merge {
         match deletion {
-            DeletionPolicy::Delete => {
-                if let Some(secret) = &existing {
+            DeletionPolicy::Delete => match &existing {
+                Some(secret) => {
                     delete_owned(es, &secrets, secret).await?;
+                    Written::Deleted
                 }
-                Written::Deleted
-            }
+                // Nothing to delete: the status says so, but no event claims a deletion.
+                None => Written::Absent,
+            },
             _ => Written::Retained,
         }
     } else {
@@ -208,7 +212,7 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
     };
 
     let (status, reason, message) = match written {
-        Written::Deleted => (
+        Written::Deleted | Written::Absent => (
             ConditionStatus::True,
             reason::DELETED,
             "secret deleted: the provider returned no data",
