@@ -100,7 +100,7 @@ pub async fn migrate(
 ) -> Result<Summary, Error> {
     let mut summary = Summary::default();
     for store in list(client, options).await? {
-        let object = provider_object(client, registry, &store.loaded, options.direction).await?;
+        let object = provider_object(client, registry, &store.loaded).await?;
         let what = describe(&store.loaded);
         match plan(registry, &store.loaded, object.as_ref(), options.direction) {
             Plan::Unchanged(why) => {
@@ -194,9 +194,8 @@ async fn provider_object(
     client: &kube::Client,
     registry: &ProviderRegistry,
     store: &LoadedStore,
-    direction: Direction,
 ) -> Result<Option<(ApiResource, DynamicObject)>, Error> {
-    let Some(resource) = plan::object_resource(registry, store, direction) else {
+    let Some(resource) = plan::object_resource(registry, store) else {
         return Ok(None);
     };
     let api = dynamic(client, &resource, store.namespace.as_deref());

@@ -34,12 +34,11 @@ pub struct Change {
     pub object_patch: Option<(ApiResource, Value)>,
 }
 
-/// The provider object a migration of `store` reads: the one the store references, or the one
-/// it is converted to.
+/// The provider object a migration of `store` reads, either way: the one the store references,
+/// or the one it is converted to.
 pub(crate) fn object_resource(
     registry: &ProviderRegistry,
     store: &LoadedStore,
-    _direction: Direction,
 ) -> Option<ApiResource> {
     match &store.spec.provider_ref {
         Some(reference) => provider_resource(registry, reference)

@@ -77,7 +77,9 @@ pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action,
 async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
     // Before anything is written, finalizers included: another operator's PushSecret (all its
     // stores of another controller class) is not ours to touch.
-    if !any_store_ours(ps, ctx).await? {
+    // The stores are resolved once: a label selector costs a list request.
+    let targets = targets(ps, ctx).await?;
+    if !any_store_ours(&targets, ps, ctx).await {
         return Ok(Action::await_change());
     }
     let api: Api<PushSecret> =
@@ -106,7 +108,7 @@ async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
         finalizers.push(FINALIZER.to_owned());
         set_finalizers(&api, ps, finalizers).await?;
     }
-    match push(ps, ctx).await {
+    match push(ps, ctx, &targets).await {
         Ok(synced) => {
             if delete_policy {
                 delete_entries(ps, ctx, plan::stale(&synced_before(ps), &synced)).await?;
@@ -169,7 +171,7 @@ fn synced_before(ps: &PushSecret) -> Synced {
         .unwrap_or_default()
 }
 
-async fn push(ps: &PushSecret, ctx: &Context) -> Result<Synced, Error> {
+async fn push(ps: &PushSecret, ctx: &Context, targets: &[StoreRef]) -> Result<Synced, Error> {
     plan::unsupported(ps).map_err(|(field, message)| Error::Invalid { field, message })?;
     let namespace = ps.namespace().unwrap_or_default();
     let source_name = ps
@@ -201,64 +203,70 @@ async fn push(ps: &PushSecret, ctx: &Context) -> Result<Synced, Error> {
 
     let mut synced = Synced::new();
     let previous = synced_before(ps);
-    for (i, store_ref) in ps.spec.secret_store_refs.iter().enumerate() {
-        for store in stores(ctx, store_ref, &namespace, i).await? {
-            let handle = match ctx.manager.get(&store, &namespace).await {
-                Ok(h) => h,
-                Err(clientmanager::Error::OtherController { .. }) => {
-                    // What the other operator pushed there stays on record.
-                    let key = format!("{}/{}", store.kind, store.name);
-                    if let Some(entries) = previous.get(&key) {
-                        synced.insert(key, entries.clone());
-                    }
+    for store in targets {
+        let handle = match ctx.manager.get(store, &namespace).await {
+            Ok(h) => h,
+            Err(clientmanager::Error::OtherController { .. }) => {
+                // What the other operator pushed there stays on record.
+                let key = format!("{}/{}", store.kind, store.name);
+                if let Some(entries) = previous.get(&key) {
+                    synced.insert(key, entries.clone());
+                }
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let kind = handle.provider.descriptor().kind;
+        let entries = synced
+            .entry(format!("{}/{}", store.kind, store.name))
+            .or_default();
+        for (j, p) in pushes.iter().enumerate() {
+            let field = format!("spec.data[{j}] to {} {:?}", store.kind, store.name);
+            if only_new {
+                let exists = handle.client.secret_exists(&p.request.remote).await;
+                ctx.metrics
+                    .provider_call(kind, "SecretExists", exists.is_ok());
+                if exists.map_err(|source| Error::Provider {
+                    field: field.clone(),
+                    source,
+                })? {
+                    entries.insert(plan::status_key(&p.entry), p.entry.clone());
                     continue;
                 }
-                Err(e) => return Err(e.into()),
-            };
-            let kind = handle.provider.descriptor().kind;
-            let entries = synced
-                .entry(format!("{}/{}", store.kind, store.name))
-                .or_default();
-            for (j, p) in pushes.iter().enumerate() {
-                let field = format!("spec.data[{j}] to {} {:?}", store.kind, store.name);
-                if only_new {
-                    let exists = handle.client.secret_exists(&p.request.remote).await;
-                    ctx.metrics
-                        .provider_call(kind, "SecretExists", exists.is_ok());
-                    if exists.map_err(|source| Error::Provider {
-                        field: field.clone(),
-                        source,
-                    })? {
-                        entries.insert(plan::status_key(&p.entry), p.entry.clone());
-                        continue;
-                    }
-                }
-                let pushed = handle.client.push_secret(&p.request).await;
-                ctx.metrics
-                    .provider_call(kind, "PushSecret", pushed.is_ok());
-                pushed.map_err(|source| Error::Provider { field, source })?;
-                entries.insert(plan::status_key(&p.entry), p.entry.clone());
             }
+            let pushed = handle.client.push_secret(&p.request).await;
+            ctx.metrics
+                .provider_call(kind, "PushSecret", pushed.is_ok());
+            pushed.map_err(|source| Error::Provider { field, source })?;
+            entries.insert(plan::status_key(&p.entry), p.entry.clone());
         }
     }
     Ok(synced)
 }
 
-/// Whether any store the PushSecret names belongs to this operator's controller class. A
-/// PushSecret naming no store that can be found is ours to report on.
-async fn any_store_ours(ps: &PushSecret, ctx: &Context) -> Result<bool, Error> {
+/// Every store the PushSecret's `secretStoreRefs` name.
+async fn targets(ps: &PushSecret, ctx: &Context) -> Result<Vec<StoreRef>, Error> {
     let namespace = ps.namespace().unwrap_or_default();
-    let mut named = false;
+    let mut all = Vec::new();
     for (i, store_ref) in ps.spec.secret_store_refs.iter().enumerate() {
-        for store in stores(ctx, store_ref, &namespace, i).await? {
-            named = true;
-            match ctx.manager.get(&store, &namespace).await {
-                Err(clientmanager::Error::OtherController { .. }) => {}
-                _ => return Ok(true),
-            }
+        all.extend(stores(ctx, store_ref, &namespace, i).await?);
+    }
+    Ok(all)
+}
+
+/// Whether any of `targets` belongs to this operator's controller class. A PushSecret naming no
+/// store that can be found is ours to report on.
+async fn any_store_ours(targets: &[StoreRef], ps: &PushSecret, ctx: &Context) -> bool {
+    let namespace = ps.namespace().unwrap_or_default();
+    for store in targets {
+        if !matches!(
+            ctx.manager.get(store, &namespace).await,
+            Err(clientmanager::Error::OtherController { .. })
+        ) {
+            return true;
         }
     }
-    Ok(!named)
+    targets.is_empty()
 }
 
 /// The stores one `secretStoreRefs` entry names: by name, or every store matching its labels.

@@ -17,7 +17,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
-use testenv::{ControlPlane, KvVersion, TokenOptions, VaultServer};
+use testenv::{ControlPlane, KvVersion, VaultServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const STORE: &str = "bench";
@@ -168,23 +168,10 @@ async fn prepare(
             &serde_json::json!({"user": "alice", "a": "1", "b": "2"}),
         )
         .await?;
-    vault
-        .write_policy(
-            "bench",
-            r#"path "secret/data/bench" { capabilities = ["read"] }"#,
-        )
-        .await?;
     vault.enable_auth("approle", "approle").await?;
-    vault
-        .create_approle_role("approle", "bench", &TokenOptions::policies(&["bench"]))
-        .await?;
     vault.enable_file_audit().await?;
-    let role_id = vault.approle_role_id("approle", "bench").await?;
-    let secret_id = vault.approle_secret_id("approle", "bench").await?;
-    let secret = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: approle}}\nstringData: {{secret-id: {secret_id}}}\n"
-    );
-    testenv::apply_yaml_in(client, ns, &secret, true).await?;
+    let role_id =
+        testenv::approle_reader(vault, client, ns, "bench", "secret/data/bench", "approle").await?;
     let store = format!(
         "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: {STORE}}}\nspec:\n  provider:\n    vault:\n      server: {}\n      path: secret\n      auth:\n        appRole: {{roleId: {role_id}, secretRef: {{name: approle, key: secret-id}}}}\n",
         vault.address()

@@ -28,7 +28,7 @@ pub use apply::{
     wait_for_crd_established,
 };
 pub use pki::{CertificateAuthority, IssuedCertificate};
-pub use quickstart::{VAULT_QUICKSTART, vault_quickstart};
+pub use quickstart::{VAULT_QUICKSTART, approle_reader, vault_quickstart};
 pub use vault::{
     AuditedRequest, JwtRole, KubernetesRole, KvV2Secret, KvVersion, TokenOptions, VAULT_VERSION,
     VaultServer, service_account_token, vault_binary,

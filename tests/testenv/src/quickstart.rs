@@ -11,6 +11,34 @@ use crate::{KvVersion, TokenOptions, VaultServer};
 /// The manifest, relative to the repository.
 pub const VAULT_QUICKSTART: &str = "hack/dev/vault-quickstart.yaml";
 
+/// An AppRole role `role` (at mount `approle`) that may read `path` only, with its secret id in
+/// the Secret `secret` of `namespace` under key `secret-id`; returns the role id.
+pub async fn approle_reader(
+    vault: &VaultServer,
+    client: &kube::Client,
+    namespace: &str,
+    role: &str,
+    path: &str,
+    secret: &str,
+) -> Result<String> {
+    vault
+        .write_policy(
+            role,
+            &format!(r#"path "{path}" {{ capabilities = ["read"] }}"#),
+        )
+        .await?;
+    vault
+        .create_approle_role("approle", role, &TokenOptions::policies(&[role]))
+        .await?;
+    let role_id = vault.approle_role_id("approle", role).await?;
+    let secret_id = vault.approle_secret_id("approle", role).await?;
+    let manifest = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {secret}, namespace: {namespace}}}\nstringData: {{secret-id: {secret_id}}}\n"
+    );
+    crate::apply_yaml_in(client, namespace, &manifest, true).await?;
+    Ok(role_id)
+}
+
 /// Configures `vault` (a KV v2 mount `secret` holding `quickstart`, an AppRole role allowed to
 /// read it) and applies the quickstart manifest from `repository` into `namespace`.
 pub async fn vault_quickstart(
