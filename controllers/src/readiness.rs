@@ -128,7 +128,7 @@ pub async fn check(
         Ok(Validation::Ready) => (
             ConditionStatus::True,
             reason::VALID,
-            valid_message(&format!("{noun} validated"), &warnings),
+            with_warnings(&format!("{noun} validated"), &warnings),
         ),
         Ok(Validation::Unknown) => (
             ConditionStatus::True,
@@ -143,7 +143,8 @@ pub async fn check(
         Err(e) => (
             ConditionStatus::False,
             reason::VALIDATION_FAILED,
-            format!("unable to validate {noun}: {e}"),
+            // A warning often explains the failure (no auth set, say).
+            with_warnings(&format!("unable to validate {noun}: {e}"), &warnings),
         ),
     };
     Readiness {
@@ -155,9 +156,9 @@ pub async fn check(
     }
 }
 
-/// The Valid message, carrying the provider's warnings so they are seen without an admission
+/// A Ready message carrying the provider's warnings, so they are seen without an admission
 /// webhook.
-fn valid_message(message: &str, warnings: &[String]) -> String {
+fn with_warnings(message: &str, warnings: &[String]) -> String {
     if warnings.is_empty() {
         message.to_owned()
     } else {
@@ -170,11 +171,11 @@ mod tests {
     #[test]
     fn warnings_reach_the_valid_message() {
         assert_eq!(
-            super::valid_message("store validated", &[]),
+            super::with_warnings("store validated", &[]),
             "store validated"
         );
         assert_eq!(
-            super::valid_message("store validated", &["a".into(), "b".into()]),
+            super::with_warnings("store validated", &["a".into(), "b".into()]),
             "store validated; warnings: a; b"
         );
     }

@@ -57,6 +57,11 @@ impl ProviderSchema for Vault {
             login(auth, true)?;
         }
         let mut warnings = Vec::new();
+        if spec.auth.is_none() {
+            warnings.push(
+                "auth is not set: requests go to Vault without a token, which Vault refuses unless its policies allow anonymous access".to_owned(),
+            );
+        }
         if spec.read_your_writes == Some(true) {
             warnings.push(
                 "readYourWrites is not implemented yet: reads on a performance standby may miss earlier writes".to_owned(),
