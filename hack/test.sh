@@ -4,17 +4,32 @@
 # and a real Vault server built by build-vault.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash hack/build-control-plane.sh
-bash hack/build-vault.sh
-cargo fmt --all --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# Each phase prints how long it took, so a slow CI run says where its time went.
+started=$(date +%s)
+phase() {
+  local name=$1 t0
+  shift
+  t0=$(date +%s)
+  echo "== $name"
+  "$@"
+  echo "== $name took $(( $(date +%s) - t0 ))s ($(( $(date +%s) - started ))s in all)"
+}
+
+phase "build the control plane" bash hack/build-control-plane.sh
+phase "build Vault" bash hack/build-vault.sh
+phase "cargo fmt" cargo fmt --all --check
+phase "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
+phase "build the tests" cargo test --workspace --locked --no-run
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
+t0=$(date +%s)
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
+echo "== run the tests took $(( $(date +%s) - t0 ))s ($(( $(date +%s) - started ))s in all)"
 # cargo prints one result line per test binary, the last often a crate's empty doc-tests; one
 # total at the end says what the whole run did.
 sum() { grep -oE "test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed" "$log" | awk -v f="$1" '{ s += $f } END { print s + 0 }'; }

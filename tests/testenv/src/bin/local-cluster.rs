@@ -105,6 +105,9 @@ async fn run(
             bail!("{e:#}\nthe last lines of {}:\n{tail}", log.display());
         }
     };
+    // Registered before the line that tells a waiting caller (the quickstart test) that we are
+    // ready: a SIGTERM sent on that line must stop the children, not kill us before the handler.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     print_secret(
         &fake,
         &format!("ExternalSecret examples/demo ({QUICKSTART})"),
@@ -127,7 +130,6 @@ async fn run(
     );
     println!("Ctrl-C stops everything.");
     // Ctrl-C, or a plain kill: either way the control plane is dropped and cleaned up.
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => r?,
         _ = term.recv() => {}
