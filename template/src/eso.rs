@@ -1,0 +1,6 @@
+//! (being written)
+use crate::Funcs;
+
+pub fn register(funcs: &mut Funcs) {
+    let _ = funcs;
+}

@@ -1,0 +1,87 @@
+//! The function table a template is parsed with: Go's builtins, sprig, and ESO's own.
+
+use std::collections::BTreeMap;
+
+use crate::value::Value;
+
+/// How many arguments a function takes; the executor checks it before the call, with Go's
+/// message ("wrong number of args for upper: want 1 got 2").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arity {
+    Exact(usize),
+    AtLeast(usize),
+}
+
+/// A function's failure; the executor wraps it as Go does: `error calling <name>: <message>`.
+/// Argument type mismatches use Go's wording too: see [`expect_string`] and friends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FuncError(pub String);
+
+impl<T: std::fmt::Display> From<T> for FuncError
+where
+    T: std::error::Error,
+{
+    fn from(e: T) -> Self {
+        FuncError(e.to_string())
+    }
+}
+
+pub type FuncResult = Result<Value, FuncError>;
+
+/// One callable function.
+#[derive(Clone, Copy)]
+pub struct Function {
+    pub arity: Arity,
+    pub call: fn(&[Value]) -> FuncResult,
+}
+
+/// The functions a template may call, by name.
+#[derive(Clone, Default)]
+pub struct Funcs {
+    table: BTreeMap<&'static str, Function>,
+}
+
+impl std::fmt::Debug for Funcs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.table.keys()).finish()
+    }
+}
+
+impl Funcs {
+    pub fn insert(&mut self, name: &'static str, arity: Arity, call: fn(&[Value]) -> FuncResult) {
+        self.table.insert(name, Function { arity, call });
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Function> {
+        self.table.get(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &&'static str> {
+        self.table.keys()
+    }
+
+    /// What ESO's engine v2 offers: sprig without `env`, `expandenv` and `getHostByName`, then
+    /// ESO's own functions. Go's builtins (`and`, `printf`, ...) are the executor's, not here.
+    pub fn eso() -> Self {
+        let mut funcs = Funcs::default();
+        crate::sprig::register(&mut funcs);
+        crate::eso::register(&mut funcs);
+        funcs
+    }
+}
+
+/// Go's reflect-based argument conversion for a `string` parameter.
+pub fn expect_string(v: &Value) -> Result<&str, FuncError> {
+    match v {
+        Value::String(s) => Ok(s),
+        other => Err(wrong_type("string", other)),
+    }
+}
+
+/// Go's message when an argument cannot be assigned to a parameter's type.
+pub fn wrong_type(expected: &str, got: &Value) -> FuncError {
+    FuncError(format!(
+        "wrong type for value; expected {expected}; got {}",
+        got.go_type()
+    ))
+}

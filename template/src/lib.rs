@@ -1,0 +1,74 @@
+//! Go's `text/template` with sprig and ESO's functions: what ESO's template engine v2 renders,
+//! byte for byte. Pure: no I/O, no clock but sprig's `now`, and no randomness but sprig's
+//! random functions.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use external_secrets_template::{Funcs, Template, Value};
+//!
+//! let funcs = Funcs::eso();
+//! let t = Template::parse("greeting", "{{ .name | upper }}!", &funcs).unwrap();
+//! let data = Value::Map(BTreeMap::from([("name".to_owned(), Value::from("ada"))]));
+//! assert_eq!(t.execute(&data, 1024).unwrap(), "ADA!");
+//! ```
+
+mod builtins;
+mod eso;
+mod exec;
+pub mod funcs;
+pub mod gofmt;
+mod lex;
+mod parse;
+mod sprig;
+mod value;
+
+pub use funcs::{Arity, FuncError, Funcs};
+pub use value::Value;
+
+/// Why a template was refused. Messages follow Go's (`template: <name>:<line>:<col>: ...`), so
+/// an ESO user recognises them; they name the template and the position, never data values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("template: {name}:{line}:{column}: {message}")]
+    Parse {
+        name: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("template: {name}:{line}:{column}: executing \"{name}\" at <{context}>: {message}")]
+    Exec {
+        name: String,
+        line: usize,
+        column: usize,
+        /// The action's source text, as Go quotes it.
+        context: String,
+        message: String,
+    },
+    #[error("template: {name}: output exceeds {limit} bytes")]
+    TooLarge { name: String, limit: usize },
+}
+
+/// A parsed template (with every `define` it holds), ready to execute any number of times.
+#[derive(Debug, Clone)]
+pub struct Template {
+    tree: parse::Tree,
+    funcs: Funcs,
+}
+
+impl Template {
+    /// As Go's `template.New(name).Option("missingkey=error").Funcs(funcs).Parse(text)`.
+    pub fn parse(name: &str, text: &str, funcs: &Funcs) -> Result<Self, Error> {
+        let tree = parse::parse(name, text, funcs)?;
+        Ok(Self {
+            tree,
+            funcs: funcs.clone(),
+        })
+    }
+
+    /// Executes with `data` as dot. Output beyond `limit` bytes stops execution with
+    /// [`Error::TooLarge`]: a template cannot make the operator build an unbounded string.
+    pub fn execute(&self, data: &Value, limit: usize) -> Result<String, Error> {
+        exec::execute(&self.tree, &self.funcs, data, limit)
+    }
+}
