@@ -15,6 +15,7 @@ pub mod pushsecret;
 pub mod ratelimit;
 pub mod readiness;
 pub mod secretstore;
+pub mod templating;
 pub(crate) mod watch;
 
 pub use context::{Context, Settings};

@@ -1,6 +1,7 @@
 //! The function table a template is parsed with: Go's builtins, sprig, and ESO's own.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::value::Value;
 
@@ -35,10 +36,10 @@ pub struct Function {
     pub call: fn(&[Value]) -> FuncResult,
 }
 
-/// The functions a template may call, by name.
+/// The functions a template may call, by name. Cloned with every parsed template, so shared.
 #[derive(Clone, Default)]
 pub struct Funcs {
-    table: BTreeMap<&'static str, Function>,
+    table: Arc<BTreeMap<&'static str, Function>>,
 }
 
 impl std::fmt::Debug for Funcs {
@@ -49,7 +50,7 @@ impl std::fmt::Debug for Funcs {
 
 impl Funcs {
     pub fn insert(&mut self, name: &'static str, arity: Arity, call: fn(&[Value]) -> FuncResult) {
-        self.table.insert(name, Function { arity, call });
+        Arc::make_mut(&mut self.table).insert(name, Function { arity, call });
     }
 
     pub fn get(&self, name: &str) -> Option<&Function> {

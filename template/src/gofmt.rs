@@ -63,10 +63,18 @@ pub fn format_float_v(f: f64) -> String {
         return "NaN".into();
     }
     if f.is_infinite() {
-        return if f > 0.0 { "+Inf".into() } else { "-Inf".into() };
+        return if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
     }
     if f == 0.0 {
-        return if f.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if f.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     // Rust's `{:e}` gives the shortest round-trip digits: "1.2345e6".
     let sci = format!("{f:e}");
@@ -87,9 +95,15 @@ pub fn format_float_v(f: f64) -> String {
     }
     let point = exp + 1;
     if point <= 0 {
-        format!("{sign}0.{}{digits}", "0".repeat(point.unsigned_abs() as usize))
+        format!(
+            "{sign}0.{}{digits}",
+            "0".repeat(point.unsigned_abs() as usize)
+        )
     } else if point as usize >= digits.len() {
-        format!("{sign}{digits}{}", "0".repeat(point as usize - digits.len()))
+        format!(
+            "{sign}{digits}{}",
+            "0".repeat(point as usize - digits.len())
+        )
     } else {
         let (int, frac) = digits.split_at(point as usize);
         format!("{sign}{int}.{frac}")
@@ -105,8 +119,16 @@ fn go_time_string(t: &jiff::Zoned) -> String {
         format!(".{nanos:09}").trim_end_matches('0').to_owned()
     };
     let offset = t.offset().seconds();
-    let (osign, oabs) = if offset < 0 { ('-', -offset) } else { ('+', offset) };
-    let abbreviation = t.time_zone().to_offset_info(t.timestamp()).abbreviation().to_string();
+    let (osign, oabs) = if offset < 0 {
+        ('-', -offset)
+    } else {
+        ('+', offset)
+    };
+    let abbreviation = t
+        .time_zone()
+        .to_offset_info(t.timestamp())
+        .abbreviation()
+        .to_string();
     format!(
         "{}{frac} {osign}{:02}{:02} {abbreviation}",
         t.strftime("%Y-%m-%d %H:%M:%S"),
@@ -130,11 +152,7 @@ pub fn sprint(args: &[Value]) -> String {
 
 /// `fmt.Sprintln(args...)`: spaces between all operands and a newline.
 pub fn sprintln(args: &[Value]) -> String {
-    let mut out = args
-        .iter()
-        .map(sprint_value)
-        .collect::<Vec<_>>()
-        .join(" ");
+    let mut out = args.iter().map(sprint_value).collect::<Vec<_>>().join(" ");
     out.push('\n');
     out
 }
@@ -173,6 +191,14 @@ mod tests {
     fn containers_print_as_go_prints_them() {
         let v = Value::List(vec![Value::from("a"), Value::Int(1), Value::Nil]);
         assert_eq!(sprint_value(&v), "[a 1 <nil>]");
-        assert_eq!(sprint(&[Value::Int(1), Value::Int(2), Value::from("x"), Value::Int(3)]), "1 2x3");
+        assert_eq!(
+            sprint(&[
+                Value::Int(1),
+                Value::Int(2),
+                Value::from("x"),
+                Value::Int(3)
+            ]),
+            "1 2x3"
+        );
     }
 }

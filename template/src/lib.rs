@@ -23,7 +23,7 @@ mod sprig;
 mod value;
 
 pub use funcs::{Arity, FuncError, Funcs};
-pub use value::Value;
+pub use value::{Value, go_bytes, go_string};
 
 /// Why a template was refused. Messages follow Go's (`template: <name>:<line>:<col>: ...`), so
 /// an ESO user recognises them; they name the template and the position, never data values.

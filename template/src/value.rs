@@ -92,3 +92,77 @@ impl fmt::Display for Value {
         f.write_str(&crate::gofmt::sprint_value(self))
     }
 }
+
+/// Go strings hold any bytes; Rust strings hold UTF-8. Bytes that are not UTF-8 (a PKCS#12
+/// archive, a binary key) travel through the engine as characters of the last plane's private
+/// use area, one per byte, and turn back into the same bytes on the way out. Characters of that
+/// range in genuine text are escaped byte by byte too, so the round trip is lossless for any
+/// input.
+const ESCAPE_BASE: u32 = 0x10_FF00;
+
+fn is_escape(c: char) -> bool {
+    (ESCAPE_BASE..=ESCAPE_BASE + 0xFF).contains(&u32::from(c))
+}
+
+fn escape_byte(b: u8) -> char {
+    char::from_u32(ESCAPE_BASE + u32::from(b)).expect("U+10FF00..U+10FFFF are characters")
+}
+
+/// The engine's string for Go string bytes `bytes`.
+pub fn go_string(bytes: &[u8]) -> String {
+    if let Ok(s) = std::str::from_utf8(bytes)
+        && !s.chars().any(is_escape)
+    {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if is_escape(c) {
+                let mut buf = [0; 4];
+                out.extend(c.encode_utf8(&mut buf).bytes().map(escape_byte));
+            } else {
+                out.push(c);
+            }
+        }
+        out.extend(chunk.invalid().iter().copied().map(escape_byte));
+    }
+    out
+}
+
+/// The Go string bytes an engine string stands for; the inverse of [`go_string`].
+pub fn go_bytes(s: &str) -> Vec<u8> {
+    if !s.chars().any(is_escape) {
+        return s.as_bytes().to_vec();
+    }
+    let mut out = Vec::with_capacity(s.len());
+    for c in s.chars() {
+        if is_escape(c) {
+            out.push((u32::from(c) - ESCAPE_BASE) as u8);
+        } else {
+            let mut buf = [0; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_bytes_survive_the_round_trip() {
+        let samples: [&[u8]; 5] = [
+            b"plain text",
+            "caf\u{e9} \u{10FF41}".as_bytes(),
+            &[0x30, 0x82, 0xff, 0xfe, 0x00, 0x41],
+            &[0xf4, 0x8f, 0xbd, 0x80],
+            &[],
+        ];
+        for bytes in samples {
+            assert_eq!(go_bytes(&go_string(bytes)), bytes);
+        }
+        assert_eq!(go_string(b"plain"), "plain");
+    }
+}

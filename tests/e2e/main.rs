@@ -18,6 +18,7 @@ mod restart;
 mod robustness;
 mod stores;
 mod sync;
+mod templates;
 mod vault;
 
 use std::future::Future;
@@ -135,6 +136,7 @@ fn main() -> ExitCode {
         push::trials,
         restart::trials,
         robustness::trials,
+        templates::trials,
         vault::trials,
     ]
     .iter()

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use api::external_secret::{CreationPolicy, ExternalSecret, RefreshPolicy};
+use api::external_secret::{CreationPolicy, DecodingStrategy, ExternalSecret, RefreshPolicy};
 use base64::Engine;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
@@ -13,6 +13,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::hash;
+use crate::templating::Shaped;
 
 pub use api::external_secret::{
     ANNOTATION_DATA_HASH as DATA_HASH_ANNOTATION, LABEL_CREATED_BY as CREATED_BY_LABEL,
@@ -148,25 +149,6 @@ pub fn unsupported(es: &ExternalSecret) -> Result<(), (String, String)> {
             "generic targets are not supported yet".into(),
         ));
     }
-    let template = target.and_then(|t| t.template.as_ref());
-    if template
-        .and_then(|t| t.data.as_ref())
-        .is_some_and(|d| !d.is_empty())
-    {
-        return Err((
-            "spec.target.template.data".into(),
-            "templating is not supported yet".into(),
-        ));
-    }
-    if template
-        .and_then(|t| t.template_from.as_ref())
-        .is_some_and(|d| !d.is_empty())
-    {
-        return Err((
-            "spec.target.template.templateFrom".into(),
-            "templating is not supported yet".into(),
-        ));
-    }
     let spec = &es.spec;
     // ESO accepts a generator under spec.data but never runs it; silently reading from the
     // default store instead would be worse than saying so.
@@ -251,6 +233,17 @@ pub enum Decoding {
     Auto,
 }
 
+impl From<Option<DecodingStrategy>> for Decoding {
+    fn from(strategy: Option<DecodingStrategy>) -> Self {
+        match strategy {
+            Some(DecodingStrategy::Base64) => Decoding::Base64,
+            Some(DecodingStrategy::Base64URL) => Decoding::Base64Url,
+            Some(DecodingStrategy::Auto) => Decoding::Auto,
+            Some(DecodingStrategy::None) | None => Decoding::None,
+        }
+    }
+}
+
 pub fn decode(value: Vec<u8>, decoding: Decoding) -> Result<Vec<u8>, String> {
     let std = base64::engine::general_purpose::STANDARD;
     let url = base64::engine::general_purpose::URL_SAFE;
@@ -270,22 +263,17 @@ pub fn decode(value: Vec<u8>, decoding: Decoding) -> Result<Vec<u8>, String> {
     }
 }
 
-/// The Secret we want, as a server-side apply body. `None` when nothing is to be written.
-pub fn desired_secret(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>) -> Option<Value> {
+/// The Secret we want, as a server-side apply body, from the shaped (templated) result.
+/// `None` when nothing is to be written.
+pub fn desired_secret(es: &ExternalSecret, shaped: &Shaped) -> Option<Value> {
     let policy = creation_policy(es);
     if policy == CreationPolicy::None {
         return None;
     }
     let namespace = es.namespace().unwrap_or_default();
-    let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
-    let mut labels = BTreeMap::new();
-    let mut annotations = BTreeMap::new();
-    let mut finalizers = Vec::new();
-    if let Some(meta) = template.and_then(|t| t.metadata.as_ref()) {
-        labels.extend(meta.labels.clone().unwrap_or_default());
-        annotations.extend(meta.annotations.clone().unwrap_or_default());
-        finalizers.extend(meta.finalizers.clone().unwrap_or_default());
-    }
+    let data = &shaped.data;
+    let mut labels = shaped.labels.clone();
+    let mut annotations = shaped.annotations.clone();
     labels.insert(MANAGED_LABEL.to_owned(), "true".to_owned());
     annotations.insert(DATA_HASH_ANNOTATION.to_owned(), hash::data_hash(data));
     let mut metadata = json!({
@@ -301,8 +289,8 @@ pub fn desired_secret(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>) -> 
         metadata["ownerReferences"] = json!(owner.into_iter().collect::<Vec<_>>());
     }
     metadata["labels"] = json!(labels);
-    if !finalizers.is_empty() {
-        metadata["finalizers"] = json!(finalizers);
+    if !shaped.finalizers.is_empty() {
+        metadata["finalizers"] = json!(shaped.finalizers);
     }
     metadata["annotations"] = json!(annotations);
     let encoded: BTreeMap<&String, String> = data
@@ -315,7 +303,7 @@ pub fn desired_secret(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>) -> 
         "metadata": metadata,
         "data": encoded,
     });
-    if let Some(type_) = template.and_then(|t| t.type_.clone()) {
+    if let Some(type_) = shaped.type_.as_ref().filter(|t| !t.is_empty()) {
         secret["type"] = json!(type_);
     }
     if es.spec.target.as_ref().and_then(|t| t.immutable) == Some(true) {

@@ -4,15 +4,14 @@
 use std::collections::{BTreeMap, HashMap};
 
 use api::external_secret::{
-    ConversionStrategy, DecodingStrategy, DeletionPolicy, ExternalSecret, MetadataPolicy,
-    SecretStoreRef,
+    ConversionStrategy, DeletionPolicy, ExternalSecret, MetadataPolicy, SecretStoreRef,
 };
 use clientmanager::{Handle, StoreKind, StoreRef};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use provider::{FindRequest, RemoteRef};
 
-use super::desired::{Decoding, check_nul, convert_keys, decode, valid_key};
+use super::desired::{check_nul, convert_keys, decode, valid_key};
 use super::{Error, SyncStop};
 use crate::context::Context;
 
@@ -49,15 +48,6 @@ pub(super) fn to_store_ref(r: &SecretStoreRef) -> StoreRef {
     StoreRef {
         kind: StoreKind::parse(r.kind.map(|k| k.as_str())),
         name: r.name.clone(),
-    }
-}
-
-fn decoding(strategy: Option<DecodingStrategy>) -> Decoding {
-    match strategy {
-        Some(DecodingStrategy::Base64) => Decoding::Base64,
-        Some(DecodingStrategy::Base64URL) => Decoding::Base64Url,
-        Some(DecodingStrategy::Auto) => Decoding::Auto,
-        Some(DecodingStrategy::None) | None => Decoding::None,
     }
 }
 
@@ -153,7 +143,7 @@ pub(super) async fn fetch(
             if !valid_key(&k) {
                 return Err(invalid("not a valid Secret key; add a rewrite".into()).into());
             }
-            let v = decode(v, decoding(strategy)).map_err(invalid)?;
+            let v = decode(v, strategy.into()).map_err(invalid)?;
             check_nul(&v, nul).map_err(invalid)?;
             out.insert(k, v);
         }
@@ -190,7 +180,7 @@ pub(super) async fn fetch(
             }
         };
         let value =
-            decode(value, decoding(entry.remote_ref.decoding_strategy)).map_err(|message| {
+            decode(value, entry.remote_ref.decoding_strategy.into()).map_err(|message| {
                 Error::Invalid {
                     field: format!("{field}.remoteRef.decodingStrategy"),
                     message,

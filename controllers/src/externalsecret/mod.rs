@@ -44,6 +44,11 @@ pub enum Error {
     },
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
+    /// Not terminal: a template can fail on data that a later refresh fixes.
+    #[error(transparent)]
+    Template(#[from] crate::templating::TemplateError),
+    #[error(transparent)]
+    TemplateSource(#[from] crate::templating::SourceError),
     #[error("could not read target Secret {name:?}: {source}")]
     ReadSecret { name: String, source: kube::Error },
     #[error("could not write target Secret {name:?}: {source}")]
@@ -62,6 +67,8 @@ impl crate::outcome::ErrorKind for Error {
             Self::Store(e) => e.kind(),
             Self::Provider { .. } => "Provider",
             Self::Invalid { .. } => "Invalid",
+            Self::Template(_) => "Template",
+            Self::TemplateSource(_) => "TemplateSource",
             Self::ReadSecret { .. } => "ReadSecret",
             Self::WriteSecret { .. } => "WriteSecret",
             Self::Immutable { .. } => "Immutable",
@@ -208,7 +215,20 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             _ => Written::Retained,
         }
     } else {
-        write_secret(es, ctx, &secrets, existing.as_ref(), &fetched).await?
+        let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+        let sources = crate::templating::read_sources(&ctx.client, &namespace, template)
+            .await
+            .map_err(Error::from)?;
+        let shaped = crate::templating::shape(
+            "spec.target.template",
+            template,
+            fetched,
+            &sources,
+            es.labels(),
+            es.annotations(),
+        )
+        .map_err(Error::from)?;
+        write_secret(es, ctx, &secrets, existing.as_ref(), &shaped).await?
     };
 
     let (status, reason, message) = match written {
@@ -275,11 +295,12 @@ async fn write_secret(
     ctx: &Context,
     secrets: &Api<Secret>,
     existing: Option<&Secret>,
-    data: &BTreeMap<String, Vec<u8>>,
+    shaped: &crate::templating::Shaped,
 ) -> Result<Written, Error> {
     let policy = desired::creation_policy(es);
     let target = desired::target_name(es);
-    let Some(body) = desired::desired_secret(es, data) else {
+    let data = &shaped.data;
+    let Some(body) = desired::desired_secret(es, shaped) else {
         return Ok(Written::Unchanged);
     };
     if existing.is_none() && policy == CreationPolicy::Merge {

@@ -11,7 +11,7 @@ use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::StoreKind;
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -108,6 +108,12 @@ impl ExternalSecretTriggers {
             self.provider_changes,
         );
         let woken = wakes(reader.clone(), self.ready_stores);
+        let template_changes = template_source_changes(
+            &client,
+            namespace.as_deref(),
+            reader.clone(),
+            self.forced.clone(),
+        );
         let mut controller = Controller::for_stream(es_stream, reader)
             .with_config(
                 kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency),
@@ -179,6 +185,7 @@ impl ExternalSecretTriggers {
         controller
             .reconcile_on(provider_triggers)
             .reconcile_on(woken)
+            .reconcile_on(template_changes)
             .graceful_shutdown_on(shutdown)
             .run(
                 move |watched: Arc<Watched>, ctx| {
@@ -227,6 +234,60 @@ fn provider_changes(
             })
             .collect();
         futures::stream::iter(refs)
+    })
+}
+
+/// ExternalSecrets whose `templateFrom` names a ConfigMap or Secret that changed: re-rendered
+/// (and so refetched: fetched data is not kept) at once. Only metadata is watched, and the
+/// initial list is not a change, so a restart re-renders nothing.
+fn template_source_changes(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    externalsecrets: Store<Watched>,
+    forced: Forced,
+) -> impl Stream<Item = ObjectRef<Watched>> + Send + 'static {
+    fn changed<K: kube::Resource>(
+        event: Result<watcher::Event<K>, watcher::Error>,
+    ) -> Option<(Option<String>, String)> {
+        match event {
+            Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => Some((
+                o.meta().namespace.clone(),
+                o.meta().name.clone().unwrap_or_default(),
+            )),
+            _ => None,
+        }
+    }
+    let config_maps = watcher(
+        scoped::<PartialObjectMeta<ConfigMap>>(client, namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .filter_map(|e| futures::future::ready(changed(e).map(|(ns, name)| (true, ns, name))));
+    let secrets = watcher(
+        scoped::<PartialObjectMeta<Secret>>(client, namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .filter_map(|e| futures::future::ready(changed(e).map(|(ns, name)| (false, ns, name))));
+    futures::stream::select(config_maps, secrets).flat_map(move |(config_map, ns, name)| {
+        let users: Vec<_> = externalsecrets
+            .state()
+            .iter()
+            .filter(|es| es.namespace() == ns)
+            .filter(|es| {
+                es.0.as_ref().is_ok_and(|es| {
+                    let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+                    template
+                        .and_then(|t| t.template_from.as_deref())
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|f| if config_map { &f.config_map } else { &f.secret }.as_ref())
+                        .any(|r| r.name == name)
+                })
+            })
+            .map(|es| ObjectRef::from(es.as_ref()))
+            .collect();
+        futures::stream::iter(force(&forced, users))
     })
 }
 

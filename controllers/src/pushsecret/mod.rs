@@ -44,6 +44,10 @@ pub enum Error {
     },
     #[error("could not read {what}: {source}")]
     Read { what: String, source: kube::Error },
+    #[error(transparent)]
+    Template(#[from] crate::templating::TemplateError),
+    #[error(transparent)]
+    TemplateSource(#[from] crate::templating::SourceError),
     #[error("could not write {what}: {source}")]
     Write { what: String, source: kube::Error },
 }
@@ -55,6 +59,8 @@ impl crate::outcome::ErrorKind for Error {
             Self::Store(e) => e.kind(),
             Self::Provider { .. } => "Provider",
             Self::Read { .. } => "Read",
+            Self::Template(_) => "Template",
+            Self::TemplateSource(_) => "TemplateSource",
             Self::Write { .. } => "Write",
         }
     }
@@ -197,6 +203,18 @@ async fn push(ps: &PushSecret, ctx: &Context, targets: &[StoreRef]) -> Result<Sy
             message: format!("Secret {source_name:?} does not exist"),
         })?;
     let data = crate::externalsecret::desired::secret_data(&source);
+    // ESO pushes the templated Secret, not the source as it is.
+    let template = ps.spec.template.as_ref();
+    let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
+    let data = crate::templating::shape(
+        "spec.template",
+        template,
+        data,
+        &sources,
+        source.labels(),
+        source.annotations(),
+    )?
+    .data;
     let pushes =
         plan::pushes(ps, &data).map_err(|(field, message)| Error::Invalid { field, message })?;
     let only_new = ps.spec.update_policy == Some(PushSecretUpdatePolicy::IfNotExists);

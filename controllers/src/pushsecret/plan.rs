@@ -48,12 +48,6 @@ pub fn unsupported(ps: &PushSecret) -> Result<(), (String, String)> {
             "bulk pushes are not supported yet; use data".into(),
         ));
     }
-    if spec.template.is_some() {
-        return Err((
-            "spec.template".into(),
-            "templating is not supported yet".into(),
-        ));
-    }
     for (i, d) in spec.data.iter().flatten().enumerate() {
         if d.conversion_strategy == Some(PushSecretConversionStrategy::ReverseUnicode) {
             return Err((
