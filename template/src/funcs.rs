@@ -79,6 +79,22 @@ pub fn expect_string(v: &Value) -> Result<&str, FuncError> {
     }
 }
 
+/// A `string` parameter read as the bytes of the Go string: binary data arrives escaped (see
+/// [`crate::go_string`]) and is handed to byte-oriented functions (hashes, base64, PKCS#12) as
+/// the original bytes.
+pub fn expect_go_bytes(v: &Value) -> Result<std::borrow::Cow<'_, [u8]>, FuncError> {
+    match v {
+        Value::String(s) => Ok(crate::go_bytes(s)),
+        Value::Bytes(b) => Ok(std::borrow::Cow::Borrowed(b)),
+        other => Err(wrong_type("string", other)),
+    }
+}
+
+/// A Go string result made of arbitrary bytes (decoded base64, decrypted data).
+pub fn go_string_value(bytes: &[u8]) -> Value {
+    Value::String(crate::go_string(bytes))
+}
+
 /// Go's message when an argument cannot be assigned to a parameter's type.
 pub fn wrong_type(expected: &str, got: &Value) -> FuncError {
     FuncError(format!(

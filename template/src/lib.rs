@@ -36,9 +36,11 @@ pub enum Error {
         column: usize,
         message: String,
     },
-    #[error("template: {name}:{line}:{column}: executing \"{name}\" at <{context}>: {message}")]
+    #[error("template: {name}:{line}:{column}: executing \"{template}\" at <{context}>: {message}")]
     Exec {
         name: String,
+        /// The template being executed: `name` itself, or a `define`d one it called.
+        template: String,
         line: usize,
         column: usize,
         /// The action's source text, as Go quotes it.

@@ -131,9 +131,9 @@ pub fn go_string(bytes: &[u8]) -> String {
 }
 
 /// The Go string bytes an engine string stands for; the inverse of [`go_string`].
-pub fn go_bytes(s: &str) -> Vec<u8> {
+pub fn go_bytes(s: &str) -> std::borrow::Cow<'_, [u8]> {
     if !s.chars().any(is_escape) {
-        return s.as_bytes().to_vec();
+        return std::borrow::Cow::Borrowed(s.as_bytes());
     }
     let mut out = Vec::with_capacity(s.len());
     for c in s.chars() {
@@ -144,7 +144,7 @@ pub fn go_bytes(s: &str) -> Vec<u8> {
             out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
         }
     }
-    out
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -161,7 +161,7 @@ mod tests {
             &[],
         ];
         for bytes in samples {
-            assert_eq!(go_bytes(&go_string(bytes)), bytes);
+            assert_eq!(go_bytes(&go_string(bytes)).as_ref(), bytes);
         }
         assert_eq!(go_string(b"plain"), "plain");
     }

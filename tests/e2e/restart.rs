@@ -59,10 +59,9 @@ impl Operator {
 
     /// As Kubernetes stops a pod: SIGTERM, then wait.
     pub fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+        if let Err(e) = testenv::terminate(&mut self.child, std::time::Duration::from_secs(30)) {
+            panic!("the operator: {e}");
+        }
     }
 
     /// Provider calls that read secrets, from /metrics (validation is the store's own).

@@ -162,7 +162,7 @@ impl Renderer {
         };
         let engine = Engine::parse(name, text, &FUNCS).map_err(failed)?;
         let rendered = engine.execute(&self.data, self.budget).map_err(failed)?;
-        let bytes = external_secrets_template::go_bytes(&rendered);
+        let bytes = external_secrets_template::go_bytes(&rendered).into_owned();
         self.budget = self.budget.saturating_sub(bytes.len());
         Ok(bytes)
     }

@@ -70,6 +70,20 @@ struct Args {
     /// Where the ExternalSecrets read from.
     #[arg(long, value_enum, default_value_t = Backend::Fake)]
     store: Backend,
+    /// Every ExternalSecret renders a template: a few data keys, a sprig pipeline each.
+    #[arg(long)]
+    templated: bool,
+}
+
+/// What `--templated` adds to each ExternalSecret: the fetched keys (`user`, `a`, `b` from both
+/// stores) through typical ESO template pipelines.
+fn template() -> serde_json::Value {
+    serde_json::json!({"template": {"engineVersion": "v2", "data": {
+        "dsn": "postgres://{{ .user | upper }}:{{ .a | b64enc }}@db:5432/app",
+        "user": "{{ .user | trim | lower | quote }}",
+        "pair": "{{ printf \"%s-%s\" .a .b | sha256sum | trunc 12 }}",
+        "json": "{{ dict \"user\" .user \"b\" .b | toJson }}",
+    }}})
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -215,7 +229,10 @@ async fn run(
     operator_args.extend(args.operator_args.iter().cloned());
     let pid = cp.spawn("operator", &args.operator, operator_args)?;
 
-    let (store_yaml, spec) = prepare(client, &ns, vault).await?;
+    let (store_yaml, mut spec) = prepare(client, &ns, vault).await?;
+    if args.templated {
+        spec["target"] = template();
+    }
     testenv::apply_yaml_in(client, &ns, &store_yaml, true).await?;
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
     // Not testenv::wait_for: that would take a dead operator for "not yet" and wait it out.
@@ -455,8 +472,13 @@ fn print_table(runs: &[Run], kubernetes: &str, args: &Args) {
         Backend::Fake => "Fake".to_owned(),
         Backend::Vault => format!("Vault {} (AppRole, KV v2)", testenv::VAULT_VERSION),
     };
+    let templated = if args.templated {
+        ", templated (4 keys, a sprig pipeline each)"
+    } else {
+        ""
+    };
     println!(
-        "Kubernetes {kubernetes}, {store}, nproc {nproc}, operator --concurrent {}{extra}\n",
+        "Kubernetes {kubernetes}, {store}{templated}, nproc {nproc}, operator --concurrent {}{extra}\n",
         args.concurrency
     );
     println!(

@@ -8,6 +8,7 @@
 mod apply;
 mod pki;
 mod process;
+pub use process::terminate;
 mod quickstart;
 mod vault;
 

@@ -165,3 +165,25 @@ fn spawn(req: &SpawnRequest) -> Result<Child> {
         .spawn()
         .with_context(|| format!("starting {} ({})", req.name, req.program.display()))
 }
+
+/// Stops `child` as Kubernetes stops a pod: SIGTERM, then up to `grace` for it to exit, then
+/// SIGKILL. Errs when it had to be killed, so a caller can fail a test over a process that does
+/// not shut down, rather than hang on it.
+pub fn terminate(child: &mut Child, grace: std::time::Duration) -> Result<()> {
+    if child.try_wait()?.is_some() {
+        return Ok(());
+    }
+    let pid = rustix::process::Pid::from_child(child);
+    // The child may exit on its own between the check and the signal; that is fine.
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    let deadline = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < deadline {
+        if child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(anyhow!("still running {grace:?} after SIGTERM; killed"))
+}

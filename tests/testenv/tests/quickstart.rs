@@ -103,18 +103,7 @@ fn read_until_ready(child: &mut Child) -> Result<Vec<String>, String> {
 /// that is still running a minute later is killed and the test fails: a hung `hack/dev.sh`
 /// must not hang the suite.
 fn stop(child: &mut Child) {
-    const GRACE: Duration = Duration::from_secs(60);
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let deadline = std::time::Instant::now() + GRACE;
-    while std::time::Instant::now() < deadline {
-        if child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    if let Err(e) = external_secrets_testenv::terminate(child, Duration::from_secs(60)) {
+        panic!("local-cluster: {e}");
     }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("local-cluster was still running {GRACE:?} after SIGTERM");
 }

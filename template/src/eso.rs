@@ -1,6 +1,0 @@
-//! (being written)
-use crate::Funcs;
-
-pub fn register(funcs: &mut Funcs) {
-    let _ = funcs;
-}

@@ -1,0 +1,71 @@
+//! ESO's own template functions (engine v2), next to sprig's: PKCS#12, PEM, certificate chains,
+//! JWK, YAML and RSA decryption. Each Go function takes and returns `string`s; a Go string may
+//! hold any bytes (a PKCS#12 archive after `b64dec`, an RSA plaintext), which our `String` cannot,
+//! so binary inputs also accept [`Value::Bytes`] and a binary output comes back as `Bytes`.
+
+mod chain;
+mod jwk;
+mod keys;
+mod pem;
+mod pkcs12;
+mod rsa_decrypt;
+mod subject;
+mod yaml;
+
+use crate::funcs::{Arity, FuncError, Funcs, expect_string};
+use crate::value::Value;
+
+pub fn register(funcs: &mut Funcs) {
+    let exact = Arity::Exact;
+    funcs.insert("pkcs12key", exact(1), pkcs12::key);
+    funcs.insert("pkcs12keyPass", exact(2), pkcs12::key_pass);
+    funcs.insert("pkcs12cert", exact(1), pkcs12::cert);
+    funcs.insert("pkcs12certPass", exact(2), pkcs12::cert_pass);
+    funcs.insert("pemToPkcs12", exact(2), pkcs12::pem_to_pkcs12);
+    funcs.insert("pemToPkcs12Pass", exact(3), pkcs12::pem_to_pkcs12_pass);
+    funcs.insert("fullPemToPkcs12", exact(2), pkcs12::full_pem_to_pkcs12);
+    funcs.insert(
+        "fullPemToPkcs12Pass",
+        exact(3),
+        pkcs12::full_pem_to_pkcs12_pass,
+    );
+    funcs.insert("pemTruststoreToPKCS12", exact(1), pkcs12::truststore);
+    funcs.insert(
+        "pemTruststoreToPKCS12Pass",
+        exact(2),
+        pkcs12::truststore_pass,
+    );
+    funcs.insert("filterPEM", exact(2), pem::filter_pem);
+    funcs.insert("filterCertChain", exact(2), chain::filter_cert_chain);
+    funcs.insert("certSANs", exact(1), chain::cert_sans);
+    funcs.insert("jwkPublicKeyPem", exact(1), jwk::public_key_pem);
+    funcs.insert("jwkPrivateKeyPem", exact(1), jwk::private_key_pem);
+    funcs.insert("toYaml", exact(1), yaml::to_yaml);
+    funcs.insert("fromYaml", exact(1), yaml::from_yaml);
+    funcs.insert("rsaDecrypt", exact(4), rsa_decrypt::rsa_decrypt);
+}
+
+/// A `string` parameter that may carry binary data: a [`Value::String`], or [`Value::Bytes`] for
+/// the Go strings that are not UTF-8.
+fn expect_binary(v: &Value) -> Result<std::borrow::Cow<'_, [u8]>, FuncError> {
+    crate::funcs::expect_go_bytes(v)
+}
+
+/// A Go string result that may be binary: text when it is UTF-8, bytes otherwise.
+fn binary_result(bytes: Vec<u8>) -> Value {
+    crate::funcs::go_string_value(&bytes)
+}
+
+fn text(v: &Value) -> Result<&str, FuncError> {
+    expect_string(v)
+}
+
+/// What Go's template engine reports when a function dereferences a nil pointer: ESO's PKCS#12
+/// builders do so when an argument holds no PEM block, and text/template turns the panic into
+/// this error.
+fn nil_dereference() -> FuncError {
+    FuncError("runtime error: invalid memory address or nil pointer dereference".to_owned())
+}
+
+#[cfg(test)]
+mod testutil;
