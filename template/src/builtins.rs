@@ -322,35 +322,13 @@ pub(crate) fn query_escape(s: &str) -> String {
 
 /// The argument-less methods of `time.Time` a template can call as fields.
 pub(crate) fn time_method(t: &jiff::Zoned, name: &str) -> Option<Value> {
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    const DAYS: [&str; 7] = [
-        "Sunday",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-    ];
     let ts = t.timestamp();
     Some(match name {
         "Year" => Value::Int(i64::from(t.year())),
-        "Month" => {
-            Value::String(MONTHS[usize::try_from(t.month()).unwrap_or(1).clamp(1, 12) - 1].into())
-        }
+        "Month" => Value::String(
+            crate::gofmt::MONTH_NAMES[usize::try_from(t.month()).unwrap_or(1).clamp(1, 12) - 1]
+                .into(),
+        ),
         "Day" => Value::Int(i64::from(t.day())),
         "Hour" => Value::Int(i64::from(t.hour())),
         "Minute" => Value::Int(i64::from(t.minute())),
@@ -358,7 +336,9 @@ pub(crate) fn time_method(t: &jiff::Zoned, name: &str) -> Option<Value> {
         "Nanosecond" => Value::Int(i64::from(t.subsec_nanosecond())),
         "YearDay" => Value::Int(i64::from(t.day_of_year())),
         "Weekday" => Value::String(
-            DAYS[usize::from(t.weekday().to_sunday_zero_offset().unsigned_abs())].into(),
+            crate::gofmt::DAY_NAMES
+                [usize::from(t.weekday().to_sunday_zero_offset().unsigned_abs())]
+            .into(),
         ),
         "Unix" => Value::Int(ts.as_second()),
         "UnixMilli" => Value::Int(ts.as_millisecond()),

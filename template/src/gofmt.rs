@@ -59,6 +59,12 @@ fn write_value(out: &mut String, v: &Value) {
 /// exponent is below -4 or at least 6 (Go's `strconv.FormatFloat(f, 'g', -1, 64)`): a JSON
 /// number 1000000 prints `1e+06` in ESO's templates, and so it must here.
 pub fn format_float_v(f: f64) -> String {
+    format_shortest(f, false)
+}
+
+/// `strconv.FormatFloat(f, 'g', -1, 64)`, or with `single` `(..., 32)`: the shortest digits
+/// that read back at that precision.
+pub(crate) fn format_shortest(f: f64, single: bool) -> String {
     if f.is_nan() {
         return "NaN".into();
     }
@@ -77,7 +83,11 @@ pub fn format_float_v(f: f64) -> String {
         };
     }
     // Rust's `{:e}` gives the shortest round-trip digits: "1.2345e6".
-    let sci = format!("{f:e}");
+    let sci = if single {
+        format!("{:e}", f as f32)
+    } else {
+        format!("{f:e}")
+    };
     let (mantissa, exp) = sci.split_once('e').expect("{:e} always has an exponent");
     let exp: i32 = exp.parse().expect("{:e} exponent is an integer");
     let negative = mantissa.starts_with('-');
@@ -108,6 +118,25 @@ pub fn format_float_v(f: f64) -> String {
         let (int, frac) = digits.split_at(point as usize);
         format!("{sign}{int}.{frac}")
     }
+}
+
+/// `time.Time`'s RFC 3339 with nanoseconds, trailing zeros dropped and `Z` for UTC, as its JSON
+/// and YAML forms print it.
+pub(crate) fn rfc3339_nano(t: &jiff::Zoned) -> String {
+    let base = t.strftime("%Y-%m-%dT%H:%M:%S").to_string();
+    let nanos = t.subsec_nanosecond();
+    let frac = if nanos == 0 {
+        String::new()
+    } else {
+        format!(".{nanos:09}").trim_end_matches('0').to_owned()
+    };
+    let offset = t.offset().seconds();
+    let zone = if offset == 0 {
+        "Z".to_owned()
+    } else {
+        t.strftime("%:z").to_string()
+    };
+    format!("{base}{frac}{zone}")
 }
 
 /// `time.Time.String()`: `2006-01-02 15:04:05.999999999 -0700 MST`.
@@ -1251,23 +1280,34 @@ fn can_backquote(s: &str) -> bool {
         .all(|c| c != '\u{feff}' && c != '`' && c != '\u{7f}' && (c >= ' ' || c == '\t'))
 }
 
+/// Go's `time.Month` and `time.Weekday` names (Sunday first).
+pub(crate) const MONTH_NAMES: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+pub(crate) const DAY_NAMES: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+
 /// `time.Time.GoString()`.
 fn go_time_go_string(t: &jiff::Zoned) -> String {
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    let month = MONTHS[(t.month() as usize).clamp(1, 12) - 1];
+    let month = MONTH_NAMES[(t.month() as usize).clamp(1, 12) - 1];
     let location = match t.time_zone().iana_name() {
         Some("UTC") | Some("Etc/UTC") => "time.UTC".to_owned(),
         Some(name) => format!("time.Location({})", quote(name)),

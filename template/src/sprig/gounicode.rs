@@ -59,23 +59,6 @@ pub fn is_punct(c: char) -> bool {
     )
 }
 
-/// `unicode.IsPrint` (what `%q` leaves unescaped): letters, marks, numbers, punctuation,
-/// symbols and the ASCII space.
-pub fn is_print(c: char) -> bool {
-    c == ' '
-        || !matches!(
-            get_general_category(c),
-            G::SpaceSeparator
-                | G::LineSeparator
-                | G::ParagraphSeparator
-                | G::Control
-                | G::Format
-                | G::Surrogate
-                | G::PrivateUse
-                | G::Unassigned
-        )
-}
-
 /// `unicode.IsSpace`: the White_Space property, which is also Rust's definition.
 pub fn is_space(c: char) -> bool {
     c.is_whitespace()

@@ -180,26 +180,12 @@ fn base64_std(bytes: &[u8]) -> String {
     out
 }
 
-/// `time.Time.MarshalJSON`: RFC 3339 with nanoseconds, trailing zeros dropped.
+/// `time.Time.MarshalJSON`, which refuses years RFC 3339 cannot write.
 fn rfc3339_nano(t: &jiff::Zoned) -> Result<String, String> {
     if !(0..=9999).contains(&t.year()) {
         return Err("json: error calling MarshalJSON for type time.Time: Time.MarshalJSON: year outside of range [0,9999]".into());
     }
-    let nanos = t.subsec_nanosecond();
-    let frac = if nanos == 0 {
-        String::new()
-    } else {
-        format!(".{nanos:09}").trim_end_matches('0').to_owned()
-    };
-    let offset = t.offset().seconds();
-    let zone = if offset == 0 {
-        "Z".to_owned()
-    } else {
-        let sign = if offset < 0 { '-' } else { '+' };
-        let abs = offset.unsigned_abs();
-        format!("{sign}{:02}:{:02}", abs / 3600, abs % 3600 / 60)
-    };
-    Ok(format!("{}{frac}{zone}", t.strftime("%Y-%m-%dT%H:%M:%S")))
+    Ok(crate::gofmt::rfc3339_nano(t))
 }
 
 /// The limit on nested arrays and objects. Go allows 10000; ours is lower because values are

@@ -24,6 +24,8 @@ mod paths;
 mod random;
 
 #[cfg(test)]
+mod go_table;
+#[cfg(test)]
 mod testutil;
 
 use crate::Funcs;

@@ -67,7 +67,7 @@ pub fn register(funcs: &mut Funcs) {
         Ok(s.ends_with(suffix).into())
     });
     funcs.insert("quote", AtLeast(0), |a| {
-        Ok(join_non_nil(a, |v| go_quote(&strval(v))).into())
+        Ok(join_non_nil(a, |v| crate::gofmt::quote(&strval(v))).into())
     });
     funcs.insert("squote", AtLeast(0), |a| {
         Ok(join_non_nil(a, |v| format!("'{}'", sprint_value(v))).into())
@@ -405,33 +405,6 @@ fn join_non_nil(args: &[Value], f: impl Fn(&Value) -> String) -> String {
         .map(f)
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Go's `strconv.Quote` (`%q`): printable runes as they are, the rest escaped.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if gounicode::is_print(c) => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
-        }
-    }
-    out.push('"');
-    out
 }
 
 fn indent(spaces: i64, s: &str) -> Result<String, FuncError> {

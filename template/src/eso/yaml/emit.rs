@@ -3,8 +3,8 @@
 //! each string in the first style that can hold it (plain, single-quoted, literal block,
 //! double-quoted).
 
-use super::go_float;
 use super::resolve::{self, Scalar};
+use crate::gofmt::format_shortest as go_float;
 
 /// A value as yaml.v2 marshals it.
 #[derive(Debug, Clone, PartialEq)]

@@ -17,67 +17,6 @@ use super::text;
 use crate::funcs::FuncResult;
 use crate::value::Value;
 
-/// Go's `strconv.FormatFloat(f, 'g', -1, 64)` (or `32`): the shortest digits that read back,
-/// in exponent form below 1e-4 or from 1e6 on.
-fn go_float(f: f64, single: bool) -> String {
-    if f.is_nan() {
-        return "NaN".to_owned();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
-    }
-    let sign = if f.is_sign_negative() { "-" } else { "" };
-    if f == 0.0 {
-        return format!("{sign}0");
-    }
-    let sci = if single {
-        format!("{:e}", (f as f32).abs())
-    } else {
-        format!("{:e}", f.abs())
-    };
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    if !(-4..6).contains(&exp) {
-        let (first, rest) = digits.split_at(1);
-        let dot = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
-        let esign = if exp < 0 { '-' } else { '+' };
-        return format!("{sign}{first}{dot}e{esign}{:02}", exp.abs());
-    }
-    if exp < 0 {
-        let zeros = "0".repeat((-exp - 1) as usize);
-        return format!("{sign}0.{zeros}{digits}");
-    }
-    let int_len = exp as usize + 1;
-    if digits.len() <= int_len {
-        format!("{sign}{digits}{}", "0".repeat(int_len - digits.len()))
-    } else {
-        format!("{sign}{}.{}", &digits[..int_len], &digits[int_len..])
-    }
-}
-
-/// Go's `time.Time` in JSON: RFC 3339 with the fraction trimmed, `Z` for UTC.
-fn rfc3339_nano(t: &jiff::Zoned) -> String {
-    let base = t.strftime("%Y-%m-%dT%H:%M:%S").to_string();
-    let nanos = t.subsec_nanosecond();
-    let frac = if nanos == 0 {
-        String::new()
-    } else {
-        format!(".{nanos:09}").trim_end_matches('0').to_owned()
-    };
-    let offset = t.offset().seconds();
-    let zone = if offset == 0 {
-        "Z".to_owned()
-    } else {
-        t.strftime("%:z").to_string()
-    };
-    format!("{base}{frac}{zone}")
-}
-
 /// A JSON string read back by yaml.v2: Go's JSON leaves U+0085 unescaped, and YAML folds that
 /// line break (with the blanks around it) into a space, or runs of them into newlines.
 fn fold_nel(s: &str) -> String {
@@ -175,7 +114,7 @@ fn to_node(v: &Value) -> Option<Node> {
         Value::Float(f) => Node::Float(*f),
         Value::String(s) => Node::Str(fold_nel(s)),
         Value::Bytes(b) => Node::Str(STANDARD.encode(b)),
-        Value::Time(t) => Node::Str(rfc3339_nano(t)),
+        Value::Time(t) => Node::Str(crate::gofmt::rfc3339_nano(t)),
         Value::List(items) => Node::Seq(items.iter().map(to_node).collect::<Option<_>>()?),
         Value::Map(m) => {
             let mut entries: Vec<(String, Node)> = m
@@ -304,13 +243,13 @@ mod tests {
 
     #[test]
     fn go_float_formatting() {
-        assert_eq!(go_float(1e6, false), "1e+06");
-        assert_eq!(go_float(123456.0, false), "123456");
-        assert_eq!(go_float(0.0001, false), "0.0001");
-        assert_eq!(go_float(0.00001, false), "1e-05");
-        assert_eq!(go_float(-2.5, false), "-2.5");
-        assert_eq!(go_float(0.1, true), "0.1");
-        assert_eq!(go_float(1e21, false), "1e+21");
+        assert_eq!(crate::gofmt::format_shortest(1e6, false), "1e+06");
+        assert_eq!(crate::gofmt::format_shortest(123456.0, false), "123456");
+        assert_eq!(crate::gofmt::format_shortest(0.0001, false), "0.0001");
+        assert_eq!(crate::gofmt::format_shortest(0.00001, false), "1e-05");
+        assert_eq!(crate::gofmt::format_shortest(-2.5, false), "-2.5");
+        assert_eq!(crate::gofmt::format_shortest(0.1, true), "0.1");
+        assert_eq!(crate::gofmt::format_shortest(1e21, false), "1e+21");
     }
 
     /// Random YAML-ish text never panics, and a string always survives `toYaml` then

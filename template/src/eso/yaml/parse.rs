@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
-use super::go_float;
 use super::resolve::{Scalar, resolve};
+use crate::gofmt::format_shortest as go_float;
 use crate::value::Value;
 
 /// A YAML node before conversion.

@@ -111,29 +111,7 @@ fn next_chunk(layout: &str) -> (&str, Option<Std>, &str) {
     (layout, None, "")
 }
 
-const LONG_MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-const LONG_DAYS: [&str; 7] = [
-    "Sunday",
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-];
+use crate::gofmt::{DAY_NAMES as LONG_DAYS, MONTH_NAMES as LONG_MONTHS};
 
 /// The zone abbreviation Go prints for `MST`.
 fn abbreviation(t: &Zoned) -> String {
