@@ -214,23 +214,27 @@ async fn applied_in_reverse_order(env: Arc<Env>) -> Result<()> {
 async fn not_compiled_in(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let yaml = std::fs::read_to_string(Env::path(
-        "tests/accepted-manifests/secretstore-gitlab-inline.yaml",
+        "tests/accepted-manifests/secretstore-kubernetes-inline.yaml",
     ))?;
     testenv::apply_yaml_in(&client, ACCEPTED_NAMESPACE, &yaml, true).await?;
     let stores: Api<SecretStore> = Api::namespaced(client, ACCEPTED_NAMESPACE);
     let store = wait_ready(
-        "SecretStore gitlab-inline",
+        "SecretStore kubernetes-inline",
         "False",
         "InvalidProviderConfig",
-        || async { Ok(serde_json::to_value(stores.get("gitlab-inline").await?)?) },
+        || async {
+            Ok(serde_json::to_value(
+                stores.get("kubernetes-inline").await?,
+            )?)
+        },
     )
     .await?;
     let message = store["status"]["conditions"][0]["message"]
         .as_str()
         .unwrap_or_default();
     anyhow::ensure!(
-        message.contains("provider Gitlab is not compiled into this build of the operator"),
-        "the condition should say Gitlab is not compiled in: {message:?}"
+        message.contains("provider Kubernetes is not compiled into this build of the operator"),
+        "the condition should say Kubernetes is not compiled in: {message:?}"
     );
     Ok(())
 }

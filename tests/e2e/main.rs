@@ -8,6 +8,7 @@ mod control_plane;
 mod crds;
 mod eso_swap;
 mod examples;
+mod gitlab;
 mod invalid_manifests;
 mod kubectl;
 mod leader;
@@ -128,6 +129,7 @@ fn main() -> ExitCode {
         crds::trials,
         eso_swap::trials,
         examples::trials,
+        gitlab::trials,
         invalid_manifests::trials,
         kubectl::trials,
         leader::trials,

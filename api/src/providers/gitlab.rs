@@ -1,4 +1,5 @@
-//! ESO's GitLab provider: CI/CD variables of a project and its groups. Read-only.
+//! ESO's GitLab provider: CI/CD variables of a project and its groups. ESO only reads them; this
+//! operator also writes them (PushSecret), see the provider crate.
 
 use k8s_openapi::ByteString;
 use schemars::JsonSchema;

@@ -1,6 +1,7 @@
 //! Times the operator binary the way a user runs it: its own process, talking to a real
 //! kube-apiserver through a kubeconfig, syncing N ExternalSecrets from a Fake SecretStore or,
-//! with `--store vault`, from a real Vault server through one AppRole SecretStore.
+//! with `--store vault`, from a real Vault server through one AppRole SecretStore, and with
+//! `--store gitlab`, from the GitLab stand-in through one token.
 //! `hack/bench.sh` builds everything and runs this; see `hack/README.md` for results.
 
 use std::collections::HashSet;
@@ -14,6 +15,7 @@ use api::external_secret::{ExternalSecret, ExternalSecretSpec};
 use api::store::SecretStore;
 use clap::{Parser, ValueEnum};
 use futures::{StreamExt, TryStreamExt};
+use gitlab_standin::{GitlabStandin, Role, Variable};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
@@ -91,12 +93,21 @@ enum Backend {
     Fake,
     /// A Vault server built by hack/build-vault.sh, KV v2, one AppRole SecretStore.
     Vault,
+    /// The GitLab stand-in (tests/gitlab-standin): one project's CI/CD variables.
+    Gitlab,
 }
 
-/// What a Vault run adds to the table, from Vault's audit log.
-struct VaultCounts {
-    logins: usize,
-    reads: usize,
+/// The secret manager a run reads from, when it is not the in-process Fake.
+enum Server {
+    Vault(Box<VaultServer>),
+    Gitlab(GitlabStandin),
+}
+
+/// What a run against a server adds to the table: Vault's logins and reads of the bench secret
+/// from its audit log; every HTTP request the GitLab stand-in answered.
+struct ServerCounts {
+    logins: Option<usize>,
+    requests: usize,
 }
 
 struct Run {
@@ -108,7 +119,7 @@ struct Run {
     peak_rss_mib: f64,
     rss_end_mib: f64,
     sync_calls: f64,
-    vault: Option<VaultCounts>,
+    server: Option<ServerCounts>,
 }
 
 fn main() -> Result<()> {
@@ -125,14 +136,15 @@ fn main() -> Result<()> {
     for &count in &args.counts {
         // Started outside the runtime: start() blocks, and dropping it joins the supervisor.
         let cp = ControlPlane::start()?;
-        let vault = match args.store {
+        let server = match args.store {
             Backend::Fake => None,
-            Backend::Vault => Some(VaultServer::start()?),
+            Backend::Vault => Some(Server::Vault(Box::new(VaultServer::start()?))),
+            Backend::Gitlab => Some(Server::Gitlab(GitlabStandin::start()?)),
         };
         let result = runtime.block_on(async {
             let client = cp.client().await;
             kubernetes = client.apiserver_version().await?.git_version;
-            run(&cp, &client, &args, count, vault.as_ref()).await
+            run(&cp, &client, &args, count, server.as_ref()).await
         });
         let log = cp.dir().join("operator.log");
         report_operator_log(&log);
@@ -163,16 +175,20 @@ fn main() -> Result<()> {
 async fn prepare(
     client: &Client,
     ns: &str,
-    vault: Option<&VaultServer>,
+    server: Option<&Server>,
 ) -> Result<(String, serde_json::Value)> {
-    let Some(vault) = vault else {
-        let spec = serde_json::json!({
-            "refreshInterval": "1h",
-            "secretStoreRef": {"name": STORE},
-            "data": [{"secretKey": "user", "remoteRef": {"key": "user"}}],
-            "dataFrom": [{"extract": {"key": "config"}}],
-        });
-        return Ok((FAKE_STORE_YAML.to_owned(), spec));
+    let vault = match server {
+        Some(Server::Vault(vault)) => vault,
+        Some(Server::Gitlab(gitlab)) => return prepare_gitlab(client, ns, gitlab).await,
+        None => {
+            let spec = serde_json::json!({
+                "refreshInterval": "1h",
+                "secretStoreRef": {"name": STORE},
+                "data": [{"secretKey": "user", "remoteRef": {"key": "user"}}],
+                "dataFrom": [{"extract": {"key": "config"}}],
+            });
+            return Ok((FAKE_STORE_YAML.to_owned(), spec));
+        }
     };
     vault.mount_kv("secret", KvVersion::V2).await?;
     vault
@@ -200,12 +216,45 @@ async fn prepare(
     Ok((store, spec))
 }
 
+/// One project with the same data as the other stores, and a token Secret to read it.
+async fn prepare_gitlab(
+    client: &Client,
+    ns: &str,
+    gitlab: &GitlabStandin,
+) -> Result<(String, serde_json::Value)> {
+    const TOKEN: &str = "glpat-bench";
+    gitlab.add_group("bench")?;
+    gitlab.add_project("bench/app")?;
+    gitlab.add_user("bench", TOKEN)?;
+    gitlab.grant("bench", "bench/app", Role::Maintainer)?;
+    gitlab.add_project_variable("bench/app", Variable::new("USER", "alice"))?;
+    gitlab.add_project_variable("bench/app", Variable::new("CONFIG", r#"{"a":"1","b":"2"}"#))?;
+    testenv::apply_yaml_in(
+        client,
+        ns,
+        &format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: gitlab-token}}\nstringData: {{token: {TOKEN}}}\n"),
+        true,
+    )
+    .await?;
+    let store = format!(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: {STORE}}}\nspec:\n  provider:\n    gitlab:\n      url: {}\n      projectID: bench/app\n      auth:\n        SecretRef:\n          accessToken: {{name: gitlab-token, key: token}}\n",
+        gitlab.url()
+    );
+    let spec = serde_json::json!({
+        "refreshInterval": "1h",
+        "secretStoreRef": {"name": STORE},
+        "data": [{"secretKey": "user", "remoteRef": {"key": "USER"}}],
+        "dataFrom": [{"extract": {"key": "CONFIG"}}],
+    });
+    Ok((store, spec))
+}
+
 async fn run(
     cp: &ControlPlane,
     client: &Client,
     args: &Args,
     count: usize,
-    vault: Option<&VaultServer>,
+    server: Option<&Server>,
 ) -> Result<Run> {
     eprintln!("bench: {count} ExternalSecrets");
     testenv::install_crds(client, &args.crds).await?;
@@ -229,7 +278,7 @@ async fn run(
     operator_args.extend(args.operator_args.iter().cloned());
     let pid = cp.spawn("operator", &args.operator, operator_args)?;
 
-    let (store_yaml, mut spec) = prepare(client, &ns, vault).await?;
+    let (store_yaml, mut spec) = prepare(client, &ns, server).await?;
     if args.templated {
         spec["target"] = template();
     }
@@ -254,6 +303,10 @@ async fn run(
     // What the operator needs with one store and nothing to sync, to tell its fixed cost from
     // its cost per ExternalSecret.
     let rss_before_mib = rss_mib(pid, "VmRSS")?;
+    // Requests per refresh, not the store's validation.
+    if let Some(Server::Gitlab(gitlab)) = server {
+        gitlab.reset_requests();
+    }
 
     let spec: ExternalSecretSpec = serde_json::from_value(spec)?;
     let names: Vec<String> = (0..count).map(|i| format!("es-{i:05}")).collect();
@@ -292,18 +345,21 @@ async fn run(
         .filter(|l| l.starts_with("externalsecret_sync_calls_total"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
-    let vault = vault
-        .map(|v| -> Result<VaultCounts> {
-            Ok(VaultCounts {
-                logins: v.count_audit_responses(|r| !r.failed && r.path == "auth/approle/login")?,
-                reads: v.count_audit_responses(|r| {
-                    !r.failed && r.operation == "read" && r.path == "secret/data/bench"
-                })?,
-            })
-        })
-        .transpose()?;
+    let server = match server {
+        None => None,
+        Some(Server::Vault(v)) => Some(ServerCounts {
+            logins: Some(v.count_audit_responses(|r| !r.failed && r.path == "auth/approle/login")?),
+            requests: v.count_audit_responses(|r| {
+                !r.failed && r.operation == "read" && r.path == "secret/data/bench"
+            })?,
+        }),
+        Some(Server::Gitlab(g)) => Some(ServerCounts {
+            logins: None,
+            requests: usize::try_from(g.total_requests())?,
+        }),
+    };
     Ok(Run {
-        vault,
+        server,
         count,
         creates_done,
         all_ready,
@@ -471,6 +527,7 @@ fn print_table(runs: &[Run], kubernetes: &str, args: &Args) {
     let store = match args.store {
         Backend::Fake => "Fake".to_owned(),
         Backend::Vault => format!("Vault {} (AppRole, KV v2)", testenv::VAULT_VERSION),
+        Backend::Gitlab => "GitLab stand-in (one project)".to_owned(),
     };
     let templated = if args.templated {
         ", templated (4 keys, a sprig pipeline each)"
@@ -484,12 +541,15 @@ fn print_table(runs: &[Run], kubernetes: &str, args: &Args) {
     println!(
         "| ExternalSecrets | time to all Ready | Secrets/s | peak RSS (MiB) | RSS at end (MiB) \
          | RSS before ExternalSecrets (MiB) | creates done | time to all Secrets | sync calls \
-         | Vault logins | Vault reads |"
+         | provider logins | provider requests |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in runs {
-        let (logins, reads) = r.vault.as_ref().map_or(("-".into(), "-".into()), |v| {
-            (v.logins.to_string(), v.reads.to_string())
+        let (logins, reads) = r.server.as_ref().map_or(("-".into(), "-".into()), |c| {
+            (
+                c.logins.map_or("-".into(), |l| l.to_string()),
+                c.requests.to_string(),
+            )
         });
         println!(
             "| {} | {:.1} s | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} s | {:.1} s | {} | {logins} | {reads} |",

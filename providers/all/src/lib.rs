@@ -11,5 +11,7 @@ pub fn registry() -> ProviderRegistry {
     registry.register(Arc::new(provider_fake::Fake::default()));
     #[cfg(feature = "vault")]
     registry.register(Arc::new(provider_vault::Vault::default()));
+    #[cfg(feature = "gitlab")]
+    registry.register(Arc::new(provider_gitlab::Gitlab::default()));
     registry
 }
