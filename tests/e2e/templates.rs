@@ -35,6 +35,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             broken_template_keeps_the_secret,
         ),
         trial("templates::push_secret_pushes_the_template", env, push),
+        trial(
+            "templates::rewrite_transform_renames_keys",
+            env,
+            rewrite_transform,
+        ),
     ]
 }
 
@@ -407,4 +412,54 @@ spec:
         }
     })
     .await
+}
+
+async fn rewrite_transform(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = store_namespace(&client, "tpl-rewrite").await?;
+    let es = r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: renamed}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {name: fake, kind: SecretStore}
+  dataFrom:
+  - find: {name: {regexp: "^/grafana/"}}
+    rewrite:
+    - regexp: {source: "^/grafana/(.*)$", target: "$1"}
+    - transform: {template: "GRAFANA_{{ .value | upper }}"}
+"#;
+    testenv::apply_yaml_in(&client, &ns, es, true).await?;
+    wait_secret(
+        &client,
+        &ns,
+        "renamed",
+        &bytes(&[
+            ("GRAFANA_USER", "grafana-admin"),
+            ("GRAFANA_PASSWORD", "s3cr3t"),
+        ]),
+    )
+    .await?;
+    // Two keys that one template turns into the same name: refused, naming both.
+    let colliding = es
+        .replace("name: renamed", "name: colliding")
+        .replace("GRAFANA_{{ .value | upper }}", "same");
+    testenv::apply_yaml_in(&client, &ns, &colliding, true).await?;
+    let api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let failed = wait_ready(
+        "ExternalSecret colliding",
+        "False",
+        "SecretSyncedError",
+        || es_value(&api, "colliding"),
+    )
+    .await?;
+    let message = crate::operator::ready(&failed)
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    ensure!(
+        message.contains("rewrite[1]") && message.contains("both become \"same\""),
+        "names the step and the collision: {message}"
+    );
+    Ok(())
 }

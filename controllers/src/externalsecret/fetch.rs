@@ -205,7 +205,8 @@ async fn missing(es: &ExternalSecret, ctx: &Context, field: &str) {
     .await;
 }
 
-/// `dataFrom[].rewrite`: regexp rewrites of key names, in order.
+/// `dataFrom[].rewrite`: regexp and template rewrites of key names, in order. Two keys that
+/// become one are an error naming both (ESO keeps whichever its map iteration gives last).
 fn rewrite(
     entry: &api::external_secret::ExternalSecretDataFrom,
     map: BTreeMap<String, Vec<u8>>,
@@ -213,21 +214,45 @@ fn rewrite(
 ) -> Result<BTreeMap<String, Vec<u8>>, Error> {
     let mut map = map;
     for (j, step) in entry.rewrite.iter().flatten().enumerate() {
-        let Some(re) = &step.regexp else {
-            return Err(Error::Invalid {
-                field: format!("{field}.rewrite[{j}]"),
-                message: "only regexp rewrites are supported yet".into(),
-            });
-        };
-        let compiled = regex::Regex::new(&re.source).map_err(|e| Error::Invalid {
-            field: format!("{field}.rewrite[{j}].regexp.source"),
-            message: e.to_string(),
-        })?;
-        // Go's regexp uses ${1} for groups, as Rust's regex does.
-        map = map
-            .into_iter()
-            .map(|(k, v)| (compiled.replace_all(&k, re.target.as_str()).into_owned(), v))
-            .collect();
+        let step_field = format!("{field}.rewrite[{j}]");
+        let rename: Box<dyn Fn(&str) -> Result<String, Error>> =
+            match (&step.regexp, &step.transform) {
+                (Some(re), _) => {
+                    let compiled = regex::Regex::new(&re.source).map_err(|e| Error::Invalid {
+                        field: format!("{step_field}.regexp.source"),
+                        message: e.to_string(),
+                    })?;
+                    let target = re.target.clone();
+                    // Go's regexp uses ${1} for groups, as Rust's regex does.
+                    Box::new(move |k| Ok(compiled.replace_all(k, target.as_str()).into_owned()))
+                }
+                (None, Some(t)) => {
+                    let transform = crate::templating::KeyTransform::new(
+                        &format!("{step_field}.transform.template"),
+                        &t.template,
+                    )?;
+                    Box::new(move |k| Ok(transform.apply(k)?))
+                }
+                (None, None) => {
+                    return Err(Error::Invalid {
+                        field: step_field,
+                        message: "only regexp and transform rewrites are supported yet".into(),
+                    });
+                }
+            };
+        let mut out = BTreeMap::new();
+        let mut from: BTreeMap<String, String> = BTreeMap::new();
+        for (k, v) in map {
+            let renamed = rename(&k)?;
+            if let Some(earlier) = from.insert(renamed.clone(), k.clone()) {
+                return Err(Error::Invalid {
+                    field: step_field,
+                    message: format!("keys {earlier:?} and {k:?} both become {renamed:?}"),
+                });
+            }
+            out.insert(renamed, v);
+        }
+        map = out;
     }
     Ok(map)
 }

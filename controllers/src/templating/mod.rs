@@ -130,6 +130,39 @@ pub fn shape(
     Ok(out)
 }
 
+/// ESO's `rewrite.transform`: a template that renders a key's new name from `.value`, the old
+/// name. Parsed once, applied to every key of the entry.
+pub struct KeyTransform {
+    field: String,
+    engine: Engine,
+}
+
+impl KeyTransform {
+    pub fn new(field: &str, text: &str) -> Result<Self, TemplateError> {
+        let engine = Engine::parse("transform", text, &FUNCS).map_err(|e| TemplateError {
+            field: field.to_owned(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            field: field.to_owned(),
+            engine,
+        })
+    }
+
+    pub fn apply(&self, key: &str) -> Result<String, TemplateError> {
+        let data = Value::Map(BTreeMap::from([("value".to_owned(), Value::from(key))]));
+        // A key name is at most 253 bytes; anything longer is refused as the key it would be.
+        let rendered = self
+            .engine
+            .execute(&data, 1024)
+            .map_err(|e| TemplateError {
+                field: self.field.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(String::from_utf8_lossy(&external_secrets_template::go_bytes(&rendered)).into_owned())
+    }
+}
+
 /// Renders templates over one set of fetched data, within one Secret's size budget.
 struct Renderer {
     data: Value,
