@@ -205,6 +205,9 @@ async fn missing(es: &ExternalSecret, ctx: &Context, field: &str) {
     .await;
 }
 
+/// One rewrite step, whichever kind it is: old key name to new.
+type Rename = Box<dyn Fn(&str) -> Result<String, Error>>;
+
 /// `dataFrom[].rewrite`: regexp and template rewrites of key names, in order. Two keys that
 /// become one are an error naming both (ESO keeps whichever its map iteration gives last).
 fn rewrite(
@@ -215,31 +218,30 @@ fn rewrite(
     let mut map = map;
     for (j, step) in entry.rewrite.iter().flatten().enumerate() {
         let step_field = format!("{field}.rewrite[{j}]");
-        let rename: Box<dyn Fn(&str) -> Result<String, Error>> =
-            match (&step.regexp, &step.transform) {
-                (Some(re), _) => {
-                    let compiled = regex::Regex::new(&re.source).map_err(|e| Error::Invalid {
-                        field: format!("{step_field}.regexp.source"),
-                        message: e.to_string(),
-                    })?;
-                    let target = re.target.clone();
-                    // Go's regexp uses ${1} for groups, as Rust's regex does.
-                    Box::new(move |k| Ok(compiled.replace_all(k, target.as_str()).into_owned()))
-                }
-                (None, Some(t)) => {
-                    let transform = crate::templating::KeyTransform::new(
-                        &format!("{step_field}.transform.template"),
-                        &t.template,
-                    )?;
-                    Box::new(move |k| Ok(transform.apply(k)?))
-                }
-                (None, None) => {
-                    return Err(Error::Invalid {
-                        field: step_field,
-                        message: "only regexp and transform rewrites are supported yet".into(),
-                    });
-                }
-            };
+        let rename: Rename = match (&step.regexp, &step.transform) {
+            (Some(re), _) => {
+                let compiled = regex::Regex::new(&re.source).map_err(|e| Error::Invalid {
+                    field: format!("{step_field}.regexp.source"),
+                    message: e.to_string(),
+                })?;
+                let target = re.target.clone();
+                // Go's regexp uses ${1} for groups, as Rust's regex does.
+                Box::new(move |k| Ok(compiled.replace_all(k, target.as_str()).into_owned()))
+            }
+            (None, Some(t)) => {
+                let transform = crate::templating::KeyTransform::new(
+                    &format!("{step_field}.transform.template"),
+                    &t.template,
+                )?;
+                Box::new(move |k| Ok(transform.apply(k)?))
+            }
+            (None, None) => {
+                return Err(Error::Invalid {
+                    field: step_field,
+                    message: "only regexp and transform rewrites are supported yet".into(),
+                });
+            }
+        };
         let mut out = BTreeMap::new();
         let mut from: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in map {
