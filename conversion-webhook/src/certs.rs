@@ -1,0 +1,622 @@
+//! The webhook's certificates, kept in one Secret that every replica reads, so that the CA
+//! bundle injected into the CRDs is the same whichever replica answers.
+//!
+//! Each serving certificate comes with its own CA, made for it and thrown away after signing:
+//! no CA key is ever stored. A rotation runs in two steps so that the API server never meets a
+//! certificate it does not trust yet:
+//!
+//! 1. *prepare*: a `next` certificate (and its CA) is added to the Secret, and `ca.crt` becomes
+//!    the current CA plus the next one; the bundle is injected into the CRDs;
+//! 2. *promote*, once every CRD carries the bundle and the API server had time to pick it up:
+//!    `next` becomes the serving certificate, `ca.crt` keeps the old CA for the replicas that
+//!    still serve the old certificate until they read the Secret again.
+//!
+//! Keys of the Secret: `tls.crt` (serving certificate, then its CA), `tls.key`, `ca.crt` (the
+//! bundle to trust), and during a rotation `next.crt` and `next.key`.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::sign::CertifiedKey;
+use time::OffsetDateTime;
+
+use crate::{Error, Settings};
+
+const TLS_CRT: &str = "tls.crt";
+const TLS_KEY: &str = "tls.key";
+const CA_CRT: &str = "ca.crt";
+const NEXT_CRT: &str = "next.crt";
+const NEXT_KEY: &str = "next.key";
+
+/// A serving certificate, the CA that issued it, and its key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Serving {
+    pub cert_der: Vec<u8>,
+    pub ca_der: Vec<u8>,
+    /// PKCS#8, PEM.
+    pub key_pem: String,
+    pub not_before: SystemTime,
+    pub not_after: SystemTime,
+    /// DNS names and IP addresses, as written in the certificate.
+    pub hosts: Vec<String>,
+}
+
+/// What the Secret holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Material {
+    pub serving: Serving,
+    /// The certificate waiting for the CRDs to trust its CA.
+    pub next: Option<Serving>,
+    /// The CAs to trust, DER: the serving certificate's first.
+    pub ca_bundle: Vec<Vec<u8>>,
+}
+
+impl Material {
+    /// A first certificate, with nothing to rotate from.
+    pub fn fresh(settings: &Settings, now: SystemTime) -> Result<Self, Error> {
+        let serving = issue(&settings.hosts(), settings.lifetime, now)?;
+        Ok(Self {
+            ca_bundle: vec![serving.ca_der.clone()],
+            serving,
+            next: None,
+        })
+    }
+
+    /// Step 1 of a rotation: `next` is issued and its CA joins the bundle, replacing the CA of
+    /// the certificate served before the current one.
+    pub fn prepare(&self, settings: &Settings, now: SystemTime) -> Result<Self, Error> {
+        let next = issue(&settings.hosts(), settings.lifetime, now)?;
+        Ok(Self {
+            serving: self.serving.clone(),
+            ca_bundle: vec![self.serving.ca_der.clone(), next.ca_der.clone()],
+            next: Some(next),
+        })
+    }
+
+    /// Step 2: `next` is served; the CA of the certificate it replaces stays trusted.
+    pub fn promote(&self) -> Option<Self> {
+        let next = self.next.clone()?;
+        Some(Self {
+            ca_bundle: vec![next.ca_der.clone(), self.serving.ca_der.clone()],
+            serving: next,
+            next: None,
+        })
+    }
+
+    /// The CAs the CRDs must trust for every certificate in use now or about to be.
+    pub fn required_cas(&self) -> Vec<&[u8]> {
+        let mut cas = vec![self.serving.ca_der.as_slice()];
+        cas.extend(self.next.as_ref().map(|n| n.ca_der.as_slice()));
+        cas
+    }
+
+    /// `ca.crt`: what goes into a CRD's `caBundle`.
+    pub fn ca_bundle_pem(&self) -> String {
+        self.ca_bundle.iter().map(|der| pem(der)).collect()
+    }
+
+    /// Whether the serving certificate should be replaced: less than a third of its lifetime
+    /// left, or not valid for the names the webhook is reached at.
+    pub fn rotation_due(&self, hosts: &[String], now: SystemTime) -> bool {
+        let s = &self.serving;
+        let lifetime = s.not_after.duration_since(s.not_before).unwrap_or_default();
+        let left = s.not_after.duration_since(now).unwrap_or_default();
+        left < lifetime / 3 || !same_hosts(&s.hosts, hosts)
+    }
+
+    pub fn to_secret_data(&self) -> BTreeMap<String, ByteString> {
+        let mut data = BTreeMap::new();
+        let mut put = |key: &str, value: String| {
+            data.insert(key.to_owned(), ByteString(value.into_bytes()));
+        };
+        put(TLS_CRT, self.serving.chain_pem());
+        put(TLS_KEY, self.serving.key_pem.clone());
+        put(CA_CRT, self.ca_bundle_pem());
+        if let Some(next) = &self.next {
+            put(NEXT_CRT, next.chain_pem());
+            put(NEXT_KEY, next.key_pem.clone());
+        }
+        data
+    }
+
+    /// The Secret's data, checked: every certificate parses, every key matches its certificate.
+    pub fn from_secret_data(data: &BTreeMap<String, ByteString>) -> Result<Self, String> {
+        let serving = Serving::decode(data, TLS_CRT, TLS_KEY)?
+            .ok_or_else(|| format!("{TLS_CRT} or {TLS_KEY} is missing"))?;
+        let next = Serving::decode(data, NEXT_CRT, NEXT_KEY)?;
+        let ca_bundle = data
+            .get(CA_CRT)
+            .map(|b| certificates(&b.0))
+            .transpose()
+            .map_err(|e| format!("{CA_CRT}: {e}"))?
+            .unwrap_or_default();
+        for (what, ca) in std::iter::once((TLS_CRT, &serving.ca_der))
+            .chain(next.as_ref().map(|n| (NEXT_CRT, &n.ca_der)))
+        {
+            if !ca_bundle.contains(ca) {
+                return Err(format!("{CA_CRT} lacks the CA of {what}"));
+            }
+        }
+        Ok(Self {
+            serving,
+            next,
+            ca_bundle,
+        })
+    }
+}
+
+impl Serving {
+    /// The certificate then its CA, PEM: what `tls.crt` holds and what the server presents.
+    pub fn chain_pem(&self) -> String {
+        pem(&self.cert_der) + &pem(&self.ca_der)
+    }
+
+    /// The rustls form, with the key checked against the certificate.
+    pub fn certified_key(&self) -> Result<CertifiedKey, String> {
+        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
+            .map_err(|e| format!("reading the private key: {e}"))?;
+        let chain = vec![
+            CertificateDer::from(self.cert_der.clone()),
+            CertificateDer::from(self.ca_der.clone()),
+        ];
+        CertifiedKey::from_der(chain, key, &crate::crypto_provider())
+            .map_err(|e| format!("the private key does not fit the certificate: {e}"))
+    }
+
+    fn decode(
+        data: &BTreeMap<String, ByteString>,
+        cert_key: &str,
+        key_key: &str,
+    ) -> Result<Option<Self>, String> {
+        let (Some(chain), Some(key)) = (data.get(cert_key), data.get(key_key)) else {
+            return Ok(None);
+        };
+        let mut chain = certificates(&chain.0).map_err(|e| format!("{cert_key}: {e}"))?;
+        if chain.len() != 2 {
+            return Err(format!(
+                "{cert_key} holds {} certificates; expected the serving certificate then its CA",
+                chain.len()
+            ));
+        }
+        let ca_der = chain.pop().unwrap_or_default();
+        let cert_der = chain.pop().unwrap_or_default();
+        let key_pem =
+            String::from_utf8(key.0.clone()).map_err(|_| format!("{key_key} is not PEM text"))?;
+        let (not_before, not_after, hosts) =
+            inspect(&cert_der).map_err(|e| format!("{cert_key}: {e}"))?;
+        let serving = Self {
+            cert_der,
+            ca_der,
+            key_pem,
+            not_before,
+            not_after,
+            hosts,
+        };
+        serving
+            .certified_key()
+            .map_err(|e| format!("{key_key}: {e}"))?;
+        Ok(Some(serving))
+    }
+}
+
+/// A CA for one certificate and the certificate, for `hosts`, valid `lifetime` from `now`.
+pub fn issue(hosts: &[String], lifetime: Duration, now: SystemTime) -> Result<Serving, Error> {
+    let issue_err = |what: &'static str| move |e: rcgen::Error| Error::Issue(what, e);
+    let now = OffsetDateTime::from(now);
+    // A little slack for API servers whose clock is behind ours, but never so much that it
+    // counts as a noticeable part of a short (test) lifetime.
+    let backdate = (lifetime / 10).min(Duration::from_secs(60));
+    let not_before = now - backdate;
+    let not_after = now + lifetime;
+
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name = name(&format!(
+        "external-secrets-webhook-ca@{}",
+        now.unix_timestamp()
+    ));
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    ca.not_before = not_before;
+    ca.not_after = not_after;
+    let ca_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_err("a CA key"))?;
+    let ca = CertifiedIssuer::self_signed(ca, ca_key).map_err(issue_err("the CA"))?;
+
+    let mut leaf = CertificateParams::default();
+    leaf.distinguished_name = name(hosts.first().map_or("external-secrets-webhook", |h| h));
+    leaf.subject_alt_names = hosts
+        .iter()
+        .map(|h| match h.parse::<IpAddr>() {
+            Ok(ip) => Ok(SanType::IpAddress(ip)),
+            Err(_) => h.as_str().try_into().map(SanType::DnsName),
+        })
+        .collect::<Result<_, _>>()
+        .map_err(issue_err("a subject alternative name"))?;
+    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    leaf.use_authority_key_identifier_extension = true;
+    leaf.not_before = not_before;
+    leaf.not_after = not_after;
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_err("a key"))?;
+    let cert = leaf
+        .signed_by(&key, &ca)
+        .map_err(issue_err("the serving certificate"))?;
+
+    Ok(Serving {
+        cert_der: cert.der().to_vec(),
+        ca_der: ca.der().to_vec(),
+        key_pem: key.serialize_pem(),
+        not_before: not_before.into(),
+        not_after: not_after.into(),
+        hosts: hosts.to_vec(),
+    })
+}
+
+fn name(common_name: &str) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name);
+    dn
+}
+
+fn same_hosts(a: &[String], b: &[String]) -> bool {
+    let mut a = a.to_vec();
+    let mut b = b.to_vec();
+    a.sort();
+    b.sort();
+    a == b
+}
+
+/// Validity and subject alternative names of a certificate.
+fn inspect(der: &[u8]) -> Result<(SystemTime, SystemTime, Vec<String>), String> {
+    use x509_parser::extensions::GeneralName;
+
+    let (_, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| format!("not an X.509 certificate: {e}"))?;
+    let time = |t: i64| UNIX_EPOCH + Duration::from_secs(u64::try_from(t).unwrap_or(0));
+    let validity = cert.validity();
+    let hosts = cert
+        .subject_alternative_name()
+        .map_err(|e| format!("subject alternative names: {e}"))?
+        .map(|san| {
+            san.value
+                .general_names
+                .iter()
+                .filter_map(|name| match name {
+                    GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+                    GeneralName::IPAddress(ip) => ip_address(ip).map(|ip| ip.to_string()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((
+        time(validity.not_before.timestamp()),
+        time(validity.not_after.timestamp()),
+        hosts,
+    ))
+}
+
+fn ip_address(bytes: &[u8]) -> Option<IpAddr> {
+    match bytes.len() {
+        4 => <[u8; 4]>::try_from(bytes).ok().map(IpAddr::from),
+        16 => <[u8; 16]>::try_from(bytes).ok().map(IpAddr::from),
+        _ => None,
+    }
+}
+
+/// Every certificate in a PEM text, DER; other PEM sections are skipped.
+pub fn certificates(pem_text: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    CertificateDer::pem_slice_iter(pem_text)
+        .map(|c| c.map(|c| c.to_vec()).map_err(|e| e.to_string()))
+        .collect()
+}
+
+fn pem(der: &[u8]) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
+/// The Secret as last read: a replacement names its resourceVersion, so that of two replicas
+/// rotating at once only one succeeds.
+#[derive(Clone, Debug)]
+pub struct Stored {
+    pub material: Material,
+    secret: Secret,
+}
+
+/// How often a start-up retries when the Secret changed under it; each conflict means another
+/// replica wrote a usable Secret, so more than a couple are unexpected.
+const ATTEMPTS: usize = 5;
+
+/// The Secret's certificates, creating the Secret when there is none (or replacing it when it
+/// holds nothing usable). Replicas starting together race on the create; the loser reads the
+/// winner's Secret, so all of them serve one certificate.
+pub async fn load_or_create(api: &Api<Secret>, settings: &Settings) -> Result<Stored, Error> {
+    for _ in 0..ATTEMPTS {
+        let existing = api
+            .get_opt(&settings.secret_name)
+            .await
+            .map_err(|e| Error::Kube("reading", settings.secret_ref(), e))?;
+        let fresh = Material::fresh(settings, SystemTime::now())?;
+        let written = match existing {
+            Some(secret) => match read(&secret) {
+                Ok(material) => return Ok(Stored { material, secret }),
+                Err(e) => {
+                    tracing::warn!(secret = %settings.secret_ref(), error = %e, "the webhook's certificate Secret is unusable; replacing it");
+                    replace(api, settings, &secret, &fresh).await?
+                }
+            },
+            None => create(api, settings, &fresh).await?,
+        };
+        if let Some(secret) = written {
+            tracing::info!(secret = %settings.secret_ref(), "created the webhook's CA and serving certificate");
+            return Ok(Stored {
+                material: fresh,
+                secret,
+            });
+        }
+    }
+    Err(Error::Contended(settings.secret_ref()))
+}
+
+/// The Secret now, or `None` when it is gone or unusable (then [`load_or_create`] repairs it).
+pub async fn reload(api: &Api<Secret>, settings: &Settings) -> Result<Option<Stored>, Error> {
+    let secret = api
+        .get_opt(&settings.secret_name)
+        .await
+        .map_err(|e| Error::Kube("reading", settings.secret_ref(), e))?;
+    Ok(secret.and_then(|secret| match read(&secret) {
+        Ok(material) => Some(Stored { material, secret }),
+        Err(e) => {
+            tracing::warn!(secret = %settings.secret_ref(), error = %e, "the webhook's certificate Secret is unusable");
+            None
+        }
+    }))
+}
+
+/// Writes `material` over `stored`; `None` when another replica changed the Secret first.
+pub async fn update(
+    api: &Api<Secret>,
+    settings: &Settings,
+    stored: &Stored,
+    material: Material,
+) -> Result<Option<Stored>, Error> {
+    Ok(replace(api, settings, &stored.secret, &material)
+        .await?
+        .map(|secret| Stored { material, secret }))
+}
+
+fn read(secret: &Secret) -> Result<Material, String> {
+    let data = secret
+        .data
+        .as_ref()
+        .ok_or_else(|| "it has no data".to_owned())?;
+    Material::from_secret_data(data)
+}
+
+async fn create(
+    api: &Api<Secret>,
+    settings: &Settings,
+    material: &Material,
+) -> Result<Option<Secret>, Error> {
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(settings.secret_name.clone()),
+            namespace: Some(settings.namespace.clone()),
+            labels: Some(BTreeMap::from([
+                (
+                    "app.kubernetes.io/managed-by".to_owned(),
+                    "external-secrets".to_owned(),
+                ),
+                (
+                    "app.kubernetes.io/component".to_owned(),
+                    "conversion-webhook".to_owned(),
+                ),
+            ])),
+            ..ObjectMeta::default()
+        },
+        type_: Some("kubernetes.io/tls".to_owned()),
+        data: Some(material.to_secret_data()),
+        ..Secret::default()
+    };
+    match api.create(&post_params(), &secret).await {
+        Ok(secret) => Ok(Some(secret)),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
+        Err(e) => Err(Error::Kube("creating", settings.secret_ref(), e)),
+    }
+}
+
+async fn replace(
+    api: &Api<Secret>,
+    settings: &Settings,
+    current: &Secret,
+    material: &Material,
+) -> Result<Option<Secret>, Error> {
+    // Labels, annotations and the type (immutable) stay as whoever created the Secret set them.
+    let mut secret = current.clone();
+    secret.data = Some(material.to_secret_data());
+    secret.string_data = None;
+    match api
+        .replace(&settings.secret_name, &post_params(), &secret)
+        .await
+    {
+        Ok(secret) => Ok(Some(secret)),
+        // 409: changed since read; 404: deleted since read. Either way, read again.
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(None),
+        Err(e) => Err(Error::Kube("replacing", settings.secret_ref(), e)),
+    }
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        let mut s = Settings::new("ns");
+        s.lifetime = Duration::from_secs(3000);
+        s
+    }
+
+    #[test]
+    fn hosts_name_the_service_and_loopback_only_when_asked() {
+        let mut s = settings();
+        assert_eq!(
+            s.hosts(),
+            [
+                "external-secrets-webhook.ns.svc",
+                "external-secrets-webhook.ns.svc.cluster.local",
+                "external-secrets-webhook.ns",
+                "external-secrets-webhook",
+            ]
+        );
+        s.loopback = true;
+        assert!(
+            s.hosts()
+                .ends_with(&["localhost".into(), "127.0.0.1".into()])
+        );
+    }
+
+    #[test]
+    fn a_fresh_certificate_survives_the_secret_and_names_its_hosts() {
+        let mut s = settings();
+        s.loopback = true;
+        let now = SystemTime::now();
+        let material = Material::fresh(&s, now).unwrap();
+        let back = Material::from_secret_data(&material.to_secret_data()).unwrap();
+        assert_eq!(back.serving.cert_der, material.serving.cert_der);
+        assert_eq!(back.serving.hosts, s.hosts());
+        assert_eq!(back.ca_bundle, vec![material.serving.ca_der.clone()]);
+        assert!(back.next.is_none());
+        // Whole seconds in X.509.
+        let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_secs();
+        assert_eq!(secs(back.serving.not_after), secs(now + s.lifetime));
+        assert_eq!(
+            secs(back.serving.not_before),
+            secs(now - Duration::from_secs(60))
+        );
+        back.serving.certified_key().unwrap();
+    }
+
+    #[test]
+    fn rotation_is_due_in_the_last_third_or_when_the_names_change() {
+        let s = settings();
+        let now = SystemTime::now();
+        let m = Material::fresh(&s, now).unwrap();
+        let m = Material::from_secret_data(&m.to_secret_data()).unwrap();
+        // Lifetime 3000 s plus 60 s backdated: due with less than 1020 s left.
+        assert!(!m.rotation_due(&s.hosts(), now));
+        assert!(!m.rotation_due(&s.hosts(), now + Duration::from_secs(1970)));
+        assert!(m.rotation_due(&s.hosts(), now + Duration::from_secs(1990)));
+        assert!(m.rotation_due(&s.hosts(), now + Duration::from_secs(4000)));
+        let mut other = s.clone();
+        other.namespace = "elsewhere".into();
+        assert!(m.rotation_due(&other.hosts(), now));
+    }
+
+    #[test]
+    fn a_rotation_always_trusts_the_certificate_in_use() {
+        let s = settings();
+        let now = SystemTime::now();
+        let first = Material::fresh(&s, now).unwrap();
+        let prepared = first.prepare(&s, now).unwrap();
+        assert_eq!(prepared.serving, first.serving);
+        let next = prepared.next.clone().unwrap();
+        assert_eq!(
+            prepared.ca_bundle,
+            [first.serving.ca_der.clone(), next.ca_der.clone()]
+        );
+        assert_eq!(
+            prepared.required_cas(),
+            [first.serving.ca_der.as_slice(), next.ca_der.as_slice()]
+        );
+        let back = Material::from_secret_data(&prepared.to_secret_data()).unwrap();
+        assert_eq!(
+            back.next.as_ref().map(|n| &n.cert_der),
+            Some(&next.cert_der)
+        );
+
+        let promoted = prepared.promote().unwrap();
+        assert_eq!(promoted.serving, next);
+        assert!(promoted.next.is_none());
+        // The old CA stays for replicas that have not read the Secret again yet...
+        assert_eq!(
+            promoted.ca_bundle,
+            [next.ca_der.clone(), first.serving.ca_der.clone()]
+        );
+        // ...until the next rotation replaces it.
+        let again = promoted.prepare(&s, now).unwrap();
+        assert_eq!(again.ca_bundle[0], next.ca_der);
+        assert!(!again.ca_bundle.contains(&first.serving.ca_der));
+        assert!(first.promote().is_none());
+    }
+
+    #[test]
+    fn unusable_secret_data_is_named() {
+        let s = settings();
+        let a = Material::fresh(&s, SystemTime::now()).unwrap();
+        let b = Material::fresh(&s, SystemTime::now()).unwrap();
+        let data = a.to_secret_data();
+        let with = |key: &str, value: &[u8]| {
+            let mut d = data.clone();
+            d.insert(key.into(), ByteString(value.to_vec()));
+            d
+        };
+        let without = |key: &str| {
+            let mut d = data.clone();
+            d.remove(key);
+            d
+        };
+        let b_data = b.to_secret_data();
+        let cases = [
+            (without(TLS_KEY), "tls.crt or tls.key is missing".to_owned()),
+            (
+                with(TLS_KEY, &b_data[TLS_KEY].0),
+                "tls.key: the private key does not fit the certificate".to_owned(),
+            ),
+            (
+                with(TLS_CRT, pem(&a.serving.cert_der).as_bytes()),
+                "tls.crt holds 1 certificates; expected the serving certificate then its CA"
+                    .to_owned(),
+            ),
+            (
+                with(CA_CRT, &b_data[CA_CRT].0),
+                "ca.crt lacks the CA of tls.crt".to_owned(),
+            ),
+            (
+                with(TLS_KEY, b"not a key"),
+                "tls.key: reading the private key".to_owned(),
+            ),
+        ];
+        for (data, want) in cases {
+            let err = Material::from_secret_data(&data).unwrap_err();
+            assert!(err.starts_with(&want), "{err} (want {want})");
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! The conversion webhook of the provider kinds that have more than one version.
+//!
+//! - [`review`]: a `apiextensions.k8s.io/v1` ConversionReview in, the response out; pure.
+//! - [`server`]: `POST /convert` over HTTPS, with a certificate swapped without a restart.
+//! - [`certs`]: a CA and serving certificate in one Secret shared by every replica, rotated
+//!   in two steps so that the API server always trusts the certificate it meets.
+//! - [`inject`]: the CA bundle into exactly the CRDs the [`Converters`] say need conversion.
+//! - [`run`] / [`serve`]: all of it, until shutdown.
+//!
+//! The webhook knows no provider: it dispatches to a [`Converters`], which the binary builds
+//! from the provider descriptors.
+
+pub mod certs;
+pub mod inject;
+pub mod review;
+pub mod server;
+
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use review::review;
+
+/// The field manager of every write: the Secret and the CRDs' `caBundle`.
+pub const FIELD_MANAGER: &str = "external-secrets-webhook";
+/// The Service the generated CRDs' `clientConfig` names.
+pub const SERVICE_NAME: &str = "external-secrets-webhook";
+/// The Secret holding the CA and serving certificate, in the operator's namespace.
+pub const SECRET_NAME: &str = "external-secrets-webhook-tls";
+
+/// What the webhook converts, and for which CRDs.
+pub trait Converters: Send + Sync + 'static {
+    /// `object`, a whole object of `kind` in `group` at any served version, at
+    /// `to_api_version` (`group/version`). The error says why, for the API server's message.
+    fn convert(
+        &self,
+        group: &str,
+        kind: &str,
+        object: serde_json::Value,
+        to_api_version: &str,
+    ) -> Result<serde_json::Value, String>;
+
+    /// Whether the CRD `crd_name` (`<plural>.<group>`) converts through this webhook, and so
+    /// gets its CA bundle.
+    fn needs_conversion(&self, crd_name: &str) -> bool;
+}
+
+/// [`Converters`] as two plain functions.
+#[derive(Clone, Copy, Debug)]
+pub struct FnConverters {
+    pub convert: fn(
+        group: &str,
+        kind: &str,
+        object: serde_json::Value,
+        to_api_version: &str,
+    ) -> Result<serde_json::Value, String>,
+    pub needs_conversion: fn(crd_name: &str) -> bool,
+}
+
+impl Converters for FnConverters {
+    fn convert(
+        &self,
+        group: &str,
+        kind: &str,
+        object: serde_json::Value,
+        to_api_version: &str,
+    ) -> Result<serde_json::Value, String> {
+        (self.convert)(group, kind, object, to_api_version)
+    }
+
+    fn needs_conversion(&self, crd_name: &str) -> bool {
+        (self.needs_conversion)(crd_name)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Where `POST /convert` is served (the Service's target port).
+    pub listen: SocketAddr,
+    /// The operator's namespace: the Secret's and the Service's.
+    pub namespace: String,
+    pub service_name: String,
+    pub secret_name: String,
+    /// Adds `localhost` and `127.0.0.1` to the certificate, for an API server that calls the
+    /// webhook at `https://127.0.0.1:<port>` (tests, local clusters).
+    pub loopback: bool,
+    /// Validity of each certificate; it is replaced when less than a third is left.
+    pub lifetime: Duration,
+    /// How often the Secret is read again (rotations by other replicas are seen this late at
+    /// most) and the CRDs' bundles checked.
+    pub check_interval: Duration,
+    /// How long every CRD must have trusted a new CA before the certificate it signed is
+    /// served: time for the API server to rebuild its webhook clients.
+    pub settle: Duration,
+}
+
+impl Settings {
+    pub fn new(namespace: impl Into<String>) -> Self {
+        Self {
+            listen: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 10250)),
+            namespace: namespace.into(),
+            service_name: SERVICE_NAME.to_owned(),
+            secret_name: SECRET_NAME.to_owned(),
+            loopback: false,
+            lifetime: Duration::from_secs(365 * 24 * 3600),
+            check_interval: Duration::from_secs(60),
+            settle: Duration::from_secs(60),
+        }
+    }
+
+    /// The names the certificate is valid for: the Service's (the API server calls
+    /// `<service>.<namespace>.svc`), then the loopback ones if asked.
+    pub fn hosts(&self) -> Vec<String> {
+        let (svc, ns) = (&self.service_name, &self.namespace);
+        let mut hosts = vec![
+            format!("{svc}.{ns}.svc"),
+            format!("{svc}.{ns}.svc.cluster.local"),
+            format!("{svc}.{ns}"),
+            svc.clone(),
+        ];
+        if self.loopback {
+            hosts.extend(["localhost".to_owned(), "127.0.0.1".to_owned()]);
+        }
+        hosts
+    }
+
+    pub fn secret_ref(&self) -> String {
+        format!("Secret {}/{}", self.namespace, self.secret_name)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("binding the conversion webhook to {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+    #[error("serving the conversion webhook: {0}")]
+    Serve(std::io::Error),
+    #[error("the conversion webhook server stopped: {0}")]
+    Stopped(String),
+    #[error("{0} {1}: {2}")]
+    Kube(&'static str, String, kube::Error),
+    #[error("issuing {0}: {1}")]
+    Issue(&'static str, rcgen::Error),
+    #[error("{0} kept changing while it was being written")]
+    Contended(String),
+    #[error("the serving certificate in {0} is unusable: {1}")]
+    Unusable(String, String),
+}
+
+/// The one rustls provider of the workspace.
+pub(crate) fn crypto_provider() -> rustls::crypto::CryptoProvider {
+    rustls::crypto::aws_lc_rs::default_provider()
+}
+
+/// Binds `settings.listen` and [`serve`]s.
+pub async fn run(
+    client: kube::Client,
+    settings: Settings,
+    converters: Arc<dyn Converters>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    let listener = TcpListener::bind(settings.listen)
+        .await
+        .map_err(|e| Error::Bind(settings.listen, e))?;
+    serve(client, settings, converters, listener, shutdown).await
+}
+
+/// Loads (or creates) the certificates, serves conversions on `listener`, keeps the CRDs'
+/// CA bundle and the certificates current, until `shutdown` completes; then stops accepting
+/// connections and returns once the requests under way are answered.
+pub async fn serve(
+    client: kube::Client,
+    settings: Settings,
+    converters: Arc<dyn Converters>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    tokio::pin!(shutdown);
+    let secrets = Api::<Secret>::namespaced(client.clone(), &settings.namespace);
+
+    // The API server may not be reachable yet, or RBAC not applied yet: keep trying.
+    let mut backoff = Duration::from_millis(500);
+    let stored = loop {
+        let attempt = tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            attempt = certs::load_or_create(&secrets, &settings) => attempt,
+        };
+        match attempt {
+            Ok(stored) => break stored,
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?backoff, "loading the webhook's certificate");
+                tokio::select! {
+                    () = &mut shutdown => return Ok(()),
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+        }
+    };
+    let key = stored
+        .material
+        .serving
+        .certified_key()
+        .map_err(|e| Error::Unusable(settings.secret_ref(), e))?;
+    let resolver = Arc::new(server::CertResolver::new(key));
+    let (stop, stopped) = watch::channel(false);
+    let mut server = tokio::spawn(server::serve(
+        listener,
+        resolver.clone(),
+        converters.clone(),
+        stopped,
+    ));
+
+    let mut keeper = Keeper {
+        client,
+        settings,
+        converters,
+        secrets,
+        resolver,
+        stored,
+        next_trusted_since: None,
+    };
+    let mut ticks = tokio::time::interval(keeper.settings.check_interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let early_end = loop {
+        tokio::select! {
+            () = &mut shutdown => break None,
+            ended = &mut server => break Some(ended),
+            _ = ticks.tick() => {
+                if let Err(e) = keeper.check().await {
+                    tracing::warn!(error = %e, "keeping the webhook's certificate and CA bundle current");
+                }
+            }
+        }
+    };
+    let ended = match early_end {
+        Some(ended) => ended,
+        None => {
+            let _ = stop.send(true);
+            server.await
+        }
+    };
+    match ended {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::Serve(e)),
+        Err(e) => Err(Error::Stopped(e.to_string())),
+    }
+}
+
+/// One replica's view of the Secret, and the rotation steps it takes when they are due.
+struct Keeper {
+    client: kube::Client,
+    settings: Settings,
+    converters: Arc<dyn Converters>,
+    secrets: Api<Secret>,
+    resolver: Arc<server::CertResolver>,
+    stored: certs::Stored,
+    /// The pending certificate, and since when every CRD has trusted its CA (this replica's
+    /// clock, so other replicas' clocks do not matter).
+    next_trusted_since: Option<(Vec<u8>, Instant)>,
+}
+
+impl Keeper {
+    async fn check(&mut self) -> Result<(), Error> {
+        let stored = match certs::reload(&self.secrets, &self.settings).await? {
+            Some(stored) => stored,
+            None => certs::load_or_create(&self.secrets, &self.settings).await?,
+        };
+        self.adopt(stored);
+        let injected = self.inject().await?;
+
+        let now = SystemTime::now();
+        let material = &self.stored.material;
+        if let Some(next) = &material.next {
+            // The settle time counts from when every CRD trusted the new CA, as seen here.
+            let trusted_since = match &self.next_trusted_since {
+                _ if !injected => None,
+                Some((cert, since)) if *cert == next.cert_der => Some(*since),
+                _ => Some(Instant::now()),
+            };
+            self.next_trusted_since = trusted_since.map(|since| (next.cert_der.clone(), since));
+            // An expired certificate fails every handshake already; nothing to wait for.
+            let settled = trusted_since.is_some_and(|s| s.elapsed() >= self.settings.settle)
+                || material.serving.not_after <= now;
+            if injected
+                && settled
+                && let Some(promoted) = material.promote()
+                && self.write(promoted).await?
+            {
+                tracing::info!(secret = %self.settings.secret_ref(), "serving the rotated certificate");
+            }
+        } else if material.rotation_due(&self.settings.hosts(), now) {
+            let prepared = material.prepare(&self.settings, now)?;
+            if self.write(prepared).await? {
+                tracing::info!(secret = %self.settings.secret_ref(), "issued the next certificate; its CA goes into the CRDs first");
+                self.inject().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether every CRD that needs conversion trusts the required CAs now.
+    async fn inject(&self) -> Result<bool, Error> {
+        let injected = inject::ensure(
+            &self.client,
+            self.converters.as_ref(),
+            &self.stored.material,
+        )
+        .await?;
+        Ok(injected.complete())
+    }
+
+    /// Serves the Secret's certificate if it changed.
+    fn adopt(&mut self, stored: certs::Stored) {
+        if stored.material.serving != self.stored.material.serving {
+            match stored.material.serving.certified_key() {
+                Ok(key) => self.resolver.set(key),
+                Err(e) => {
+                    tracing::warn!(secret = %self.settings.secret_ref(), error = %e, "not serving the new certificate");
+                    return;
+                }
+            }
+        }
+        self.stored = stored;
+    }
+
+    /// `false` when another replica changed the Secret first; the next check reads theirs.
+    async fn write(&mut self, material: certs::Material) -> Result<bool, Error> {
+        match certs::update(&self.secrets, &self.settings, &self.stored, material).await? {
+            Some(stored) => {
+                self.adopt(stored);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}

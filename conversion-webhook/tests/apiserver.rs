@@ -1,0 +1,717 @@
+//! The webhook called by a real kube-apiserver (tests/testenv): the test Widget CRD converts
+//! through a webhook at `https://127.0.0.1:<port>/convert` whose CA bundle the webhook injects
+//! itself, from the certificate it keeps in a Secret.
+//!
+//! One control plane for the whole binary; each trial has its own group (so its own CRDs),
+//! namespace (so its own certificate Secret) and webhook replicas.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::net::Ipv4Addr;
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use external_secrets_conversion_webhook::{self as webhook, Converters, Settings, certs};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::{Api, Client};
+use libtest_mimic::{Arguments, Trial};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use testenv::ControlPlane;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+type Shared = Arc<OnceLock<ControlPlane>>;
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let cp: Shared = Arc::default();
+    let trials = vec![
+        trial(
+            &cp,
+            "create_at_v1_read_at_v2_and_back",
+            create_at_v1_read_at_v2_and_back,
+        ),
+        trial(
+            &cp,
+            "list_and_watch_a_mix_of_versions",
+            list_and_watch_a_mix,
+        ),
+        trial(
+            &cp,
+            "garbage_is_answered_with_failure",
+            garbage_is_answered_with_failure,
+        ),
+        trial(&cp, "webhook_stopped_fails_only_that_kind", webhook_stopped),
+        trial(
+            &cp,
+            "two_replicas_agree_on_one_certificate",
+            two_replicas_agree,
+        ),
+        trial(
+            &cp,
+            "rotation_while_running_fails_no_conversion",
+            rotation_while_running,
+        ),
+    ];
+    if !args.list && trials.iter().any(|t| selected(&args, t.name())) {
+        match ControlPlane::start() {
+            Ok(started) => {
+                let _ = cp.set(started);
+            }
+            Err(e) => {
+                eprintln!("starting the control plane: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    // The trials are dropped when `run` returns, so `cp` is the last owner: dropping it
+    // stops the control plane.
+    let conclusion = libtest_mimic::run(&args, trials);
+    drop(cp);
+    conclusion.exit_code()
+}
+
+fn selected(args: &Arguments, name: &str) -> bool {
+    match &args.filter {
+        Some(filter) if args.exact => name == filter,
+        Some(filter) => name.contains(filter.as_str()),
+        None => true,
+    }
+}
+
+fn trial<F, Fut>(cp: &Shared, name: &'static str, body: F) -> Trial
+where
+    F: FnOnce(Client, &'static str) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<()>>,
+{
+    let cp = cp.clone();
+    Trial::test(name, move || {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            let cp = cp.get().context("the control plane did not start")?;
+            // Group and namespace names: the trial name's first word.
+            let short = name.split('_').next().unwrap_or(name);
+            body(cp.client().await, short).await
+        })
+        .map_err(|e| format!("{e:#}").into())
+    })
+}
+
+fn settings(namespace: &str) -> Settings {
+    let mut settings = Settings::new(namespace);
+    settings.loopback = true;
+    settings.check_interval = Duration::from_millis(500);
+    settings.settle = Duration::from_secs(1);
+    settings
+}
+
+/// One trial's namespace, CRDs and webhook replicas; the Widget CRD calls the first replica.
+struct Fixture {
+    client: Client,
+    namespace: String,
+    group: String,
+    widgets_v1: Api<DynamicObject>,
+    widgets_v2: Api<DynamicObject>,
+    gadgets: Api<DynamicObject>,
+    replicas: Vec<Replica>,
+}
+
+struct Replica {
+    port: u16,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), webhook::Error>>,
+}
+
+impl Fixture {
+    /// Namespace, CRDs, and `replicas` webhooks started with `settings`; returns once the API
+    /// server converts through the first one.
+    async fn start(
+        client: Client,
+        name: &str,
+        replicas: usize,
+        settings: impl Fn(&str) -> Settings,
+    ) -> Result<Self> {
+        let namespace = testenv::create_namespace(&client, name).await?;
+        let group = format!("{name}.{}", support::GROUP_SUFFIX);
+        let mut listeners = Vec::new();
+        for _ in 0..replicas.max(1) {
+            listeners.push(TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?);
+        }
+        let port = listeners[0].local_addr()?.port();
+
+        let crds = Api::<CustomResourceDefinition>::all(client.clone());
+        for crd in [
+            support::widget_crd(&group, &format!("https://127.0.0.1:{port}/convert")),
+            support::gadget_crd(&group),
+        ] {
+            let crd: CustomResourceDefinition = serde_json::from_value(crd)?;
+            let crd_name = crd.metadata.name.clone().unwrap_or_default();
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .with_context(|| format!("creating CRD {crd_name}"))?;
+            testenv::wait_for_crd_established(&client, &crd_name, Duration::from_secs(30)).await?;
+        }
+
+        let api = |version, kind, plural| {
+            Api::<DynamicObject>::namespaced_with(
+                client.clone(),
+                &namespace,
+                &resource(&group, version, kind, plural),
+            )
+        };
+        let mut fixture = Self {
+            widgets_v1: api("v1", "Widget", "widgets"),
+            widgets_v2: api("v2", "Widget", "widgets"),
+            gadgets: api("v1", "Gadget", "gadgets"),
+            client: client.clone(),
+            namespace,
+            group,
+            replicas: Vec::new(),
+        };
+        // All at once: the replicas race to create the certificate Secret.
+        for listener in listeners {
+            let settings = settings(&fixture.namespace);
+            fixture.spawn(listener, settings)?;
+        }
+        fixture.wait_until_converting().await?;
+        Ok(fixture)
+    }
+
+    fn converters(&self) -> Arc<dyn Converters> {
+        Arc::new(support::Widgets {
+            crd: format!("widgets.{}", self.group),
+        })
+    }
+
+    fn spawn(&mut self, listener: TcpListener, settings: Settings) -> Result<()> {
+        let port = listener.local_addr()?.port();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(webhook::serve(
+            self.client.clone(),
+            settings,
+            self.converters(),
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        self.replicas.push(Replica {
+            port,
+            stop: Some(stop),
+            task,
+        });
+        Ok(())
+    }
+
+    /// Stops replica `index` and checks that it ended cleanly.
+    async fn stop(&mut self, index: usize) -> Result<()> {
+        let replica = &mut self.replicas[index];
+        if let Some(stop) = replica.stop.take() {
+            let _ = stop.send(());
+        }
+        let ended = tokio::time::timeout(Duration::from_secs(30), &mut replica.task)
+            .await
+            .context("the webhook did not stop within 30 s")?;
+        ended?.context("the webhook ended with an error")
+    }
+
+    /// A Widget written at v1 reads at v2: the CA bundle is in and the API server uses it.
+    async fn wait_until_converting(&self) -> Result<()> {
+        self.widgets_v1
+            .create(
+                &PostParams::default(),
+                &widget(&self.group, "v1", "probe", json!({"size": "S"}))?,
+            )
+            .await
+            .context("creating the probe Widget")?;
+        testenv::wait_for(Duration::from_secs(60), "a Widget read at v2", || async {
+            self.widgets_v2.get("probe").await
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn secret(&self) -> Result<certs::Material> {
+        let secret = Api::<Secret>::namespaced(self.client.clone(), &self.namespace)
+            .get(webhook::SECRET_NAME)
+            .await?;
+        certs::Material::from_secret_data(&secret.data.unwrap_or_default())
+            .map_err(anyhow::Error::msg)
+    }
+
+    /// The CA bundle the API server is told to trust for the Widget CRD.
+    async fn crd_ca_bundle(&self) -> Result<Vec<u8>> {
+        let crd = Api::<CustomResourceDefinition>::all(self.client.clone())
+            .get(&format!("widgets.{}", self.group))
+            .await?;
+        crd.spec
+            .conversion
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config)
+            .and_then(|c| c.ca_bundle)
+            .map(|b| b.0)
+            .context("the Widget CRD has no caBundle")
+    }
+
+    /// Best effort: the CRDs of a trial whose webhook is gone should not linger.
+    async fn delete_crds(&self) {
+        let crds = Api::<CustomResourceDefinition>::all(self.client.clone());
+        for kind in ["widgets", "gadgets"] {
+            let _ = crds
+                .delete(&format!("{kind}.{}", self.group), &DeleteParams::default())
+                .await;
+        }
+    }
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+fn widget(group: &str, version: &str, name: &str, spec: Value) -> Result<DynamicObject> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": format!("{group}/{version}"),
+        "kind": "Widget",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))?)
+}
+
+fn api_version(object: &DynamicObject) -> &str {
+    object.types.as_ref().map_or("", |t| t.api_version.as_str())
+}
+
+/// The certificate the webhook on `port` presents, verified against `trusted` (PEM) for
+/// `127.0.0.1`, as the API server verifies it.
+async fn served_certificate(port: u16, trusted: &[u8]) -> Result<Vec<u8>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(trusted) {
+        roots.add(cert?)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::IpAddress(Ipv4Addr::LOCALHOST.into()), tcp)
+        .await
+        .with_context(|| format!("TLS handshake with the webhook on port {port}"))?;
+    let (_, connection) = tls.get_ref();
+    connection
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .map(|c| c.to_vec())
+        .context("no certificate presented")
+}
+
+async fn create_at_v1_read_at_v2_and_back(client: Client, name: &'static str) -> Result<()> {
+    let f = Fixture::start(client, name, 1, settings).await?;
+    let pp = PostParams::default();
+    f.widgets_v1
+        .create(&pp, &widget(&f.group, "v1", "w1", json!({"size": "S"}))?)
+        .await?;
+
+    let mut at_v2 = f.widgets_v2.get("w1").await?;
+    ensure!(
+        api_version(&at_v2) == format!("{}/v2", f.group),
+        "{at_v2:?}"
+    );
+    ensure!(
+        at_v2.data["spec"] == json!({"dimensions": {"size": "S"}}),
+        "{at_v2:?}"
+    );
+
+    // Written at v2 with a field v1 has no place for: stored at v1 (the storage version)...
+    at_v2.data["spec"] = json!({"dimensions": {"size": "M", "unit": "cm"}});
+    f.widgets_v2.replace("w1", &pp, &at_v2).await?;
+    let at_v1 = f.widgets_v1.get("w1").await?;
+    ensure!(
+        api_version(&at_v1) == format!("{}/v1", f.group),
+        "{at_v1:?}"
+    );
+    ensure!(at_v1.data["spec"] == json!({"size": "M"}), "{at_v1:?}");
+    ensure!(
+        at_v1
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("test.external-secrets.io/v2-unit"))
+            == Some(&"cm".to_owned()),
+        "{at_v1:?}"
+    );
+    // ...and back at v2 whole.
+    let again = f.widgets_v2.get("w1").await?;
+    ensure!(
+        again.data["spec"] == json!({"dimensions": {"size": "M", "unit": "cm"}}),
+        "{again:?}"
+    );
+    ensure!(again.metadata.annotations.unwrap_or_default().is_empty());
+
+    // Created at v2, read at v1.
+    f.widgets_v2
+        .create(
+            &pp,
+            &widget(&f.group, "v2", "w2", json!({"dimensions": {"size": "L"}}))?,
+        )
+        .await?;
+    let w2 = f.widgets_v1.get("w2").await?;
+    ensure!(w2.data["spec"] == json!({"size": "L"}), "{w2:?}");
+    f.delete_crds().await;
+    Ok(())
+}
+
+async fn list_and_watch_a_mix(client: Client, name: &'static str) -> Result<()> {
+    let f = Fixture::start(client, name, 1, settings).await?;
+    let pp = PostParams::default();
+    f.widgets_v1
+        .delete("probe", &DeleteParams::default())
+        .await?;
+    for (version, widget_name, spec) in [
+        ("v1", "a1", json!({"size": "1"})),
+        ("v2", "b1", json!({"dimensions": {"size": "2"}})),
+        ("v1", "a2", json!({"size": "3"})),
+        (
+            "v2",
+            "b2",
+            json!({"dimensions": {"size": "4", "unit": "mm"}}),
+        ),
+    ] {
+        let api = if version == "v1" {
+            &f.widgets_v1
+        } else {
+            &f.widgets_v2
+        };
+        api.create(&pp, &widget(&f.group, version, widget_name, spec)?)
+            .await?;
+    }
+    let sizes = |list: &[DynamicObject], pointer: &str| -> Vec<(String, Value)> {
+        let mut sizes: Vec<_> = list
+            .iter()
+            .map(|o| {
+                (
+                    o.metadata.name.clone().unwrap_or_default(),
+                    o.data.pointer(pointer).cloned().unwrap_or_default(),
+                )
+            })
+            .collect();
+        sizes.sort_by(|a, b| a.0.cmp(&b.0));
+        sizes
+    };
+    let want = |v: [&str; 4]| -> Vec<(String, Value)> {
+        ["a1", "a2", "b1", "b2"]
+            .iter()
+            .zip(v)
+            .map(|(n, s)| ((*n).to_owned(), json!(s)))
+            .collect()
+    };
+    let at_v1 = f.widgets_v1.list(&ListParams::default()).await?;
+    ensure!(
+        at_v1
+            .items
+            .iter()
+            .all(|o| api_version(o) == format!("{}/v1", f.group))
+    );
+    ensure!(
+        sizes(&at_v1.items, "/spec/size") == want(["1", "3", "2", "4"]),
+        "{:?}",
+        at_v1.items
+    );
+    let at_v2 = f.widgets_v2.list(&ListParams::default()).await?;
+    ensure!(
+        sizes(&at_v2.items, "/spec/dimensions/size") == want(["1", "3", "2", "4"]),
+        "{:?}",
+        at_v2.items
+    );
+    let b2 = at_v2
+        .items
+        .iter()
+        .find(|o| o.metadata.name.as_deref() == Some("b2"));
+    ensure!(
+        b2.is_some_and(|o| o.data["spec"]["dimensions"]["unit"] == "mm"),
+        "{b2:?}"
+    );
+
+    // A watch at v2 sees an object written at v1, converted.
+    let rv = at_v2.metadata.resource_version.unwrap_or_default();
+    let mut events = f
+        .widgets_v2
+        .watch(&WatchParams::default().timeout(30), &rv)
+        .await?
+        .boxed();
+    f.widgets_v1
+        .create(&pp, &widget(&f.group, "v1", "c1", json!({"size": "5"}))?)
+        .await?;
+    let added = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(event) = events.try_next().await? {
+            match event {
+                WatchEvent::Added(o) if o.metadata.name.as_deref() == Some("c1") => return Ok(o),
+                WatchEvent::Error(e) => bail!("watch error: {e:?}"),
+                _ => {}
+            }
+        }
+        bail!("the watch ended before c1 was added")
+    })
+    .await
+    .context("no watch event for c1 within 30 s")??;
+    ensure!(
+        api_version(&added) == format!("{}/v2", f.group),
+        "{added:?}"
+    );
+    ensure!(
+        added.data["spec"] == json!({"dimensions": {"size": "5"}}),
+        "{added:?}"
+    );
+    f.delete_crds().await;
+    Ok(())
+}
+
+async fn garbage_is_answered_with_failure(client: Client, name: &'static str) -> Result<()> {
+    let f = Fixture::start(client, name, 1, settings).await?;
+    let material = f.secret().await?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .tls_certs_only([reqwest::Certificate::from_pem(
+            material.ca_bundle_pem().as_bytes(),
+        )?])
+        .build()?;
+    let url = format!("https://127.0.0.1:{}/convert", f.replicas[0].port);
+    let post = |body: Vec<u8>| {
+        let request = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body);
+        async move {
+            let response = request.send().await?;
+            ensure!(response.status() == 200, "status {}", response.status());
+            Ok::<Value, anyhow::Error>(response.json().await?)
+        }
+    };
+    let garbage = post(b"\x00{\"apiVersion\": not json".to_vec()).await?;
+    ensure!(garbage["kind"] == "ConversionReview", "{garbage}");
+    ensure!(
+        garbage["response"]["result"]["status"] == "Failure",
+        "{garbage}"
+    );
+    let message = garbage["response"]["result"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    ensure!(
+        message.starts_with("the request body is not JSON"),
+        "{garbage}"
+    );
+
+    let unknown = post(serde_json::to_vec(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "u-9", "desiredAPIVersion": format!("{}/v7", f.group), "objects": [
+            {"apiVersion": format!("{}/v1", f.group), "kind": "Widget", "metadata": {"name": "x"}, "spec": {"size": "S"}},
+        ]},
+    }))?)
+    .await?;
+    ensure!(unknown["response"]["uid"] == "u-9", "{unknown}");
+    ensure!(
+        unknown["response"]["result"]["status"] == "Failure",
+        "{unknown}"
+    );
+    ensure!(
+        unknown["response"]["convertedObjects"] == json!([]),
+        "{unknown}"
+    );
+    let message = unknown["response"]["result"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    ensure!(message.contains("unknown version v7"), "{unknown}");
+
+    // The webhook is still there for the API server afterwards.
+    f.widgets_v2.get("probe").await?;
+    f.delete_crds().await;
+    Ok(())
+}
+
+async fn webhook_stopped(client: Client, name: &'static str) -> Result<()> {
+    let mut f = Fixture::start(client.clone(), name, 1, settings).await?;
+    let pp = PostParams::default();
+    f.gadgets
+        .create(
+            &pp,
+            &serde_json::from_value(json!({
+                "apiVersion": format!("{}/v1", f.group), "kind": "Gadget",
+                "metadata": {"name": "g1"}, "spec": {"any": "thing"},
+            }))?,
+        )
+        .await?;
+    f.stop(0).await?;
+
+    // Reads at the version that needs conversion fail with the API server's conversion error.
+    let err = f
+        .widgets_v2
+        .get("probe")
+        .await
+        .err()
+        .context("a v2 read without the webhook succeeded")?;
+    let message = err.to_string();
+    ensure!(message.contains("conversion webhook for"), "{message}");
+    ensure!(message.contains("Widget"), "{message}");
+    let err = f
+        .widgets_v2
+        .list(&ListParams::default())
+        .await
+        .err()
+        .context("a v2 list without the webhook succeeded")?;
+    ensure!(err.to_string().contains("conversion webhook for"), "{err}");
+    // Writes at v2 need a conversion to the storage version too.
+    let err = f
+        .widgets_v2
+        .create(
+            &pp,
+            &widget(&f.group, "v2", "late", json!({"dimensions": {"size": "S"}}))?,
+        )
+        .await
+        .err()
+        .context("a v2 create without the webhook succeeded")?;
+    ensure!(err.to_string().contains("conversion webhook for"), "{err}");
+
+    // The storage version needs no conversion, nor does any other kind.
+    f.widgets_v1
+        .get("probe")
+        .await
+        .context("a v1 (storage version) read")?;
+    f.widgets_v1.list(&ListParams::default()).await?;
+    f.gadgets.get("g1").await.context("a Gadget read")?;
+    f.gadgets
+        .create(&pp, &serde_json::from_value(json!({
+            "apiVersion": format!("{}/v1", f.group), "kind": "Gadget", "metadata": {"name": "g2"},
+        }))?)
+        .await
+        .context("a Gadget create")?;
+    let configmaps = Api::<ConfigMap>::namespaced(client, &f.namespace);
+    configmaps
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"k": "v"}}))?,
+        )
+        .await
+        .context("a ConfigMap create")?;
+    configmaps.list(&ListParams::default()).await?;
+    f.delete_crds().await;
+    Ok(())
+}
+
+async fn two_replicas_agree(client: Client, name: &'static str) -> Result<()> {
+    // Bare Secret races first: four starts at once, one Secret, one certificate.
+    let namespace = testenv::create_namespace(&client, "race").await?;
+    let secrets = Api::<Secret>::namespaced(client.clone(), &namespace);
+    let s = settings(&namespace);
+    let starts =
+        futures::future::join_all((0..4).map(|_| certs::load_or_create(&secrets, &s))).await;
+    let certs: BTreeSet<Vec<u8>> = starts
+        .into_iter()
+        .map(|r| r.map(|stored| stored.material.serving.cert_der))
+        .collect::<Result<_, _>>()?;
+    ensure!(certs.len() == 1, "{} different certificates", certs.len());
+
+    // Then whole webhooks started together.
+    let f = Fixture::start(client, name, 2, settings).await?;
+    let material = f.secret().await?;
+    let trusted = f.crd_ca_bundle().await?;
+    for replica in &f.replicas {
+        let served = served_certificate(replica.port, &trusted).await?;
+        ensure!(
+            served == material.serving.cert_der,
+            "the replica on port {} serves a certificate other than the Secret's",
+            replica.port
+        );
+    }
+    f.delete_crds().await;
+    Ok(())
+}
+
+async fn rotation_while_running(client: Client, name: &'static str) -> Result<()> {
+    const RUN: Duration = Duration::from_secs(40);
+    let short = |namespace: &str| {
+        let mut s = settings(namespace);
+        s.lifetime = Duration::from_secs(12);
+        s.check_interval = Duration::from_millis(200);
+        s.settle = Duration::from_secs(1);
+        s
+    };
+    // Two replicas: the second rotates too, and reads the first one's rotations.
+    let f = Fixture::start(client, name, 2, short).await?;
+
+    let started = Instant::now();
+    let (mut reads, mut handshakes) = (0, 0);
+    let mut failures = Vec::new();
+    let mut served = BTreeSet::new();
+    let mut last_handshake = Instant::now() - Duration::from_secs(1);
+    while started.elapsed() < RUN {
+        // Every read at v2 is a conversion of the v1-stored object.
+        match f.widgets_v2.get("probe").await {
+            Ok(_) => reads += 1,
+            Err(e) => failures.push(format!(
+                "{:.1}s: read: {e}",
+                started.elapsed().as_secs_f64()
+            )),
+        }
+        // Whatever each replica serves must be trusted by the bundle the API server has now.
+        if last_handshake.elapsed() >= Duration::from_millis(300) {
+            last_handshake = Instant::now();
+            let trusted = f.crd_ca_bundle().await?;
+            for replica in &f.replicas {
+                match served_certificate(replica.port, &trusted).await {
+                    Ok(cert) => {
+                        handshakes += 1;
+                        served.insert(cert);
+                    }
+                    Err(e) => failures.push(format!(
+                        "{:.1}s: replica {}: {e:#}",
+                        started.elapsed().as_secs_f64(),
+                        replica.port
+                    )),
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!(
+        "rotation: {reads} conversions and {handshakes} handshakes in {RUN:?}, {} certificates served",
+        served.len()
+    );
+    ensure!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // Lifetime 12 s, rotated with a third left: about every 9 s.
+    ensure!(
+        served.len() >= 3,
+        "only {} certificates served in {RUN:?}",
+        served.len()
+    );
+    ensure!(reads > 100, "only {reads} conversions");
+    f.delete_crds().await;
+    Ok(())
+}
