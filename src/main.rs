@@ -25,8 +25,16 @@ enum Command {
         #[arg(long, default_value = "crds")]
         out: PathBuf,
     },
-    /// Run the operator.
-    Controller(ControllerArgs),
+    /// Run the operator (with the provider conversion webhook, unless --disable-webhook).
+    Controller(Box<ControllerArgs>),
+    /// Serve only the provider conversion webhook.
+    Webhook {
+        #[command(flatten)]
+        webhook: WebhookArgs,
+        /// Kubeconfig to use instead of $KUBECONFIG, ~/.kube/config or the in-cluster account.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+    },
     /// Move existing objects to design 007's forms.
     Migrate {
         #[command(subcommand)]
@@ -39,6 +47,27 @@ enum MigrateCommand {
     /// Move stores from inline spec.provider to spec.providerRef (or back), keeping the
     /// provider object the operator converted, so no Secret is rewritten.
     Stores(MigrateArgs),
+    /// Rewrite every provider object at its CRD's storage version, then trim the CRD's
+    /// status.storedVersions to that version: run after a CRD changed its storage version,
+    /// before a later CRD stops serving the old one.
+    Storage(StorageArgs),
+}
+
+#[derive(clap::Args)]
+struct StorageArgs {
+    /// Only this provider kind (its namespaced and cluster-scoped CRDs), e.g. Vault; every
+    /// provider kind otherwise.
+    #[arg(long, conflicts_with = "crd")]
+    kind: Option<String>,
+    /// One CRD by name instead, e.g. vaults.providers.external-secrets.io.
+    #[arg(long)]
+    crd: Option<String>,
+    /// List the objects that would be rewritten and the storedVersions change; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Kubeconfig to use instead of $KUBECONFIG or ~/.kube/config.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -78,8 +107,58 @@ enum Output {
     Yaml,
 }
 
+/// Where and as what the conversion webhook of multi-version provider kinds is served.
+#[derive(clap::Args)]
+struct WebhookArgs {
+    /// Address of `POST /convert` (the webhook Service's target port).
+    #[arg(long, default_value = "0.0.0.0:10250")]
+    webhook_addr: SocketAddr,
+    /// Namespace of the webhook's Service and certificate Secret; defaults to $POD_NAMESPACE,
+    /// then `external-secrets`.
+    #[arg(long)]
+    webhook_namespace: Option<String>,
+    /// The URL the API server calls instead of the Service, for a control plane on this
+    /// machine (https://127.0.0.1:<port>/convert); the certificate then names 127.0.0.1 too.
+    #[arg(long)]
+    webhook_url: Option<String>,
+}
+
+impl WebhookArgs {
+    fn settings(&self) -> conversion_webhook::Settings {
+        let namespace = self
+            .webhook_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "external-secrets".to_owned());
+        let mut settings = conversion_webhook::Settings::new(namespace);
+        settings.listen = self.webhook_addr;
+        settings.loopback = self.webhook_url.is_some();
+        settings.url = self.webhook_url.clone();
+        settings
+    }
+}
+
+/// The webhook until `shutdown`; a failure is logged, not fatal: the single-version kinds and
+/// every core kind work without it.
+async fn webhook(
+    client: kube::Client,
+    args: &WebhookArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) {
+    let converters = std::sync::Arc::new(conversion_webhook::ProviderConverters);
+    if let Err(e) = conversion_webhook::run(client, args.settings(), converters, shutdown).await {
+        tracing::error!(error = %e, "the conversion webhook stopped");
+    }
+}
+
 #[derive(clap::Args)]
 struct ControllerArgs {
+    #[command(flatten)]
+    webhook: WebhookArgs,
+    /// Serve no conversion webhook here (another process serves it, e.g. `external-secrets
+    /// webhook`).
+    #[arg(long)]
+    disable_webhook: bool,
     /// Reconciles run in parallel per controller.
     #[arg(long, default_value_t = 4, env = "ES_CONCURRENT")]
     concurrent: u16,
@@ -142,13 +221,32 @@ fn main() -> anyhow::Result<()> {
         Command::Crds { out } => write_crds(&out),
         Command::Controller(args) => {
             let runtime = tokio::runtime::Runtime::new()?;
-            runtime.block_on(controller(args))
+            runtime.block_on(controller(*args))
+        }
+        Command::Webhook {
+            webhook: args,
+            kubeconfig,
+        } => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(async {
+                init_logging(LogFormat::Text);
+                let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+                let client = kube::Client::try_from(kube_config(kubeconfig.as_deref()).await?)?;
+                webhook(client, &args, stop_signal()).await;
+                anyhow::Ok(())
+            })
         }
         Command::Migrate {
             what: MigrateCommand::Stores(args),
         } => {
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(migrate_stores(args))
+        }
+        Command::Migrate {
+            what: MigrateCommand::Storage(args),
+        } => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(migrate_storage(args))
         }
     }
 }
@@ -195,6 +293,24 @@ async fn migrate_stores(args: MigrateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn migrate_storage(args: StorageArgs) -> anyhow::Result<()> {
+    let crds = match args.crd {
+        Some(crd) => vec![crd],
+        None => migrate::storage::provider_crds(args.kind.as_deref())?,
+    };
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let client = kube::Client::try_from(kube_config(args.kubeconfig.as_deref()).await?)?;
+    // One CRD at a time, each finished (objects rewritten, then trimmed) before the next; a
+    // failure stops the run, and running it again resumes.
+    for crd in crds {
+        let mut out = String::new();
+        let result = migrate::storage::migrate_storage(&client, &crd, args.dry_run, &mut out).await;
+        print!("{out}");
+        result?;
+    }
+    Ok(())
+}
+
 fn write_crds(out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (name, yaml) in api::crds::files()? {
@@ -204,14 +320,28 @@ fn write_crds(out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
+fn init_logging(format: LogFormat) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let subscriber = tracing_subscriber::fmt().with_env_filter(filter);
-    match args.log_format {
+    match format {
         LogFormat::Json => subscriber.json().init(),
         LogFormat::Text => subscriber.init(),
     }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
     // Several crates build rustls clients; one provider for the whole process avoids rustls'
     // "no process-level CryptoProvider" panic.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -234,17 +364,24 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         metrics: Some(args.metrics_addr),
         probes: Some(args.live_addr),
     };
+    // Every replica serves conversions, leader or not: the API server calls any of them, and
+    // a kind that needs conversion is unreadable at its other versions while none answers.
+    let (webhook_stop, webhook_stopped) = tokio::sync::oneshot::channel::<()>();
+    let webhook_task = (!args.disable_webhook).then(|| {
+        let client = client.clone();
+        let webhook_args = args.webhook;
+        tokio::spawn(async move {
+            webhook(client, &webhook_args, async {
+                let _ = webhook_stopped.await;
+            })
+            .await;
+        })
+    });
     let operator = controllers::Operator::new(client, settings, providers::registry());
-    let stop = async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("a SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    };
+    let stop = stop_signal();
     let Some((mut leading, lease_task)) = election else {
         operator.run(addresses, std::future::ready(()), stop).await;
+        stop_webhook(webhook_stop, webhook_task).await;
         return Ok(());
     };
     let mut watching = leading.clone();
@@ -265,6 +402,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         }
     };
     operator.run(addresses, leadership, shutdown).await;
+    stop_webhook(webhook_stop, webhook_task).await;
     // The watch channels went with the futures, which ends the lease task: hand the Lease over
     // now rather than make the standby wait out its duration.
     if let Ok(Ok(manager)) = lease_task.await
@@ -276,6 +414,16 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         anyhow::bail!("lost the leader election Lease {lease}");
     }
     Ok(())
+}
+
+async fn stop_webhook(
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: Option<tokio::task::JoinHandle<()>>,
+) {
+    let _ = stop.send(());
+    if let Some(task) = task {
+        let _ = task.await;
+    }
 }
 
 /// The receiver says whether this process holds the Lease; the task gives the manager back

@@ -2,10 +2,17 @@
 //! `providers.external-secrets.io` and a cluster-scoped twin with the same name in
 //! `cluster.providers.external-secrets.io`. Both are generated from the provider's spec type by
 //! one macro, which also emits the kind's [`Descriptor`]: the one place that says what the kind
-//! is called and at which versions it is served. CRD generation, the provider registry, CRD
-//! discovery and the round-trip tests read [`crate::providers::ALL`], never a copy.
+//! is called, at which versions it is served, which one is stored, and how objects convert
+//! between versions. CRD generation, the provider registry, CRD discovery, the conversion
+//! webhook and the round-trip tests read [`crate::providers::ALL`], never a copy.
+//!
+//! Each provider kind is versioned on its own: a second version of one kind changes that kind's
+//! CRDs only, and only a kind with several versions names the conversion webhook.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition, ServiceReference, WebhookClientConfig,
+    WebhookConversion,
+};
 use kube::api::ApiResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -61,6 +68,47 @@ pub struct Version {
     pub storage: bool,
 }
 
+/// How a kind with several versions converts whole objects between them; what the conversion
+/// webhook calls.
+#[derive(Clone, Copy)]
+pub struct Conversion {
+    /// A whole object (`apiVersion`, `kind`, `metadata`, `spec`, `status`) in, the same object
+    /// out at `to_api_version` (`<group>/<version>`). Metadata is kept; annotations may carry
+    /// what the target version cannot hold, so that a round trip through any version is lossless.
+    pub convert: fn(object: Value, to_api_version: &str) -> Result<Value, ConversionError>,
+}
+
+impl std::fmt::Debug for Conversion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conversion").finish_non_exhaustive()
+    }
+}
+
+/// Why an object could not be converted: the field at fault (a path such as `spec.auth.jwt`,
+/// or `apiVersion`, or `desiredAPIVersion` for the requested version) and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConversionError {
+    pub field: String,
+    pub message: String,
+}
+
+impl ConversionError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ConversionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for ConversionError {}
+
 /// Everything the operator needs to know about a provider kind without its code.
 pub struct Descriptor {
     /// The kind in both groups, for example `Fake`.
@@ -69,8 +117,11 @@ pub struct Descriptor {
     pub plural: &'static str,
     /// The key under a store's inline `spec.provider`, for example `fake`.
     pub store_key: &'static str,
-    /// Every served version.
+    /// Every served version, exactly one of them the storage version.
     pub versions: &'static [Version],
+    /// Set when the kind has several versions: the API server converts between them through
+    /// the conversion webhook, which calls this.
+    pub conversion: Option<Conversion>,
     pub(crate) crds: fn() -> [CustomResourceDefinition; 2],
     pub(crate) spec_schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
     pub(crate) roundtrip: fn(Scope, Value) -> serde_json::Result<Value>,
@@ -81,9 +132,19 @@ impl std::fmt::Debug for Descriptor {
         f.debug_struct("Descriptor")
             .field("kind", &self.kind)
             .field("versions", &self.versions)
+            .field("conversion", &self.conversion.is_some())
             .finish_non_exhaustive()
     }
 }
+
+/// Namespace of the Service that serves the conversion webhook, as written into the CRDs.
+pub const WEBHOOK_SERVICE_NAMESPACE: &str = "external-secrets";
+/// Name of that Service.
+pub const WEBHOOK_SERVICE_NAME: &str = "external-secrets-webhook";
+/// The path the webhook serves ConversionReviews on.
+pub const WEBHOOK_PATH: &str = "/convert";
+/// The port of the Service.
+pub const WEBHOOK_SERVICE_PORT: i32 = 443;
 
 impl Descriptor {
     pub fn storage_version(&self) -> &'static str {
@@ -120,21 +181,111 @@ impl Descriptor {
         format!("{}.{}", self.plural, scope.group())
     }
 
-    /// The namespaced CRD, then the cluster-scoped one.
+    /// The namespaced CRD, then the cluster-scoped one, each with every version. A kind with a
+    /// conversion names the webhook Service; whoever installs the CRDs may point it elsewhere
+    /// and injects the CA bundle.
     pub fn crds(&self) -> [CustomResourceDefinition; 2] {
-        (self.crds)()
+        let mut crds = (self.crds)();
+        if self.conversion.is_some() {
+            for crd in &mut crds {
+                crd.spec.conversion = Some(webhook_conversion());
+            }
+        }
+        crds
     }
 
-    /// The schema of the spec, which is also the schema of `spec.provider.<store_key>`.
+    /// The schema of a store's inline `spec.provider.<store_key>`: ESO's shape, whichever
+    /// versions the kind has.
     pub fn spec_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         (self.spec_schema)(generator)
     }
 
-    /// A whole object of this kind through its Rust type and back: what the operator would
-    /// write back after reading it.
+    /// A whole object of this kind through the Rust type of its own `apiVersion` and back: what
+    /// the operator would write back after reading it. A version the kind does not serve is an
+    /// error.
     pub fn roundtrip(&self, scope: Scope, object: Value) -> serde_json::Result<Value> {
         (self.roundtrip)(scope, object)
     }
+
+    /// Converts a whole object to `to_api_version`. A kind without a conversion has one version,
+    /// so only an object already at `to_api_version` passes, unchanged.
+    pub fn convert(&self, object: Value, to_api_version: &str) -> Result<Value, ConversionError> {
+        match self.conversion {
+            Some(conversion) => (conversion.convert)(object, to_api_version),
+            None if object.get("apiVersion").and_then(Value::as_str) == Some(to_api_version) => {
+                Ok(object)
+            }
+            None => Err(ConversionError::new(
+                "desiredAPIVersion",
+                format!(
+                    "{} has the single version {}; cannot convert to {to_api_version}",
+                    self.kind,
+                    self.storage_version()
+                ),
+            )),
+        }
+    }
+}
+
+fn webhook_conversion() -> CustomResourceConversion {
+    CustomResourceConversion {
+        strategy: "Webhook".to_owned(),
+        webhook: Some(WebhookConversion {
+            conversion_review_versions: vec!["v1".to_owned()],
+            client_config: Some(WebhookClientConfig {
+                service: Some(ServiceReference {
+                    namespace: WEBHOOK_SERVICE_NAMESPACE.to_owned(),
+                    name: WEBHOOK_SERVICE_NAME.to_owned(),
+                    path: Some(WEBHOOK_PATH.to_owned()),
+                    port: Some(WEBHOOK_SERVICE_PORT),
+                }),
+                ..WebhookClientConfig::default()
+            }),
+        }),
+    }
+}
+
+/// The version of a provider object, from its `apiVersion`; for the generated `roundtrip`.
+#[doc(hidden)]
+pub fn version_of(object: &Value) -> serde_json::Result<&str> {
+    use serde::de::Error as _;
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .ok_or_else(|| serde_json::Error::custom("apiVersion: missing or not a string"))?;
+    api_version
+        .split_once('/')
+        .map(|(_, version)| version)
+        .ok_or_else(|| {
+            serde_json::Error::custom(format!(
+                "apiVersion: {api_version:?} is not <group>/<version>"
+            ))
+        })
+}
+
+/// The error of the generated `roundtrip` for a version the kind does not serve.
+#[doc(hidden)]
+pub fn unserved(kind: &str, version: &str) -> serde_json::Error {
+    use serde::de::Error as _;
+    serde_json::Error::custom(format!("apiVersion: {kind} is not served at {version}"))
+}
+
+/// One CRD with every version of a kind, from the single-version CRDs kube-derive makes;
+/// `storage` marks the storage version.
+#[doc(hidden)]
+pub fn merged(
+    versions: impl IntoIterator<Item = CustomResourceDefinition>,
+    storage: &str,
+) -> CustomResourceDefinition {
+    let mut versions = versions.into_iter();
+    let mut crd = versions.next().unwrap_or_default();
+    crd.spec
+        .versions
+        .extend(versions.flat_map(|other| other.spec.versions));
+    for version in &mut crd.spec.versions {
+        version.storage = version.name == storage;
+    }
+    crd
 }
 
 /// kube-derive titles a schema after the Rust type (`Namespaced`, `Cluster`); the kind is what
@@ -194,13 +345,12 @@ macro_rules! provider_root {
 
 pub(crate) use provider_root;
 
-/// Defines a provider's two kinds (`Namespaced` and `Cluster`) and its `DESCRIPTOR`, in the
-/// module that defines the provider's spec type. Both kinds' spec is exactly what the store's
-/// `spec.provider.<store_key>` holds.
-macro_rules! provider_kind {
-    (kind: $kind:literal, plural: $plural:literal, store_key: $key:literal, version: $version:literal, spec: $spec:ty $(,)?) => {
+/// One version of a provider kind: its two roots `Namespaced` and `Cluster` (with
+/// `NamespacedSpec` and `ClusterSpec`) in the calling module, each holding `spec`.
+macro_rules! provider_roots {
+    (kind: $kind:literal, plural: $plural:literal, version: $version:literal, spec: $spec:ty, namespaced_doc: $ndoc:literal, cluster_doc: $cdoc:literal $(,)?) => {
         $crate::provider_kinds::provider_root!(
-            "Spec of the namespaced kind: exactly what the store's `spec.provider` holds.",
+            $ndoc,
             "providers.external-secrets.io",
             "Namespaced",
             NamespacedSpec,
@@ -211,7 +361,7 @@ macro_rules! provider_kind {
             namespaced
         );
         $crate::provider_kinds::provider_root!(
-            "Spec of the cluster-scoped twin.",
+            $cdoc,
             "cluster.providers.external-secrets.io",
             "Cluster",
             ClusterSpec,
@@ -220,30 +370,121 @@ macro_rules! provider_kind {
             $version,
             $spec
         );
+    };
+}
+
+pub(crate) use provider_roots;
+
+/// Whether exactly one of a kind's versions is marked as storage; checked at compile time.
+#[doc(hidden)]
+pub const fn one_storage(storage: &[bool]) -> bool {
+    let mut count = 0;
+    let mut i = 0;
+    while i < storage.len() {
+        if storage[i] {
+            count += 1;
+        }
+        i += 1;
+    }
+    count == 1
+}
+
+/// Defines a provider kind's `DESCRIPTOR`, in the module that defines the provider's spec type.
+///
+/// A kind with one version also gets its two roots (`Namespaced` and `Cluster`), whose spec is
+/// exactly what the store's `spec.provider.<store_key>` holds:
+///
+/// ```ignore
+/// provider_kind! { kind: "Fake", plural: "fakes", store_key: "fake", version: "v1alpha1", spec: FakeProvider }
+/// ```
+///
+/// A kind with several versions defines each version's roots with `provider_roots!` in a module
+/// of its own (`self` for the calling module), names the store's inline spec type (ESO's shape,
+/// whatever the versions) and the converter between whole objects:
+///
+/// ```ignore
+/// provider_kind! {
+///     kind: "Vault", plural: "vaults", store_key: "vault", store_spec: VaultProvider,
+///     versions: [
+///         { name: "v1alpha1", module: self, storage: true },
+///         { name: "v1beta1", module: v1beta1, storage: false },
+///     ],
+///     conversion: conversion::convert,
+/// }
+/// ```
+macro_rules! provider_kind {
+    (kind: $kind:literal, plural: $plural:literal, store_key: $key:literal, version: $version:literal, spec: $spec:ty $(,)?) => {
+        $crate::provider_kinds::provider_roots! {
+            kind: $kind,
+            plural: $plural,
+            version: $version,
+            spec: $spec,
+            namespaced_doc: "Spec of the namespaced kind: exactly what the store's `spec.provider` holds.",
+            cluster_doc: "Spec of the cluster-scoped twin.",
+        }
+        $crate::provider_kinds::provider_kind! {
+            @descriptor
+            kind: $kind,
+            plural: $plural,
+            store_key: $key,
+            store_spec: $spec,
+            versions: [{ name: $version, module: self, storage: true }],
+            conversion: None,
+        }
+    };
+    (kind: $kind:literal, plural: $plural:literal, store_key: $key:literal, store_spec: $spec:ty, versions: [$({ name: $version:literal, module: $module:tt, storage: $storage:literal }),+ $(,)?], conversion: $convert:path $(,)?) => {
+        $crate::provider_kinds::provider_kind! {
+            @descriptor
+            kind: $kind,
+            plural: $plural,
+            store_key: $key,
+            store_spec: $spec,
+            versions: [$({ name: $version, module: $module, storage: $storage }),+],
+            conversion: Some($crate::provider_kinds::Conversion { convert: $convert }),
+        }
+    };
+    (@descriptor kind: $kind:literal, plural: $plural:literal, store_key: $key:literal, store_spec: $spec:ty, versions: [$({ name: $version:literal, module: $module:tt, storage: $storage:literal }),+], conversion: $conversion:expr,) => {
+        const _: () = assert!(
+            $crate::provider_kinds::one_storage(&[$($storage),+]),
+            "exactly one version of a provider kind is the storage version"
+        );
 
         pub static DESCRIPTOR: $crate::provider_kinds::Descriptor =
             $crate::provider_kinds::Descriptor {
                 kind: $kind,
                 plural: $plural,
                 store_key: $key,
-                versions: &[$crate::provider_kinds::Version {
+                versions: &[$($crate::provider_kinds::Version {
                     name: $version,
-                    storage: true,
-                }],
+                    storage: $storage,
+                }),+],
+                conversion: $conversion,
                 crds: || {
                     use kube::CustomResourceExt;
                     [
-                        $crate::provider_kinds::titled(Namespaced::crd()),
-                        $crate::provider_kinds::titled(Cluster::crd()),
+                        $crate::provider_kinds::merged(
+                            [$($crate::provider_kinds::titled($module::Namespaced::crd())),+],
+                            DESCRIPTOR.storage_version(),
+                        ),
+                        $crate::provider_kinds::merged(
+                            [$($crate::provider_kinds::titled($module::Cluster::crd())),+],
+                            DESCRIPTOR.storage_version(),
+                        ),
                     ]
                 },
                 spec_schema: |generator| generator.subschema_for::<$spec>(),
-                roundtrip: |scope, object| match scope {
-                    $crate::provider_kinds::Scope::Namespaced => {
-                        serde_json::to_value(serde_json::from_value::<Namespaced>(object)?)
-                    }
-                    $crate::provider_kinds::Scope::Cluster => {
-                        serde_json::to_value(serde_json::from_value::<Cluster>(object)?)
+                roundtrip: |scope, object| {
+                    let version = $crate::provider_kinds::version_of(&object)?.to_owned();
+                    match (scope, version.as_str()) {
+                        $(
+                            ($crate::provider_kinds::Scope::Namespaced, $version) => serde_json::to_value(
+                                serde_json::from_value::<$module::Namespaced>(object)?,
+                            ),
+                            ($crate::provider_kinds::Scope::Cluster, $version) => serde_json::to_value(
+                                serde_json::from_value::<$module::Cluster>(object)?,
+                            ),
+                        )+
+                        (_, version) => Err($crate::provider_kinds::unserved($kind, version)),
                     }
                 },
             };

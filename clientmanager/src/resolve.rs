@@ -139,7 +139,7 @@ pub(crate) fn not_compiled_in(
     }
 }
 
-/// The compiled-in provider of `reference` and its API resource at the referenced version.
+/// The compiled-in provider of `reference` and its API resource at the storage version.
 pub fn provider_resource(
     registry: &ProviderRegistry,
     reference: &ProviderRef,
@@ -169,7 +169,10 @@ pub fn provider_resource(
                 .join(", "),
         });
     }
-    Ok((provider.clone(), scope, descriptor.resource(scope, version)))
+    // Read at the storage version whichever version the reference names: the provider code
+    // knows that one shape, and the API server converts the rest (design 007: a store's
+    // providerRef may name any served version).
+    Ok((provider.clone(), scope, descriptor.storage_resource(scope)))
 }
 
 /// A provider object as loaded from the API server.

@@ -35,6 +35,7 @@ pub async fn ensure(
     client: &kube::Client,
     converters: &dyn Converters,
     material: &Material,
+    url: Option<&str>,
 ) -> Result<Injected, Error> {
     let api = Api::<CustomResourceDefinition>::all(client.clone());
     // Metadata only: CRDs are large and most of them are not ours.
@@ -52,7 +53,7 @@ pub async fn ensure(
     let bundle = base64::engine::general_purpose::STANDARD.encode(material.ca_bundle_pem());
     let mut injected = Injected::default();
     for name in names {
-        match ensure_one(&api, &name, &required, &bundle).await {
+        match ensure_one(&api, &name, &required, &bundle, url).await {
             Ok(()) => injected.ready.push(name),
             Err(e) => {
                 tracing::warn!(crd = %name, error = %e, "injecting the webhook's CA bundle");
@@ -68,6 +69,7 @@ async fn ensure_one(
     name: &str,
     required: &[&[u8]],
     bundle: &str,
+    url: Option<&str>,
 ) -> Result<(), String> {
     let Some(crd) = api.get_opt(name).await.map_err(|e| e.to_string())? else {
         return Ok(());
@@ -79,23 +81,36 @@ async fn ensure_one(
         tracing::debug!(crd = %name, "no webhook conversion in this CRD; no CA bundle to inject");
         return Ok(());
     }
-    let current = conversion
+    let client_config = conversion
         .and_then(|c| c.webhook.as_ref())
-        .and_then(|w| w.client_config.as_ref())
+        .and_then(|w| w.client_config.as_ref());
+    let url_ok = url.is_none_or(|u| client_config.and_then(|c| c.url.as_deref()) == Some(u));
+    let current = client_config
         .and_then(|c| c.ca_bundle.as_ref())
         .map(|b| certificates(&b.0).unwrap_or_default())
         .unwrap_or_default();
-    if required
-        .iter()
-        .all(|ca| current.iter().any(|c| c.as_slice() == *ca))
+    if url_ok
+        && required
+            .iter()
+            .all(|ca| current.iter().any(|c| c.as_slice() == *ca))
     {
         return Ok(());
     }
     // The test makes the patch fail, instead of writing a webhook block, if the strategy was
     // changed since the read.
+    let set = match url {
+        Some(url) => json!({
+            "op": "add",
+            "path": "/spec/conversion/webhook/clientConfig",
+            "value": {"url": url, "caBundle": bundle},
+        }),
+        None => {
+            json!({"op": "add", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": bundle})
+        }
+    };
     let patch: json_patch::Patch = serde_json::from_value(json!([
         {"op": "test", "path": "/spec/conversion/strategy", "value": "Webhook"},
-        {"op": "add", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": bundle},
+        set,
     ]))
     .map_err(|e| format!("building the patch: {e}"))?;
     let params = PatchParams {

@@ -12,6 +12,7 @@
 
 pub mod certs;
 pub mod inject;
+mod providers;
 pub mod review;
 pub mod server;
 
@@ -25,6 +26,7 @@ use kube::Api;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use providers::ProviderConverters;
 pub use review::review;
 
 /// The field manager of every write: the Secret and the CRDs' `caBundle`.
@@ -90,6 +92,10 @@ pub struct Settings {
     /// Adds `localhost` and `127.0.0.1` to the certificate, for an API server that calls the
     /// webhook at `https://127.0.0.1:<port>` (tests, local clusters).
     pub loopback: bool,
+    /// Where the API server calls the webhook when that is not the Service (a control plane
+    /// on this machine, with the operator outside any cluster): written into the CRDs'
+    /// `clientConfig.url` in place of the Service.
+    pub url: Option<String>,
     /// Validity of each certificate; it is replaced when less than a third is left.
     pub lifetime: Duration,
     /// How often the Secret is read again (rotations by other replicas are seen this late at
@@ -108,6 +114,7 @@ impl Settings {
             service_name: SERVICE_NAME.to_owned(),
             secret_name: SECRET_NAME.to_owned(),
             loopback: false,
+            url: None,
             lifetime: Duration::from_secs(365 * 24 * 3600),
             check_interval: Duration::from_secs(60),
             settle: Duration::from_secs(60),
@@ -311,6 +318,7 @@ impl Keeper {
             &self.client,
             self.converters.as_ref(),
             &self.stored.material,
+            self.settings.url.as_deref(),
         )
         .await?;
         Ok(injected.complete())

@@ -7,8 +7,12 @@
 //! object is adopted first, then the store switched. Either way the provider object and its
 //! spec stay the same, so clients and Secrets do too. Each step is idempotent, so an interrupted
 //! run is finished by running it again.
+//!
+//! `external-secrets migrate storage` ([`storage`]) is the other migration: objects of a kind
+//! rewritten at its CRD's storage version, then `status.storedVersions` trimmed.
 
 mod plan;
+pub mod storage;
 
 use std::fmt::Write as _;
 

@@ -21,6 +21,7 @@ mod stores;
 mod sync;
 mod templates;
 mod vault;
+mod versions;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -105,6 +106,8 @@ pub fn chain(e: &anyhow::Error) -> String {
 /// Cluster state every module relies on, prepared once before the trials.
 async fn setup(env: &Env, install_late_crd: bool) -> Result<()> {
     crds::setup(env, install_late_crd).await?;
+    // Before anything writes a Vault object: kinds with several versions need it.
+    operator::start_webhook(env).await?;
     examples::setup(env).await?;
     let _ = env.addresses.set(operator::start(env)?);
     // Last: without Vault, only the Vault trials fail.
@@ -140,6 +143,7 @@ fn main() -> ExitCode {
         robustness::trials,
         templates::trials,
         vault::trials,
+        versions::trials,
     ]
     .iter()
     .flat_map(|module| module(&env))

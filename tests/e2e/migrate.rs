@@ -1,6 +1,7 @@
 //! `external-secrets migrate stores`, run as a user runs it (the binary, a kubeconfig) while the
 //! operator works: Fake and Vault stores of both kinds move to providerRef and back with every
-//! ExternalSecret Ready throughout and not one Secret rewritten.
+//! ExternalSecret Ready throughout and not one Secret rewritten. And `migrate storage`, through
+//! the binary: a CRD of the test's own flipped from v1 to v2 storage, its objects moved in etcd.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -26,26 +27,39 @@ const CLUSTER: usize = 2;
 const VAULT_STORE: &str = "vault-store";
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
-    vec![trial(
-        "migrate::stores_to_provider_ref_and_back_without_rewrites",
-        env,
-        there_and_back,
-    )]
+    vec![
+        trial(
+            "migrate::stores_to_provider_ref_and_back_without_rewrites",
+            env,
+            there_and_back,
+        ),
+        trial(
+            "migrate::storage_through_the_binary",
+            env,
+            storage_through_the_binary,
+        ),
+    ]
 }
 
 /// Runs the operator binary's `migrate stores` with `args`; its stdout, or an error with both
 /// streams.
 fn migrate(env: &Env, args: &[&str]) -> Result<String> {
+    run_migrate(env, "stores", args)
+}
+
+/// Runs the operator binary's `migrate <what>` with `args`; its stdout, or an error with both
+/// streams.
+fn run_migrate(env: &Env, what: &str, args: &[&str]) -> Result<String> {
     let output = Command::new(env!("CARGO_BIN_EXE_external-secrets"))
-        .args(["migrate", "stores", "--kubeconfig"])
+        .args(["migrate", what, "--kubeconfig"])
         .arg(env.control_plane().kubeconfig_path())
         .args(args)
         .output()
-        .context("running external-secrets migrate stores")?;
+        .with_context(|| format!("running external-secrets migrate {what}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     ensure!(
         output.status.success(),
-        "migrate stores {args:?} failed: {}\n{stdout}",
+        "migrate {what} {args:?} failed: {}\n{stdout}",
         String::from_utf8_lossy(&output.stderr)
     );
     Ok(stdout)
@@ -292,5 +306,154 @@ async fn there_and_back(env: Arc<Env>) -> Result<()> {
         seen.is_empty(),
         "ExternalSecrets not Ready at some point: {seen:?}"
     );
+    Ok(())
+}
+
+const STORAGE_GROUP: &str = "cli-storage-test.example.com";
+const STORAGE_CRD: &str = "gadgets.cli-storage-test.example.com";
+
+/// The test's CRD: `v1` storage, or `v1` still served and `v2` storage; same schema, no
+/// conversion.
+fn gadget_crd(flipped: bool) -> String {
+    let version = |name: &str, storage: bool| {
+        format!(
+            "  - name: {name}\n    served: true\n    storage: {storage}\n    schema: {{openAPIV3Schema: {{type: object, properties: {{spec: {{type: object, properties: {{x: {{type: string}}}}}}}}}}}}\n"
+        )
+    };
+    let mut versions = version("v1", !flipped);
+    if flipped {
+        versions += &version("v2", true);
+    }
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {STORAGE_CRD}}}\nspec:\n  group: {STORAGE_GROUP}\n  scope: Namespaced\n  names: {{kind: Gadget, plural: gadgets, singular: gadget}}\n  conversion: {{strategy: None}}\n  versions:\n{versions}"
+    )
+}
+
+async fn gadget_stored_versions(client: &Client) -> Result<Vec<String>> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd = Api::<CustomResourceDefinition>::all(client.clone())
+        .get(STORAGE_CRD)
+        .await?;
+    Ok(crd
+        .status
+        .and_then(|s| s.stored_versions)
+        .unwrap_or_default())
+}
+
+/// `name → (resourceVersion, spec)` of the gadgets in `ns`, read at `version`.
+async fn gadgets(
+    client: &Client,
+    ns: &str,
+    version: &str,
+) -> Result<BTreeMap<String, (Option<String>, Value)>> {
+    let resource = kube::api::ApiResource {
+        group: STORAGE_GROUP.into(),
+        version: version.into(),
+        api_version: format!("{STORAGE_GROUP}/{version}"),
+        kind: "Gadget".into(),
+        plural: "gadgets".into(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|o| (o.name_any(), (o.resource_version(), o.data["spec"].clone())))
+        .collect())
+}
+
+/// The apiVersion etcd holds each gadget of `ns` at.
+fn gadgets_in_etcd(
+    env: &Env,
+    ns: &str,
+    names: impl Iterator<Item = String>,
+) -> Result<Vec<String>> {
+    names
+        .map(|name| {
+            let key = format!("/registry/{STORAGE_GROUP}/gadgets/{ns}/{name}");
+            let raw = env
+                .control_plane()
+                .etcd_get(&key)?
+                .ok_or_else(|| anyhow!("etcd has no {key}"))?;
+            let stored: Value = serde_json::from_slice(&raw)?;
+            Ok(stored["apiVersion"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect()
+}
+
+async fn storage_through_the_binary(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    // The provider CRDs as installed are at their storage version only.
+    let fake = run_migrate(&env, "storage", &["--kind", "fake"])?;
+    ensure!(
+        fake.matches("], nothing to do").count() == 2,
+        "both Fake CRDs are up to date:\n{fake}"
+    );
+    let unknown = Command::new(env!("CARGO_BIN_EXE_external-secrets"))
+        .args(["migrate", "storage", "--kind", "Nope", "--kubeconfig"])
+        .arg(env.control_plane().kubeconfig_path())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    ensure!(
+        !unknown.status.success() && stderr.contains("unknown provider kind \"Nope\" (known: Fake"),
+        "{stderr}"
+    );
+
+    testenv::apply_yaml(&client, &gadget_crd(false), true).await?;
+    testenv::wait_for_crd_established(&client, STORAGE_CRD, TIMEOUT).await?;
+    let ns = testenv::create_namespace(&client, "storage-cli").await?;
+    let objects: String = (0..4)
+        .map(|i| {
+            format!(
+                "---\napiVersion: {STORAGE_GROUP}/v1\nkind: Gadget\nmetadata: {{name: g{i}}}\nspec: {{x: \"value {i}\"}}\n"
+            )
+        })
+        .collect();
+    // The kind's discovery may lag a moment behind Established.
+    testenv::wait_for(TIMEOUT, "gadgets written", || {
+        testenv::apply_yaml_in(&client, &ns, &objects, true)
+    })
+    .await?;
+    let before = gadgets(&client, &ns, "v1").await?;
+    ensure!(before.len() == 4, "{before:?}");
+
+    testenv::apply_yaml(&client, &gadget_crd(true), true).await?;
+    ensure!(gadget_stored_versions(&client).await? == ["v1", "v2"]);
+    let dry = run_migrate(&env, "storage", &["--crd", STORAGE_CRD, "--dry-run"])?;
+    ensure!(
+        dry.matches(": would rewrite at v2").count() == 4
+            && dry.contains("storedVersions [v1, v2] → [v2]"),
+        "{dry}"
+    );
+    ensure!(gadget_stored_versions(&client).await? == ["v1", "v2"]);
+    ensure!(
+        gadgets(&client, &ns, "v1").await? == before,
+        "the dry run wrote"
+    );
+
+    let run = run_migrate(&env, "storage", &["--crd", STORAGE_CRD])?;
+    ensure!(
+        run.contains("storedVersions [v1, v2] → [v2] (4 rewritten, 0 already at v2"),
+        "{run}"
+    );
+    ensure!(gadget_stored_versions(&client).await? == ["v2"]);
+    let after = gadgets(&client, &ns, "v2").await?;
+    for (name, (version, spec)) in &before {
+        let (new_version, new_spec) = &after[name];
+        ensure!(new_spec == spec, "{name}: spec changed");
+        ensure!(new_version != version, "{name}: not written");
+    }
+    let stored = gadgets_in_etcd(&env, &ns, before.keys().cloned())?;
+    ensure!(
+        stored.iter().all(|v| *v == format!("{STORAGE_GROUP}/v2")),
+        "etcd holds {stored:?}"
+    );
+    let again = run_migrate(&env, "storage", &["--crd", STORAGE_CRD])?;
+    ensure!(
+        again.contains("storedVersions [v2], nothing to do"),
+        "{again}"
+    );
+    ensure!(gadgets(&client, &ns, "v2").await? == after);
     Ok(())
 }

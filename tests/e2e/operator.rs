@@ -70,6 +70,72 @@ pub fn start_for(
     Ok(addresses)
 }
 
+/// Serves the provider conversion webhook for the test control plane, on 127.0.0.1 (its CRDs
+/// are pointed there by the webhook itself), and waits until the API server can call it.
+pub async fn start_webhook(env: &Env) -> Result<()> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let url = format!("https://{addr}/convert");
+    let mut settings = conversion_webhook::Settings::new("default");
+    settings.listen = addr;
+    settings.loopback = true;
+    settings.url = Some(url.clone());
+    let config = env.control_plane().client_config();
+    std::thread::Builder::new()
+        .name("webhook".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("webhook runtime");
+            rt.block_on(async move {
+                let client = Client::try_from(config).expect("webhook client");
+                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                let converters = std::sync::Arc::new(conversion_webhook::ProviderConverters);
+                let served = conversion_webhook::serve(
+                    client,
+                    settings,
+                    converters,
+                    listener,
+                    std::future::pending(),
+                )
+                .await;
+                if let Err(e) = served {
+                    eprintln!("e2e: the conversion webhook stopped: {e}");
+                }
+            });
+        })?;
+    let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        kube::Api::all(env.client().await);
+    for scope in [
+        api::provider_kinds::Scope::Namespaced,
+        api::provider_kinds::Scope::Cluster,
+    ] {
+        let name = api::providers::vault::DESCRIPTOR.crd_name(scope);
+        testenv::wait_for(
+            TIMEOUT,
+            &format!("the webhook's URL and CA in CRD {name}"),
+            || async {
+                let crd = crds.get(&name).await?;
+                let config = crd
+                    .spec
+                    .conversion
+                    .and_then(|c| c.webhook)
+                    .and_then(|w| w.client_config)
+                    .ok_or_else(|| anyhow::anyhow!("no clientConfig yet"))?;
+                anyhow::ensure!(
+                    config.url.as_deref() == Some(url.as_str()) && config.ca_bundle.is_some(),
+                    "clientConfig is {config:?}"
+                );
+                Ok(())
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The Ready condition of any object with ESO-shaped status.

@@ -1,5 +1,13 @@
 //! ESO's HashiCorp Vault provider: the KV secrets engine (v1 or v2), with every login method ESO
 //! supports.
+//!
+//! The kind is served at two versions. `v1alpha1`, defined here, is ESO's shape, which is also
+//! what a store's inline `spec.provider.vault` holds, forever; it stays the storage version.
+//! [`v1beta1`] groups the same settings and allows exactly one login method; [`conversion`]
+//! converts whole objects between the two without losing a field.
+
+pub mod conversion;
+pub mod v1beta1;
 
 use std::collections::BTreeMap;
 
@@ -335,10 +343,23 @@ pub struct GcpWorkloadIdentity {
     pub cluster_project_id: Option<String>,
 }
 
+crate::provider_kinds::provider_roots! {
+    kind: "Vault",
+    plural: "vaults",
+    version: "v1alpha1",
+    spec: VaultProvider,
+    namespaced_doc: "Spec of the namespaced kind: exactly what the store's `spec.provider` holds.",
+    cluster_doc: "Spec of the cluster-scoped twin.",
+}
+
 crate::provider_kinds::provider_kind! {
     kind: "Vault",
     plural: "vaults",
     store_key: "vault",
-    version: "v1alpha1",
-    spec: VaultProvider,
+    store_spec: VaultProvider,
+    versions: [
+        { name: "v1alpha1", module: self, storage: true },
+        { name: "v1beta1", module: v1beta1, storage: false },
+    ],
+    conversion: conversion::convert,
 }

@@ -264,6 +264,7 @@ async fn run(
     // Its default probe address is a fixed port on every interface, which anything else on
     // the machine may hold.
     let probes_port = free_port()?;
+    let webhook_port = free_port()?;
     let mut operator_args = vec![
         "controller".into(),
         "--kubeconfig".into(),
@@ -274,6 +275,13 @@ async fn run(
         format!("127.0.0.1:{probes_port}"),
         "--concurrent".into(),
         args.concurrency.to_string(),
+        // The API server calls the conversion webhook here, not at an in-cluster Service.
+        "--webhook-addr".into(),
+        format!("127.0.0.1:{webhook_port}"),
+        "--webhook-url".into(),
+        format!("https://127.0.0.1:{webhook_port}/convert"),
+        "--webhook-namespace".into(),
+        "default".into(),
     ];
     operator_args.extend(args.operator_args.iter().cloned());
     let pid = cp.spawn("operator", &args.operator, operator_args)?;

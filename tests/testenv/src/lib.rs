@@ -78,6 +78,7 @@ pub struct ControlPlane {
     dir: Option<tempfile::TempDir>,
     path: PathBuf,
     server_url: String,
+    etcd_url: String,
     serving_ca_pem: String,
     serving_ca_der: Vec<u8>,
     sa_public_key_pem: String,
@@ -129,6 +130,7 @@ impl ControlPlane {
             dir: Some(dir),
             path,
             server_url: String::new(),
+            etcd_url: String::new(),
             serving_ca_pem: String::new(),
             serving_ca_der: Vec::new(),
             sa_public_key_pem: String::new(),
@@ -183,6 +185,7 @@ impl ControlPlane {
             .context("writing the kubeconfig")?;
 
         let etcd_url = format!("http://127.0.0.1:{}", port(&etcd_client)?);
+        self.etcd_url = etcd_url.clone();
         let peer_url = format!("http://127.0.0.1:{}", port(&etcd_peer)?);
         let etcd_args = vec![
             "--name=testenv".into(),
@@ -336,6 +339,18 @@ impl ControlPlane {
     /// `https://127.0.0.1:<port>`.
     pub fn server_url(&self) -> &str {
         &self.server_url
+    }
+
+    /// etcd's client URL, `http://127.0.0.1:<port>` (no TLS, no auth).
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_url
+    }
+
+    /// The value etcd holds at `key` (for example `/registry/<group>/<plural>/<ns>/<name>`), as
+    /// the apiserver wrote it: what a test reads to see the version an object is stored at,
+    /// which the API never shows.
+    pub fn etcd_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        etcd_get(&self.etcd_url, key)
     }
 
     /// The CA that signed the apiserver's serving certificate.
@@ -516,6 +531,37 @@ fn etcd_healthy(url: &str) -> Result<()> {
         "etcd /health: {response}"
     );
     Ok(())
+}
+
+/// etcd's JSON gateway (`/v3/kv/range`) over plain HTTP/1.0: one request, no client crate.
+fn etcd_get(url: &str, key: &str) -> Result<Option<Vec<u8>>> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let addr: SocketAddr = url.trim_start_matches("http://").parse()?;
+    let body = serde_json::json!({ "key": b64.encode(key) }).to_string();
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "POST /v3/kv/range HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, payload) = response
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("etcd range {key}: no HTTP body in {response:?}"))?;
+    anyhow::ensure!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "etcd range {key}: {response}"
+    );
+    let parsed: serde_json::Value =
+        serde_json::from_str(payload).with_context(|| format!("etcd range {key}: {payload}"))?;
+    let Some(value) = parsed["kvs"][0]["value"].as_str() else {
+        return Ok(None);
+    };
+    Ok(Some(b64.decode(value).with_context(|| {
+        format!("etcd range {key}: value is not base64")
+    })?))
 }
 
 fn tail(path: &Path, lines: usize) -> String {

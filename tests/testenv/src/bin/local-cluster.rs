@@ -35,6 +35,7 @@ async fn run(
     println!("installed {} CRDs", crds.len());
 
     let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let webhook = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     cp.spawn(
         "operator",
         operator,
@@ -48,6 +49,14 @@ async fn run(
             std::net::TcpListener::bind("127.0.0.1:0")?
                 .local_addr()?
                 .to_string(),
+            // The API server calls the conversion webhook of multi-version provider kinds here,
+            // not at an in-cluster Service.
+            "--webhook-addr".into(),
+            webhook.to_string(),
+            "--webhook-url".into(),
+            format!("https://{webhook}/convert"),
+            "--webhook-namespace".into(),
+            "default".into(),
         ],
     )?;
     println!(

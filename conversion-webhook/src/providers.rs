@@ -1,0 +1,63 @@
+//! The converters of the provider kinds this build knows: `api::providers::ALL`, whose
+//! descriptors say which kinds have several versions and how to convert between them.
+
+use api::provider_kinds::Scope;
+
+use crate::Converters;
+
+/// Every provider kind's descriptor, in both provider groups.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProviderConverters;
+
+impl Converters for ProviderConverters {
+    fn convert(
+        &self,
+        group: &str,
+        kind: &str,
+        object: serde_json::Value,
+        to_api_version: &str,
+    ) -> Result<serde_json::Value, String> {
+        if Scope::of_group(group).is_none() {
+            return Err(format!("group {group:?} is not a provider group"));
+        }
+        let descriptor = api::providers::ALL
+            .iter()
+            .find(|d| d.kind == kind)
+            .ok_or_else(|| format!("kind {kind:?} is not a provider kind of this build"))?;
+        descriptor
+            .convert(object, to_api_version)
+            .map_err(|e| e.to_string())
+    }
+
+    fn needs_conversion(&self, crd_name: &str) -> bool {
+        api::providers::ALL.iter().any(|d| {
+            d.conversion.is_some()
+                && [Scope::Namespaced, Scope::Cluster]
+                    .into_iter()
+                    .any(|scope| d.crd_name(scope) == crd_name)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_vault_crds_need_the_webhook() {
+        let c = ProviderConverters;
+        assert!(c.needs_conversion("vaults.providers.external-secrets.io"));
+        assert!(c.needs_conversion("vaults.cluster.providers.external-secrets.io"));
+        assert!(!c.needs_conversion("fakes.providers.external-secrets.io"));
+        assert!(!c.needs_conversion("externalsecrets.external-secrets.io"));
+        let err = c
+            .convert(
+                "external-secrets.io",
+                "Vault",
+                serde_json::json!({}),
+                "x/v1",
+            )
+            .unwrap_err();
+        assert!(err.contains("not a provider group"), "{err}");
+    }
+}
