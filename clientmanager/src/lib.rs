@@ -416,16 +416,6 @@ impl ClientManager {
             .collect()
     }
 
-    /// A provider object from the watch cache of its kind, if that kind is watched and has it.
-    pub fn cached_provider(
-        &self,
-        resource: &ApiResource,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Option<DynamicObject> {
-        self.watched.provider(resource, namespace, name)
-    }
-
     /// Provider objects converted from the store with this `uid` (label and controller owner),
     /// from the provider watch caches: cleaning up after a change of kind costs no request.
     pub fn converted_from(&self, store: &LoadedStore) -> Vec<(ApiResource, DynamicObject)> {

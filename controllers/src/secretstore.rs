@@ -183,16 +183,10 @@ async fn write_generated(
 ) -> Result<(), Readiness> {
     let resource = &generated.resource;
     let api = provider_api(ctx, resource, loaded.namespace.as_deref());
-    // The provider watch cache answers once the kind's controller runs; a miss (an object not
-    // written yet, a cache still filling) asks the API server.
-    let cached = ctx
-        .manager
-        .cached_provider(resource, loaded.namespace.as_deref(), &loaded.name);
-    let read = match cached {
-        Some(o) => Ok(Some(o)),
-        None => api.get_opt(&loaded.name).await,
-    };
-    let existing = match read {
+    // A GET, not the provider watch cache: a hand edit of the object triggers this revalidation
+    // through another watch, and the cache may not hold the edit yet, which would leave the edit
+    // in place until the next periodic revalidation (seen in the e2e suite).
+    let existing = match api.get_opt(&loaded.name).await {
         Ok(o) => o,
         Err(kube::Error::Api(s)) if s.code == 404 => return Err(not_installed(generated)),
         Err(e) => {
