@@ -21,6 +21,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             either_version,
         ),
         trial("versions::a_store_naming_v1beta1_syncs", env, v1beta1_store),
+        trial(
+            "versions::storage_moves_to_v1beta1_without_a_sync_failing",
+            env,
+            storage_flip,
+        ),
     ]
 }
 
@@ -144,5 +149,145 @@ spec:
     .context("a store whose providerRef names v1beta1")?;
     let want = [("password".to_owned(), b"pw-beta".to_vec())].into();
     wait_secret(&client, &ns, "app", &want).await?;
+    Ok(())
+}
+
+/// An upgrade that stores Vault at v1beta1: the CRD's storage flag moves, `migrate storage`
+/// rewrites the objects and trims `storedVersions`, and an ExternalSecret refreshing every second
+/// from a store on such an object never stops being Ready. The cluster-scoped CRD is used, and
+/// put back afterwards, so that the namespaced Vault trials running meanwhile are not involved.
+async fn storage_flip(env: Arc<Env>) -> Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "versions-flip").await?;
+    vault
+        .write_kv_v2(
+            crate::vault::KV2,
+            &format!("{ns}/app"),
+            &json!({"password": "pw-flip"}),
+        )
+        .await?;
+    let name = format!("flip-{ns}");
+    let yaml = format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: vault-token, namespace: {ns}}}
+stringData: {{token: {token}}}
+---
+apiVersion: cluster.providers.external-secrets.io/v1alpha1
+kind: Vault
+metadata: {{name: {name}}}
+spec:
+  server: {server}
+  path: {kv}
+  version: v2
+  auth: {{tokenSecretRef: {{name: vault-token, namespace: {ns}, key: token}}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ClusterSecretStore
+metadata: {{name: {name}}}
+spec:
+  providerRef: {{apiVersion: cluster.providers.external-secrets.io/v1alpha1, kind: Vault, name: {name}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  refreshInterval: 1s
+  secretStoreRef: {{name: {name}, kind: ClusterSecretStore}}
+  data: [{{secretKey: password, remoteRef: {{key: {ns}/app, property: password}}}}]
+"#,
+        token = vault.root_token(),
+        server = vault.address(),
+        kv = crate::vault::KV2,
+    );
+    testenv::apply_yaml(&client, &yaml, true).await?;
+    let want = [("password".to_owned(), b"pw-flip".to_vec())].into();
+    wait_secret(&client, &ns, "app", &want).await?;
+    let ess: Api<api::external_secret::ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    wait_ready("ExternalSecret app", "True", "SecretSynced", || async {
+        Ok(serde_json::to_value(ess.get("app").await?)?)
+    })
+    .await?;
+
+    // Watch Ready while the storage version moves.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (ess, stop) = (ess.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut unready = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(es) = ess.get("app").await {
+                    let value = serde_json::to_value(&es).unwrap_or_default();
+                    if let Some(c) = crate::operator::ready(&value)
+                        && c.status != api::conditions::ConditionStatus::True
+                    {
+                        unready.push(c.message.unwrap_or_default());
+                    }
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            unready
+        })
+    };
+
+    let crd_name = api::providers::vault::DESCRIPTOR.crd_name(api::provider_kinds::Scope::Cluster);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let store_at = |storage: &'static str| {
+        let client = client.clone();
+        let crds = crds.clone();
+        let crd_name = crd_name.clone();
+        async move {
+            let mut crd = crds.get(&crd_name).await?;
+            for v in &mut crd.spec.versions {
+                v.storage = v.name == storage;
+            }
+            crds.replace(&crd_name, &PostParams::default(), &crd)
+                .await?;
+            let mut out = String::new();
+            let outcome = migrate::storage::migrate_storage(&client, &crd_name, false, &mut out)
+                .await
+                .with_context(|| format!("migrate storage: {out}"))?;
+            let stored = crds
+                .get(&crd_name)
+                .await?
+                .status
+                .and_then(|s| s.stored_versions)
+                .unwrap_or_default();
+            ensure!(
+                stored == [storage],
+                "storedVersions {stored:?} after {outcome:?}"
+            );
+            anyhow::Ok(())
+        }
+    };
+    let flipped = store_at("v1beta1").await;
+    // Put back whatever happened: other trials share this CRD.
+    let restored = store_at("v1alpha1").await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let unready = watcher.await?;
+    flipped.context("storing at v1beta1")?;
+    restored.context("storing at v1alpha1 again")?;
+    ensure!(
+        unready.is_empty(),
+        "the ExternalSecret went unready: {unready:?}"
+    );
+    let object: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &api::providers::vault::DESCRIPTOR
+            .resource(api::provider_kinds::Scope::Cluster, "v1alpha1"),
+    );
+    let spec = object.get(&name).await?.data["spec"].clone();
+    ensure!(
+        spec["path"] == crate::vault::KV2 && spec["version"] == "v2",
+        "spec after the moves: {spec}"
+    );
+    wait_secret(&client, &ns, "app", &want).await?;
+    let css: Api<api::store::ClusterSecretStore> = Api::all(client.clone());
+    css.delete(&name, &Default::default()).await?;
+    object.delete(&name, &Default::default()).await?;
     Ok(())
 }
