@@ -13,7 +13,7 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
     vec![trial("kubectl::names_categories_and_columns", env, columns)]
 }
 
-fn kubectl(env: &Env, args: &[&str]) -> Result<String> {
+pub fn kubectl(env: &Env, args: &[&str]) -> Result<String> {
     let bin = testenv::testbin_dir(testenv::KUBERNETES_VERSION).join("kubectl");
     let out = Command::new(&bin)
         .arg("--kubeconfig")

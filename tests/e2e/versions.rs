@@ -90,9 +90,21 @@ async fn either_version(env: Arc<Env>) -> Result<()> {
         back.data["spec"]
     );
 
-    // A list at the newer version converts every object.
+    // A list at the newer version converts every object, also as kubectl asks for it.
     let listed = beta.list(&Default::default()).await?;
     ensure!(listed.items.len() == 2, "listed {}", listed.items.len());
+    let printed = crate::kubectl::kubectl(
+        &env,
+        &[
+            "get",
+            "vaults.v1beta1.providers.external-secrets.io",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.items[*].spec.kv.mountPath}",
+        ],
+    )?;
+    ensure!(printed == "kv secret", "kubectl printed {printed:?}");
     Ok(())
 }
 
