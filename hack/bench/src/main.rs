@@ -75,6 +75,10 @@ struct Args {
     /// Every ExternalSecret renders a template: a few data keys, a sprig pipeline each.
     #[arg(long)]
     templated: bool,
+    /// Instead of ExternalSecrets: N Vault objects, listed at their storage version (v1alpha1)
+    /// and at v1beta1, which the API server converts through the operator's webhook.
+    #[arg(long)]
+    conversion: bool,
 }
 
 /// What `--templated` adds to each ExternalSecret: the fetched keys (`user`, `a`, `b` from both
@@ -141,6 +145,19 @@ fn main() -> Result<()> {
             Backend::Vault => Some(Server::Vault(Box::new(VaultServer::start()?))),
             Backend::Gitlab => Some(Server::Gitlab(GitlabStandin::start()?)),
         };
+        if args.conversion {
+            if runs.is_empty() && count == args.counts[0] {
+                println!(
+                    "| Vault objects | LIST at v1alpha1 (storage) | LIST at v1beta1 (converted) | ratio | conversions/s |"
+                );
+                println!("|---:|---:|---:|---:|---:|");
+            }
+            runtime.block_on(async {
+                let client = cp.client().await;
+                run_conversion(&cp, &client, &args, count).await
+            })?;
+            continue;
+        }
         let result = runtime.block_on(async {
             let client = cp.client().await;
             kubernetes = client.apiserver_version().await?.git_version;
@@ -167,7 +184,9 @@ fn main() -> Result<()> {
             }
         }
     }
-    print_table(&runs, &kubernetes, &args);
+    if !args.conversion {
+        print_table(&runs, &kubernetes, &args);
+    }
     Ok(())
 }
 
@@ -260,33 +279,10 @@ async fn run(
     testenv::install_crds(client, &args.crds).await?;
     let ns = testenv::create_namespace(client, "bench").await?;
 
-    let metrics_port = free_port()?;
-    // Its default probe address is a fixed port on every interface, which anything else on
-    // the machine may hold.
-    let probes_port = free_port()?;
-    let webhook_port = free_port()?;
-    let mut operator_args = vec![
-        "controller".into(),
-        "--kubeconfig".into(),
-        cp.kubeconfig_path().to_string_lossy().into_owned(),
-        "--metrics-addr".into(),
-        format!("127.0.0.1:{metrics_port}"),
-        "--live-addr".into(),
-        format!("127.0.0.1:{probes_port}"),
-        "--concurrent".into(),
-        args.concurrency.to_string(),
-        // The API server calls the conversion webhook here, not at an in-cluster Service.
-        "--webhook-addr".into(),
-        format!("127.0.0.1:{webhook_port}"),
-        "--webhook-url".into(),
-        format!("https://127.0.0.1:{webhook_port}/convert"),
-        "--webhook-namespace".into(),
-        "default".into(),
-    ];
-    operator_args.extend(args.operator_args.iter().cloned());
-    let pid = cp.spawn("operator", &args.operator, operator_args)?;
+    let (pid, metrics_port) = spawn_operator(cp, args)?;
 
     let (store_yaml, mut spec) = prepare(client, &ns, server).await?;
+
     if args.templated {
         spec["target"] = template();
     }
@@ -453,6 +449,123 @@ async fn wait_all(
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Starts the release operator against `cp` (its webhook on loopback, where the API server
+/// calls it); returns its pid and metrics port.
+fn spawn_operator(cp: &ControlPlane, args: &Args) -> Result<(u32, u16)> {
+    let metrics_port = free_port()?;
+    // Its default probe address is a fixed port on every interface, which anything else on
+    // the machine may hold.
+    let probes_port = free_port()?;
+    let webhook_port = free_port()?;
+    let mut operator_args = vec![
+        "controller".into(),
+        "--kubeconfig".into(),
+        cp.kubeconfig_path().to_string_lossy().into_owned(),
+        "--metrics-addr".into(),
+        format!("127.0.0.1:{metrics_port}"),
+        "--live-addr".into(),
+        format!("127.0.0.1:{probes_port}"),
+        "--concurrent".into(),
+        args.concurrency.to_string(),
+        // The API server calls the conversion webhook here, not at an in-cluster Service.
+        "--webhook-addr".into(),
+        format!("127.0.0.1:{webhook_port}"),
+        "--webhook-url".into(),
+        format!("https://127.0.0.1:{webhook_port}/convert"),
+        "--webhook-namespace".into(),
+        "default".into(),
+    ];
+    operator_args.extend(args.operator_args.iter().cloned());
+    let pid = cp.spawn("operator", &args.operator, operator_args)?;
+    Ok((pid, metrics_port))
+}
+
+/// `--conversion`: N Vault objects written at v1alpha1, then each version listed three times.
+async fn run_conversion(
+    cp: &ControlPlane,
+    client: &Client,
+    args: &Args,
+    count: usize,
+) -> Result<()> {
+    use kube::api::{ApiResource, DynamicObject, ListParams};
+    testenv::install_crds(client, &args.crds).await?;
+    let ns = testenv::create_namespace(client, "bench").await?;
+    let (pid, _) = spawn_operator(cp, args)?;
+    let resource = |v: &str| -> ApiResource {
+        api::providers::vault::DESCRIPTOR.resource(api::provider_kinds::Scope::Namespaced, v)
+    };
+    let alpha: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &resource("v1alpha1"));
+    let beta: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource("v1beta1"));
+    // The webhook has put its URL and CA into the CRD once a v1beta1 read succeeds.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while beta.list(&ListParams::default()).await.is_err() {
+        alive(pid)?;
+        ensure!(
+            Instant::now() < deadline,
+            "the conversion webhook did not come up in 60s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let started = Instant::now();
+    futures::stream::iter((0..count).map(|i| {
+        let alpha = alpha.clone();
+        async move {
+            let object: DynamicObject = serde_json::from_value(serde_json::json!({
+                "apiVersion": "providers.external-secrets.io/v1alpha1",
+                "kind": "Vault",
+                "metadata": {"name": format!("vault-{i:05}")},
+                "spec": {
+                    "server": "https://vault.example:8200", "path": "secret", "version": "v2",
+                    "auth": {"appRole": {"path": "approle", "roleId": "r",
+                        "secretRef": {"name": "approle", "key": "secret-id"}}},
+                },
+            }))?;
+            alpha.create(&PostParams::default(), &object).await?;
+            anyhow::Ok(())
+        }
+    }))
+    .buffer_unordered(CREATE_PARALLELISM)
+    .try_for_each(|()| async { Ok(()) })
+    .await?;
+    eprintln!(
+        "bench: {count} Vault objects created in {:.1?}",
+        started.elapsed()
+    );
+    let mut times = Vec::new();
+    for api in [&alpha, &beta] {
+        let mut best = Duration::MAX;
+        for _ in 0..3 {
+            let t = Instant::now();
+            let listed = api.list(&ListParams::default()).await?;
+            ensure!(
+                listed.items.len() == count,
+                "listed {} of {count}",
+                listed.items.len()
+            );
+            // Each version's own shape: the v1beta1 list really went through the webhook.
+            let converted = std::ptr::eq(api, &beta);
+            let spec = &listed.items[0].data["spec"];
+            ensure!(
+                spec["kv"].is_object() == converted,
+                "the list at {} is not in that version's shape: {spec}",
+                if converted { "v1beta1" } else { "v1alpha1" }
+            );
+            best = best.min(t.elapsed());
+        }
+        times.push(best);
+    }
+    alive(pid)?;
+    println!(
+        "| {count} | {:.2} s | {:.2} s | {:.2} | {:.0} |",
+        times[0].as_secs_f64(),
+        times[1].as_secs_f64(),
+        times[1].as_secs_f64() / times[0].as_secs_f64(),
+        count as f64 / times[1].as_secs_f64(),
+    );
+    Ok(())
 }
 
 /// Fails when the operator process has exited; the supervisor reaps children only when the
