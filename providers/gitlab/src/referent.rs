@@ -1,90 +1,29 @@
-//! Design 007's `ApplyReferent` for GitLab: which namespace the access-token Secret and the
-//! caProvider object are read from.
-//!
-//! A SecretStore or namespaced provider object reads only its own namespace: an empty namespace
-//! becomes that one, another is refused naming the field (ESO's `ValidateSecretSelector`). A
-//! ClusterSecretStore or cluster provider keeps an explicit namespace, and an empty one means the
-//! namespace of the ExternalSecret or PushSecret that uses it (referent authentication).
+//! Design 007's `ApplyReferent` for GitLab: the access-token Secret and the caProvider object.
+//! The rule is [`provider::referent`]'s, the same for every provider.
 
-use provider::{Caller, CredentialKind, CredentialRef, Error, Result};
+use provider::referent::{Reference, References};
+use provider::{Caller, CredentialKind, CredentialRef, Result};
 use serde_json::Value;
 
-/// JSON pointer of the access token reference (ESO spells `SecretRef` with a capital letter).
-pub(crate) const ACCESS_TOKEN: &str = "/auth/SecretRef/accessToken";
-const CA_PROVIDER: &str = "/caProvider";
-const REFERENCES: &[&str] = &[ACCESS_TOKEN, CA_PROVIDER];
+/// ESO spells `SecretRef` with a capital letter.
+const REFERENCES: References = References(&[
+    (
+        "/auth/SecretRef/accessToken",
+        Reference::Fixed(CredentialKind::Secret),
+    ),
+    ("/caProvider", Reference::CaProvider),
+]);
 
-/// The field name as a user reads it: `auth.SecretRef.accessToken`.
-pub(crate) fn field(pointer: &str) -> String {
-    pointer.trim_start_matches('/').replace('/', ".")
+pub(crate) fn apply(spec: Value, caller: Caller, namespace: &str) -> Result<Value> {
+    REFERENCES.apply(spec, caller, namespace)
 }
 
-pub(crate) fn apply(mut spec: Value, caller: Caller, namespace: &str) -> Result<Value> {
-    for pointer in REFERENCES {
-        let Some(Value::Object(reference)) = spec.pointer_mut(pointer) else {
-            continue;
-        };
-        let written = reference
-            .get("namespace")
-            .and_then(Value::as_str)
-            .filter(|ns| !ns.is_empty())
-            .map(str::to_owned);
-        match (caller.is_namespaced(), written) {
-            (true, Some(ns)) if ns != namespace => {
-                return Err(Error::InvalidSpec(format!(
-                    "{}.namespace: {ns:?} is not allowed; a SecretStore or namespaced provider reads credentials only from its own namespace {namespace:?}",
-                    field(pointer)
-                )));
-            }
-            (_, Some(_)) => {}
-            (_, None) if !namespace.is_empty() => {
-                reference.insert("namespace".into(), namespace.into());
-            }
-            (_, None) => {}
-        }
-    }
-    Ok(spec)
-}
-
-/// The objects a client built from `spec` (after [`apply`]) reads; references whose namespace is
-/// not known yet (a referent cluster store validated on its own) are left out.
 pub(crate) fn credential_refs(spec: &Value) -> Vec<CredentialRef> {
-    REFERENCES
-        .iter()
-        .filter_map(|pointer| {
-            let reference = spec.pointer(pointer)?;
-            let name = reference.get("name")?.as_str()?.to_owned();
-            let namespace = reference.get("namespace")?.as_str()?.to_owned();
-            let kind = if *pointer == CA_PROVIDER
-                && reference.get("type").and_then(Value::as_str) == Some("ConfigMap")
-            {
-                CredentialKind::ConfigMap
-            } else {
-                CredentialKind::Secret
-            };
-            (!name.is_empty() && !namespace.is_empty()).then_some(CredentialRef {
-                kind,
-                namespace,
-                name,
-            })
-        })
-        .collect()
+    REFERENCES.credential_refs(spec)
 }
 
-/// Credential references whose namespace is still empty: a ClusterSecretStore validated on its
-/// own, before any ExternalSecret gives it a namespace.
 pub(crate) fn unresolved(spec: &Value) -> Vec<String> {
-    REFERENCES
-        .iter()
-        .filter(|pointer| {
-            spec.pointer(pointer).is_some_and(|r| {
-                r.get("namespace")
-                    .and_then(Value::as_str)
-                    .is_none_or(str::is_empty)
-            })
-        })
-        .map(|pointer| field(pointer))
-        .collect()
+    REFERENCES.unresolved(spec)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 
 mod credentials;
 pub mod json_path;
+pub mod referent;
 mod registry;
 
 use std::collections::BTreeMap;
