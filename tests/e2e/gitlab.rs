@@ -2,7 +2,6 @@
 //! variables of the GitLab stand-in (`tests/gitlab-standin`, checked against GitLab's OpenAPI and
 //! python-gitlab). Each trial starts its own stand-in, so they run in parallel.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow, ensure};
@@ -16,7 +15,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use libtest_mimic::Trial;
 
 use crate::operator::{TIMEOUT, wait_ready};
-use crate::sync::wait_secret;
+use crate::sync::{bytes, value, wait_secret};
 use crate::{Env, trial};
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
@@ -80,21 +79,6 @@ fn token_secret(token: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: gitlab-token}}\nstringData: {{token: {token}}}\n"
     )
-}
-
-fn bytes(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
-        .collect()
-}
-
-async fn value<K>(api: &Api<K>, name: &str) -> Result<serde_json::Value>
-where
-    K: kube::Resource + Clone + std::fmt::Debug,
-    K: for<'de> k8s_openapi::serde::Deserialize<'de> + k8s_openapi::serde::Serialize,
-{
-    Ok(serde_json::to_value(api.get(name).await?)?)
 }
 
 /// A namespace with the token Secret and a Ready store.

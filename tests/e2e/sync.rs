@@ -101,6 +101,23 @@ pub fn expected() -> BTreeMap<String, Vec<u8>> {
     .collect()
 }
 
+/// Secret data written as text pairs, as [`wait_secret`] takes it.
+pub fn bytes(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+        .collect()
+}
+
+/// Any object as JSON, for [`crate::operator::wait_ready`].
+pub async fn value<K>(api: &Api<K>, name: &str) -> Result<Value>
+where
+    K: kube::Resource + Clone + std::fmt::Debug,
+    K: for<'de> k8s_openapi::serde::Deserialize<'de> + k8s_openapi::serde::Serialize,
+{
+    Ok(serde_json::to_value(api.get(name).await?)?)
+}
+
 fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
     secret
         .data

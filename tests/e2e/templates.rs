@@ -2,7 +2,6 @@
 //! the Secret ESO would write; a template source ConfigMap edited re-renders at once; a broken
 //! template leaves the Secret alone; a PushSecret pushes its template's output.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow, ensure};
@@ -14,7 +13,7 @@ use kube::api::{Patch, PatchParams};
 use libtest_mimic::Trial;
 
 use crate::operator::{TIMEOUT, wait_ready};
-use crate::sync::wait_secret;
+use crate::sync::{bytes, value, wait_secret};
 use crate::{Env, trial};
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
@@ -198,21 +197,10 @@ spec:
       key: /grafana/password
 "#;
 
-fn bytes(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
-        .collect()
-}
-
 async fn store_namespace(client: &kube::Client, prefix: &str) -> Result<String> {
     let ns = testenv::create_namespace(client, prefix).await?;
     testenv::apply_yaml_in(client, &ns, STORE, true).await?;
     Ok(ns)
-}
-
-async fn es_value(api: &Api<ExternalSecret>, name: &str) -> Result<serde_json::Value> {
-    Ok(serde_json::to_value(api.get(name).await?)?)
 }
 
 async fn documented_examples(env: Arc<Env>) -> Result<()> {
@@ -276,7 +264,7 @@ async fn documented_examples(env: Arc<Env>) -> Result<()> {
             &format!("ExternalSecret {name}"),
             "True",
             "SecretSynced",
-            || es_value(&api, name),
+            || value(&api, name),
         )
         .await?;
     }
@@ -325,7 +313,7 @@ async fn broken_template_keeps_the_secret(env: Arc<Env>) -> Result<()> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     wait_ready("ExternalSecret template", "True", "SecretSynced", || {
-        es_value(&api, "template")
+        value(&api, "template")
     })
     .await?;
     let before = secrets.get("secret-to-be-created").await?;
@@ -338,7 +326,7 @@ async fn broken_template_keeps_the_secret(env: Arc<Env>) -> Result<()> {
         "ExternalSecret template",
         "False",
         "SecretSyncedError",
-        || es_value(&api, "template"),
+        || value(&api, "template"),
     )
     .await?;
     let message = crate::operator::ready(&es)
@@ -451,7 +439,7 @@ spec:
         "ExternalSecret colliding",
         "False",
         "SecretSyncedError",
-        || es_value(&api, "colliding"),
+        || value(&api, "colliding"),
     )
     .await?;
     let message = crate::operator::ready(&failed)

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use testenv::{JwtRole, KubernetesRole, KvVersion, TokenOptions, VaultServer};
 
 use crate::operator::{TIMEOUT, ready, wait_ready};
-use crate::sync::wait_secret;
+use crate::sync::{bytes, wait_secret};
 use crate::{Env, trial};
 
 pub const KV2: &str = "secret";
@@ -164,13 +164,6 @@ async fn store_ready(client: &Client, ns: &str, name: &str) -> Result<Value> {
         Ok(serde_json::to_value(stores.get(name).await?)?)
     })
     .await
-}
-
-fn bytes(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
-        .collect()
 }
 
 async fn approle_reads_kv2(env: Arc<Env>) -> Result<()> {
