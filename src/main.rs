@@ -19,11 +19,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Write every CRD as one YAML file per CRD.
+    /// Write every CRD as one YAML file per CRD, and the chart's CRD templates.
     Crds {
         /// Folder to write into.
         #[arg(long, default_value = "crds")]
         out: PathBuf,
+        /// The Helm chart whose generated templates (CRDs, provider table) are rewritten.
+        #[arg(long, default_value = "charts/external-secrets")]
+        chart: PathBuf,
     },
     /// Run the operator (with the provider conversion webhook, unless --disable-webhook).
     Controller(Box<ControllerArgs>),
@@ -121,6 +124,17 @@ struct WebhookArgs {
     /// machine (https://127.0.0.1:<port>/convert); the certificate then names 127.0.0.1 too.
     #[arg(long)]
     webhook_url: Option<String>,
+    /// Name of the webhook's Service, which its certificate names (the Helm chart's is
+    /// `<release>-webhook`).
+    #[arg(long, default_value = conversion_webhook::SERVICE_NAME)]
+    webhook_service_name: String,
+    /// Name of the Secret that holds the webhook's certificates, shared by every replica.
+    #[arg(long, default_value = conversion_webhook::SECRET_NAME)]
+    webhook_secret_name: String,
+    /// The Secret is written and rotated by another issuer (cert-manager: `tls.crt`,
+    /// `tls.key`), which also fills the CRDs' CA bundle: serve it and write nothing.
+    #[arg(long)]
+    webhook_certificate_from_secret: bool,
 }
 
 impl WebhookArgs {
@@ -132,6 +146,9 @@ impl WebhookArgs {
             .unwrap_or_else(|| "external-secrets".to_owned());
         let mut settings = conversion_webhook::Settings::new(namespace);
         settings.listen = self.webhook_addr;
+        settings.service_name.clone_from(&self.webhook_service_name);
+        settings.secret_name.clone_from(&self.webhook_secret_name);
+        settings.external_certificate = self.webhook_certificate_from_secret;
         settings.loopback = self.webhook_url.is_some();
         settings.url = self.webhook_url.clone();
         settings
@@ -218,7 +235,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Crds { out } => write_crds(&out),
+        Command::Crds { out, chart } => write_crds(&out, &chart),
         Command::Controller(args) => {
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(controller(*args))
@@ -311,10 +328,19 @@ async fn migrate_storage(args: StorageArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_crds(out: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    for (name, yaml) in api::crds::files()? {
-        let path = out.join(name);
+fn write_crds(out: &Path, chart: &Path) -> anyhow::Result<()> {
+    let files = api::crds::files()?
+        .into_iter()
+        .map(|(name, yaml)| (out.join(name), yaml))
+        .chain(
+            api::chart::files()?
+                .into_iter()
+                .map(|(name, yaml)| (chart.join(name), yaml)),
+        );
+    for (path, yaml) in files {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
         std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())

@@ -2,6 +2,7 @@
 //! per-provider kinds in `providers.external-secrets.io` (namespaced) and
 //! `cluster.providers.external-secrets.io` (cluster-scoped).
 
+pub mod chart;
 pub mod conditions;
 pub mod crds;
 pub mod external_secret;

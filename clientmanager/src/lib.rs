@@ -74,8 +74,14 @@ pub enum Error {
         field: String,
         source: provider::Error,
     },
-    #[error("provider {kind} is not installed: CRD {crd} does not exist")]
-    ProviderNotInstalled { kind: String, crd: String },
+    #[error(
+        "provider {kind} is not installed: CRD {crd} does not exist (the Helm chart installs it with {chart_value}=true)"
+    )]
+    ProviderNotInstalled {
+        kind: String,
+        crd: String,
+        chart_value: String,
+    },
     #[error("{kind} {name:?} referenced by spec.providerRef does not exist")]
     ProviderObjectMissing { kind: String, name: String },
     #[error("could not get {kind} {name:?}: {source}")]
@@ -99,6 +105,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// `kind`'s CRD `crd` is missing; the message names the chart value that installs it.
+    pub fn provider_not_installed(kind: &str, crd: String) -> Self {
+        let key = api::providers::ALL
+            .iter()
+            .find(|d| d.kind == kind)
+            .map_or("<name>", |d| d.store_key);
+        Self::ProviderNotInstalled {
+            kind: kind.to_owned(),
+            crd,
+            chart_value: format!("providers.{key}.enabled"),
+        }
+    }
+
     /// A bounded label for metrics and logs.
     pub fn kind(&self) -> &'static str {
         match self {

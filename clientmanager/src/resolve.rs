@@ -242,10 +242,7 @@ pub(crate) async fn load_provider(
 async fn missing(kube: &kube::Client, crd: String, reference: &ProviderRef) -> Error {
     let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
     match crds.get_opt(&crd).await {
-        Ok(None) => Error::ProviderNotInstalled {
-            kind: reference.kind.clone(),
-            crd,
-        },
+        Ok(None) => Error::provider_not_installed(&reference.kind, crd),
         _ => Error::ProviderObjectMissing {
             kind: reference.kind.clone(),
             name: reference.name.clone(),

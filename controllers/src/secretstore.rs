@@ -231,10 +231,10 @@ async fn write_generated(
 }
 
 fn not_installed(generated: &Generated) -> Readiness {
-    Readiness::from_manager(clientmanager::Error::ProviderNotInstalled {
-        kind: generated.resource.kind.clone(),
-        crd: generated.crd.clone(),
-    })
+    Readiness::from_manager(clientmanager::Error::provider_not_installed(
+        &generated.resource.kind,
+        generated.crd.clone(),
+    ))
 }
 
 fn provider_api(

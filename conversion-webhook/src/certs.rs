@@ -336,6 +336,37 @@ fn pem(der: &[u8]) -> String {
     out
 }
 
+/// The certificate another issuer (cert-manager) keeps in the Secret: `tls.crt` the serving
+/// certificate and any intermediates, `tls.key` its key. Read only: that issuer rotates it and
+/// fills the CRDs' CA bundle. With the Secret's resourceVersion, to notice a rotation.
+pub async fn load_external(
+    api: &Api<Secret>,
+    settings: &Settings,
+) -> Result<(String, CertifiedKey), Error> {
+    let unusable = |why: String| Error::Unusable(settings.secret_ref(), why);
+    let secret = api
+        .get_opt(&settings.secret_name)
+        .await
+        .map_err(|e| Error::Kube("reading", settings.secret_ref(), e))?
+        .ok_or_else(|| unusable("it does not exist (yet); its issuer writes it".to_owned()))?;
+    let data = secret.data.unwrap_or_default();
+    let field = |key: &str| {
+        data.get(key)
+            .map(|b| b.0.as_slice())
+            .ok_or_else(|| unusable(format!("it has no {key}")))
+    };
+    let chain: Vec<CertificateDer<'static>> = certificates(field(TLS_CRT)?)
+        .map_err(|e| unusable(format!("{TLS_CRT}: {e}")))?
+        .into_iter()
+        .map(CertificateDer::from)
+        .collect();
+    let key = PrivateKeyDer::from_pem_slice(field(TLS_KEY)?)
+        .map_err(|e| unusable(format!("{TLS_KEY}: {e}")))?;
+    let key = CertifiedKey::from_der(chain, key, &crate::crypto_provider())
+        .map_err(|e| unusable(format!("{TLS_KEY} does not fit {TLS_CRT}: {e}")))?;
+    Ok((secret.metadata.resource_version.unwrap_or_default(), key))
+}
+
 /// The Secret as last read: a replacement names its resourceVersion, so that of two replicas
 /// rotating at once only one succeeds.
 #[derive(Clone, Debug)]

@@ -104,6 +104,9 @@ pub struct Settings {
     /// How long every CRD must have trusted a new CA before the certificate it signed is
     /// served: time for the API server to rebuild its webhook clients.
     pub settle: Duration,
+    /// The Secret is written by another issuer (cert-manager), which also fills the CRDs' CA
+    /// bundle: serve its certificate, follow its rotations, write nothing.
+    pub external_certificate: bool,
 }
 
 impl Settings {
@@ -118,6 +121,7 @@ impl Settings {
             lifetime: Duration::from_secs(365 * 24 * 3600),
             check_interval: Duration::from_secs(60),
             settle: Duration::from_secs(60),
+            external_certificate: false,
         }
     }
 
@@ -193,13 +197,13 @@ pub async fn serve(
 
     // The API server may not be reachable yet, or RBAC not applied yet: keep trying.
     let mut backoff = Duration::from_millis(500);
-    let stored = loop {
+    let (key, source) = loop {
         let attempt = tokio::select! {
             () = &mut shutdown => return Ok(()),
-            attempt = certs::load_or_create(&secrets, &settings) => attempt,
+            attempt = Source::load(&secrets, &settings) => attempt,
         };
         match attempt {
-            Ok(stored) => break stored,
+            Ok(loaded) => break loaded,
             Err(e) => {
                 tracing::warn!(error = %e, retry_in = ?backoff, "loading the webhook's certificate");
                 tokio::select! {
@@ -210,11 +214,6 @@ pub async fn serve(
             }
         }
     };
-    let key = stored
-        .material
-        .serving
-        .certified_key()
-        .map_err(|e| Error::Unusable(settings.secret_ref(), e))?;
     let resolver = Arc::new(server::CertResolver::new(key));
     let (stop, stopped) = watch::channel(false);
     let mut server = tokio::spawn(server::serve(
@@ -224,16 +223,24 @@ pub async fn serve(
         stopped,
     ));
 
-    let mut keeper = Keeper {
-        client,
-        settings,
-        converters,
-        secrets,
-        resolver,
-        stored,
-        next_trusted_since: None,
+    let mut ticks = tokio::time::interval(settings.check_interval);
+    let mut keeper = match source {
+        Source::Own(stored) => Keepers::Own(Keeper {
+            client,
+            settings,
+            converters,
+            secrets,
+            resolver,
+            stored,
+            next_trusted_since: None,
+        }),
+        Source::External(version) => Keepers::External(ExternalKeeper {
+            settings,
+            secrets,
+            resolver,
+            version,
+        }),
     };
-    let mut ticks = tokio::time::interval(keeper.settings.check_interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let early_end = loop {
         tokio::select! {
@@ -257,6 +264,66 @@ pub async fn serve(
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(Error::Serve(e)),
         Err(e) => Err(Error::Stopped(e.to_string())),
+    }
+}
+
+/// Where the serving certificate comes from: the Secret this webhook writes and rotates
+/// itself, or one another issuer writes (its resourceVersion as last read).
+enum Source {
+    Own(certs::Stored),
+    External(String),
+}
+
+impl Source {
+    async fn load(
+        secrets: &Api<Secret>,
+        settings: &Settings,
+    ) -> Result<(rustls::sign::CertifiedKey, Self), Error> {
+        if settings.external_certificate {
+            let (version, key) = certs::load_external(secrets, settings).await?;
+            return Ok((key, Self::External(version)));
+        }
+        let stored = certs::load_or_create(secrets, settings).await?;
+        let key = stored
+            .material
+            .serving
+            .certified_key()
+            .map_err(|e| Error::Unusable(settings.secret_ref(), e))?;
+        Ok((key, Self::Own(stored)))
+    }
+}
+
+enum Keepers {
+    Own(Keeper),
+    External(ExternalKeeper),
+}
+
+impl Keepers {
+    async fn check(&mut self) -> Result<(), Error> {
+        match self {
+            Self::Own(keeper) => keeper.check().await,
+            Self::External(keeper) => keeper.check().await,
+        }
+    }
+}
+
+/// Follows the rotations of a certificate another issuer writes.
+struct ExternalKeeper {
+    settings: Settings,
+    secrets: Api<Secret>,
+    resolver: Arc<server::CertResolver>,
+    version: String,
+}
+
+impl ExternalKeeper {
+    async fn check(&mut self) -> Result<(), Error> {
+        let (version, key) = certs::load_external(&self.secrets, &self.settings).await?;
+        if version != self.version {
+            self.resolver.set(key);
+            self.version = version;
+            tracing::info!(secret = %self.settings.secret_ref(), "serving the issuer's rotated certificate");
+        }
+        Ok(())
     }
 }
 

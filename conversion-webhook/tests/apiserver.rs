@@ -63,6 +63,11 @@ fn main() -> ExitCode {
             "rotation_while_running_fails_no_conversion",
             rotation_while_running,
         ),
+        trial(
+            &cp,
+            "issuer_certificate_served_and_followed_never_written",
+            issuer_certificate,
+        ),
     ];
     if !args.list && trials.iter().any(|t| selected(&args, t.name())) {
         match ControlPlane::start() {
@@ -709,5 +714,87 @@ async fn rotation_while_running(client: Client, name: &'static str) -> Result<()
     );
     ensure!(reads > 100, "only {reads} conversions");
     f.delete_crds().await;
+    Ok(())
+}
+
+/// `--webhook-certificate-from-secret`: cert-manager's Secret (`tls.crt`, `tls.key`, `ca.crt`)
+/// is served, its rotation followed, and neither it nor any CRD is written.
+async fn issuer_certificate(client: Client, name: &'static str) -> Result<()> {
+    let namespace = testenv::create_namespace(&client, name).await?;
+    let secrets = Api::<Secret>::namespaced(client.clone(), &namespace);
+    let ca = testenv::CertificateAuthority::new("issuer")?;
+    let tls_secret = |cert: &testenv::IssuedCertificate| -> Result<Secret> {
+        Ok(serde_json::from_value(json!({
+            "metadata": {"name": webhook::SECRET_NAME},
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": cert.cert_pem, "tls.key": cert.key_pem, "ca.crt": ca.cert_pem()},
+        }))?)
+    };
+    let der = |cert: &testenv::IssuedCertificate| -> Result<Vec<u8>> {
+        Ok(CertificateDer::from_pem_slice(cert.cert_pem.as_bytes())?.to_vec())
+    };
+
+    let mut s = settings(&namespace);
+    s.external_certificate = true;
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+    let port = listener.local_addr()?.port();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(webhook::serve(
+        client.clone(),
+        s,
+        Arc::new(support::Widgets {
+            crd: format!("widgets.{name}.{}", support::GROUP_SUFFIX),
+        }),
+        listener,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // The issuer writes the Secret after the webhook started: it waits for it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let first = ca.issue_server()?;
+    secrets
+        .create(&PostParams::default(), &tls_secret(&first)?)
+        .await?;
+    let trusted = ca.cert_pem();
+    let serves = |want: Vec<u8>| {
+        let trusted = trusted.clone();
+        async move {
+            testenv::wait_for(
+                Duration::from_secs(30),
+                "the issuer's certificate served",
+                || {
+                    let (trusted, want) = (trusted.clone(), want.clone());
+                    async move {
+                        let served = served_certificate(port, trusted.as_bytes()).await?;
+                        ensure!(served == want, "another certificate is served");
+                        anyhow::Ok(())
+                    }
+                },
+            )
+            .await
+        }
+    };
+    serves(der(&first)?).await?;
+
+    let second = ca.issue_server()?;
+    let mut rotated = tls_secret(&second)?;
+    rotated.metadata.resource_version = secrets
+        .get(webhook::SECRET_NAME)
+        .await?
+        .metadata
+        .resource_version;
+    let written = secrets
+        .replace(webhook::SECRET_NAME, &PostParams::default(), &rotated)
+        .await?;
+    serves(der(&second)?).await?;
+
+    let now = secrets.get(webhook::SECRET_NAME).await?;
+    ensure!(
+        now.metadata.resource_version == written.metadata.resource_version,
+        "the webhook wrote the issuer's Secret"
+    );
+    let _ = stop.send(());
+    task.await??;
     Ok(())
 }

@@ -6,6 +6,8 @@
 //! [`ControlPlane::client`], because a client is bound to the tokio runtime it was made in.
 
 mod apply;
+mod helm;
+pub use helm::{HELM_VERSION, helm, helm_binary};
 mod pki;
 mod process;
 pub use process::terminate;
@@ -48,6 +50,19 @@ const BINARIES: [&str; 3] = ["etcd", "kube-apiserver", "kube-controller-manager"
 /// manually created `kubernetes.io/service-account-token` Secrets.
 const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller,\
 serviceaccount-controller,serviceaccount-token-controller";
+
+/// Logs what ServiceAccounts do (the operator run under a chart's account, to prove its RBAC
+/// minimal), at Metadata level, and nothing else: the admin's requests would only
+/// cost time.
+pub const AUDIT_POLICY: &str = "\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: [\"system:serviceaccounts\"]
+  - level: None
+";
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -178,6 +193,7 @@ impl ControlPlane {
             ("admin.key", &pki.admin_key_pem),
             ("sa.key", &pki.sa_key_pem),
             ("sa.pub", &pki.sa_public_key_pem),
+            ("audit-policy.yaml", &AUDIT_POLICY.to_owned()),
         ] {
             std::fs::write(dir.join(name), contents).with_context(|| format!("writing {name}"))?;
         }
@@ -227,6 +243,9 @@ impl ControlPlane {
             format!("--service-account-key-file={}", f("sa.pub")),
             format!("--service-account-signing-key-file={}", f("sa.key")),
             "--profiling=false".into(),
+            format!("--audit-policy-file={}", f("audit-policy.yaml")),
+            format!("--audit-log-path={}", self.audit_log_path().display()),
+            "--audit-log-format=json".into(),
         ];
         drop(apiserver);
         self.supervisor.spawn(
@@ -329,6 +348,12 @@ impl ControlPlane {
             "current-context": "testenv",
         });
         Ok(serde_yaml::to_string(&doc)?)
+    }
+
+    /// The API server's audit log: one JSON event per request made with a ServiceAccount's
+    /// token (nobody else's, see [`AUDIT_POLICY`]): a watch when it starts, any request when answered.
+    pub fn audit_log_path(&self) -> PathBuf {
+        self.path.join("audit.log")
     }
 
     /// An admin (`system:masters`) kubeconfig with embedded credentials.

@@ -1,0 +1,726 @@
+//! `helm install` with only the Fake and Vault providers, then `helm upgrade` enabling GitLab,
+//! on a control plane of its own. Pods do not run there (no kubelet), so the operator runs as a
+//! process with the Deployment's own arguments and a token of the chart's ServiceAccount; the
+//! API server's audit log then shows that it was refused nothing and used every permission the
+//! chart grants.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use base64::Engine;
+use gitlab_standin::{GitlabStandin, Role as GitlabRole};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use testenv::{ControlPlane, KubernetesRole, KvVersion, TokenOptions, VaultServer};
+
+use crate::audit;
+use crate::render::{NAMESPACE, RELEASE, values_file};
+use crate::{CHART, repo};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+/// The chart's full name for release `es`, hence its ServiceAccount's and Deployment's name.
+const FULLNAME: &str = "es-external-secrets";
+const APP: &str = "app";
+
+/// Permissions the chart grants that this test does not use, and why they stay.
+pub const UNUSED_ON_PURPOSE: &[(&str, &str)] = &[];
+
+pub async fn install_and_upgrade() -> Result<()> {
+    let cp = ControlPlane::start()?;
+    let vault = VaultServer::start()?;
+    let gitlab = GitlabStandin::start()?;
+    let admin = cp.client().await;
+    let kubeconfig = cp.kubeconfig_path();
+    let chart = repo(CHART).to_string_lossy().into_owned();
+
+    testenv::helm(
+        Some(&kubeconfig),
+        &[
+            "install",
+            RELEASE,
+            &chart,
+            "--namespace",
+            NAMESPACE,
+            "--create-namespace",
+            "-f",
+            &values_file("fake-vault"),
+        ],
+    )?;
+    only_these_providers_installed(&admin, &["fake", "vault"]).await?;
+
+    let mut operator = Operator::start(&cp, &admin).await?;
+    let result = async {
+        let scenario = Scenario::new(&admin, &vault, &gitlab).await?;
+        scenario.fake_and_template().await?;
+        scenario.push().await?;
+        scenario.vault_kubernetes_login(&cp).await?;
+        scenario.cluster_store().await?;
+        scenario.deletion_policy_delete().await?;
+        scenario.store_moves_to_provider_ref().await?;
+        scenario.gitlab_not_installed().await?;
+
+        testenv::helm(
+            Some(&kubeconfig),
+            &[
+                "upgrade",
+                RELEASE,
+                &chart,
+                "--namespace",
+                NAMESPACE,
+                "-f",
+                &values_file("fake-vault"),
+                "--set",
+                "providers.gitlab.enabled=true",
+            ],
+        )?;
+        only_these_providers_installed(&admin, &["fake", "vault", "gitlab"]).await?;
+        scenario.gitlab_after_upgrade().await?;
+        operator.still_running()?;
+        anyhow::Ok(())
+    }
+    .await;
+    let logs = operator.stop();
+    result.with_context(|| format!("operator log tail:\n{logs}"))?;
+
+    rbac_is_minimal(&cp, &admin).await
+}
+
+/// Exactly the providers `keys` have CRDs, and the store CRDs' inline schema offers exactly
+/// them; an inline store of another provider is refused naming the chart value.
+async fn only_these_providers_installed(client: &Client, keys: &[&str]) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for descriptor in api::providers::ALL {
+        let wanted = keys.contains(&descriptor.store_key);
+        for group in [api::PROVIDERS_GROUP, api::CLUSTER_PROVIDERS_GROUP] {
+            let name = format!("{}.{group}", descriptor.plural);
+            if wanted {
+                testenv::wait_for_crd_established(client, &name, TIMEOUT).await?;
+            } else {
+                ensure!(
+                    crds.get_opt(&name).await?.is_none(),
+                    "CRD {name} is installed though providers.{}.enabled is false",
+                    descriptor.store_key
+                );
+            }
+        }
+    }
+    for store_crd in [
+        "secretstores.external-secrets.io",
+        "clustersecretstores.external-secrets.io",
+    ] {
+        let crd = crds.get(store_crd).await?;
+        let schema = serde_json::to_value(&crd.spec.versions[0].schema)?;
+        let provider = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["provider"];
+        let mut offered: Vec<&str> = provider["properties"]
+            .as_object()
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        offered.sort_unstable();
+        let mut expected = keys.to_vec();
+        expected.sort_unstable();
+        ensure!(
+            offered == expected,
+            "{store_crd} offers inline providers {offered:?}, not {expected:?}"
+        );
+    }
+    Ok(())
+}
+
+/// The operator binary with the arguments of the Deployment the chart rendered, under a token
+/// of the chart's ServiceAccount; only its listen addresses move to free loopback ports, and
+/// the webhook is called at a URL because the control plane has no Service network.
+struct Operator {
+    child: Child,
+    log: tempfile::NamedTempFile,
+}
+
+impl Operator {
+    async fn start(cp: &ControlPlane, admin: &Client) -> Result<Self> {
+        let deployment = Api::<Deployment>::namespaced(admin.clone(), NAMESPACE)
+            .get(FULLNAME)
+            .await?;
+        let pod = deployment
+            .spec
+            .and_then(|s| s.template.spec)
+            .context("the Deployment has a pod template")?;
+        let account = pod
+            .service_account_name
+            .context("the pod names its ServiceAccount")?;
+        let container = pod
+            .containers
+            .into_iter()
+            .next()
+            .context("the pod has a container")?;
+
+        let token = testenv::service_account_token(
+            admin,
+            NAMESPACE,
+            &account,
+            &[],
+            Duration::from_secs(3600),
+        )
+        .await?;
+        let kubeconfig = tempfile::NamedTempFile::new()?;
+        std::fs::write(kubeconfig.path(), token_kubeconfig(cp, &token)?)?;
+
+        let free = || -> Result<SocketAddr> { Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?) };
+        let webhook = free()?;
+        let mut args: Vec<String> = Vec::new();
+        for arg in container.args.unwrap_or_default() {
+            let moved = ["--metrics-addr=", "--live-addr=", "--webhook-addr="]
+                .into_iter()
+                .find(|flag| arg.starts_with(flag));
+            match moved {
+                Some("--webhook-addr=") => args.push(format!("--webhook-addr={webhook}")),
+                Some(flag) => args.push(format!("{flag}{}", free()?)),
+                None => args.push(arg),
+            }
+        }
+        ensure!(
+            args.first().map(String::as_str) == Some("controller"),
+            "the Deployment runs `external-secrets controller`: {args:?}"
+        );
+        args.push(format!("--webhook-url=https://{webhook}/convert"));
+        // The kubeconfig file must outlive the process start only.
+        args.push(format!("--kubeconfig={}", kubeconfig.path().display()));
+
+        let env: BTreeMap<String, String> = container
+            .env
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| {
+                let value = match (e.value, e.value_from) {
+                    (Some(v), _) => v,
+                    // The only fieldRef the chart uses: the pod's namespace.
+                    (None, Some(_)) => NAMESPACE.to_owned(),
+                    (None, None) => String::new(),
+                };
+                (e.name, value)
+            })
+            .collect();
+        let log = tempfile::NamedTempFile::new()?;
+        let child = Command::new(env!("CARGO_BIN_EXE_external-secrets"))
+            .args(&args)
+            .envs(&env)
+            .stdout(Stdio::null())
+            .stderr(log.reopen()?)
+            .spawn()
+            .context("starting the operator binary")?;
+        // Give it time to read the kubeconfig before the file goes.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        drop(kubeconfig);
+        Ok(Self { child, log })
+    }
+
+    fn still_running(&mut self) -> Result<()> {
+        match self.child.try_wait()? {
+            None => Ok(()),
+            Some(status) => bail!("the operator exited ({status})"),
+        }
+    }
+
+    /// Stops it; the tail of its log.
+    fn stop(mut self) -> String {
+        let stopped = testenv::terminate(&mut self.child, Duration::from_secs(30));
+        let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+        match stopped {
+            Ok(()) => tail,
+            Err(e) => format!("{tail}\n(stopping it: {e})"),
+        }
+    }
+}
+
+fn token_kubeconfig(cp: &ControlPlane, token: &str) -> Result<String> {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(cp.ca_cert_pem());
+    Ok(serde_yaml::to_string(&json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "test", "cluster": {
+            "server": cp.server_url(), "certificate-authority-data": b64}}],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "test", "user": "sa"}}],
+        "current-context": "sa",
+    }))?)
+}
+
+/// What the operator is asked to do, as an admin would ask it, in namespace `app`.
+struct Scenario<'a> {
+    client: Client,
+    vault: &'a VaultServer,
+    gitlab: &'a GitlabStandin,
+}
+
+impl<'a> Scenario<'a> {
+    async fn new(
+        client: &Client,
+        vault: &'a VaultServer,
+        gitlab: &'a GitlabStandin,
+    ) -> Result<Self> {
+        let this = Self {
+            client: client.clone(),
+            vault,
+            gitlab,
+        };
+        this.apply(&format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {APP}, labels: {{team: a}}}}\n"
+        ))
+        .await?;
+        Ok(this)
+    }
+
+    async fn apply(&self, yaml: &str) -> Result<()> {
+        testenv::apply_yaml_in(&self.client, APP, yaml, true).await?;
+        Ok(())
+    }
+
+    async fn secret_value(&self, name: &str, key: &str) -> Result<Vec<u8>> {
+        let secret = Api::<Secret>::namespaced(self.client.clone(), APP)
+            .get(name)
+            .await?;
+        secret
+            .data
+            .and_then(|mut d| d.remove(key))
+            .map(|b| b.0)
+            .ok_or_else(|| anyhow!("Secret {name} has no key {key}"))
+    }
+
+    async fn wait_secret(&self, name: &str, key: &str, want: &[u8]) -> Result<()> {
+        testenv::wait_for(TIMEOUT, &format!("Secret {name} key {key}"), || async {
+            let got = self.secret_value(name, key).await?;
+            ensure!(got == want, "Secret {name} key {key} holds other bytes");
+            anyhow::Ok(())
+        })
+        .await
+    }
+
+    async fn condition(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value> {
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, resource),
+            None => Api::all_with(self.client.clone(), resource),
+        };
+        let object = api.get(name).await?;
+        object.data["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned())
+            .ok_or_else(|| anyhow!("{} {name} has no Ready condition yet", resource.kind))
+    }
+
+    async fn wait_ready(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<()> {
+        testenv::wait_for(
+            TIMEOUT,
+            &format!("{} {name} Ready", resource.kind),
+            || async {
+                let ready = self.condition(resource, namespace, name).await?;
+                ensure!(
+                    ready["status"] == "True",
+                    "{} {name}: {ready}",
+                    resource.kind
+                );
+                anyhow::Ok(())
+            },
+        )
+        .await
+    }
+
+    /// An inline Fake store, an ExternalSecret rendered through a ConfigMap template.
+    async fn fake_and_template(&self) -> Result<()> {
+        self.apply(
+            r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: tpl}
+data:
+  conn: "{{ .user }}:{{ .password }}"
+---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: fake}
+spec:
+  provider:
+    fake:
+      data:
+        - {key: db, value: '{"user":"app","password":"pw"}'}
+        - {key: token, value: t0k3n}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: db}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {name: fake, kind: SecretStore}
+  target:
+    name: db
+    template:
+      templateFrom:
+        - configMap: {name: tpl, items: [{key: conn}]}
+  dataFrom:
+    - extract: {key: db}
+"#,
+        )
+        .await?;
+        self.wait_secret("db", "conn", b"app:pw").await
+    }
+
+    /// A PushSecret of a Secret into the Fake store.
+    async fn push(&self) -> Result<()> {
+        self.apply(
+            r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: to-push}
+stringData: {k: pushed}
+---
+apiVersion: external-secrets.io/v1alpha1
+kind: PushSecret
+metadata: {name: push}
+spec:
+  refreshInterval: 1h
+  secretStoreRefs: [{name: fake, kind: SecretStore}]
+  selector: {secret: {name: to-push}}
+  data:
+    - match: {secretKey: k, remoteRef: {remoteKey: pushed-key}}
+"#,
+        )
+        .await?;
+        self.wait_ready(
+            &core("v1alpha1", "PushSecret", "pushsecrets"),
+            Some(APP),
+            "push",
+        )
+        .await
+    }
+
+    /// Vault's kubernetes auth: the operator requests a token of ServiceAccount `reader`.
+    async fn vault_kubernetes_login(&self, cp: &ControlPlane) -> Result<()> {
+        let vault = self.vault;
+        vault.mount_kv("kv", KvVersion::V2).await?;
+        vault
+            .write_kv_v2("kv", "app/db", &json!({"password": "from-vault"}))
+            .await?;
+        vault
+            .write_policy("app", r#"path "kv/data/app/*" { capabilities = ["read"] }"#)
+            .await?;
+        vault.enable_auth("kubernetes", "kubernetes").await?;
+        vault.configure_kubernetes_auth("kubernetes", cp).await?;
+        vault
+            .create_kubernetes_role(
+                "kubernetes",
+                APP,
+                &KubernetesRole {
+                    service_account_names: vec!["reader".into()],
+                    namespaces: vec![APP.into()],
+                    audience: None,
+                },
+                &TokenOptions::policies(&["app"]),
+            )
+            .await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), APP);
+        accounts
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "reader"}}))?,
+            )
+            .await?;
+        self.apply(&format!(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: vault}}
+spec:
+  provider:
+    vault:
+      server: {server}
+      path: kv
+      version: v2
+      auth:
+        kubernetes: {{mountPath: kubernetes, role: {APP}, serviceAccountRef: {{name: reader}}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: from-vault}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{name: vault, kind: SecretStore}}
+  target: {{name: from-vault}}
+  data:
+    - {{secretKey: password, remoteRef: {{key: app/db, property: password}}}}
+"#,
+            server = vault.address()
+        ))
+        .await?;
+        self.wait_secret("from-vault", "password", b"from-vault")
+            .await
+    }
+
+    /// A ClusterSecretStore limited to namespaces labelled team=a.
+    async fn cluster_store(&self) -> Result<()> {
+        self.apply(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: ClusterSecretStore
+metadata: {name: shared}
+spec:
+  conditions:
+    - namespaceSelector: {matchLabels: {team: a}}
+  provider:
+    fake:
+      data: [{key: shared, value: for-team-a}]
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: shared}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {name: shared, kind: ClusterSecretStore}
+  target: {name: shared}
+  data: [{secretKey: v, remoteRef: {key: shared}}]
+"#,
+        )
+        .await?;
+        self.wait_secret("shared", "v", b"for-team-a").await
+    }
+
+    /// deletionPolicy Delete: the Secret goes when the provider no longer has the data.
+    async fn deletion_policy_delete(&self) -> Result<()> {
+        self.apply(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: token}
+spec:
+  refreshInterval: 1s
+  secretStoreRef: {name: fake, kind: SecretStore}
+  target: {name: token, deletionPolicy: Delete}
+  data: [{secretKey: t, remoteRef: {key: token}}]
+"#,
+        )
+        .await?;
+        self.wait_secret("token", "t", b"t0k3n").await?;
+        self.apply(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: fake}
+spec:
+  provider:
+    fake:
+      data:
+        - {key: db, value: '{"user":"app","password":"pw"}'}
+"#,
+        )
+        .await?;
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), APP);
+        testenv::wait_for(TIMEOUT, "Secret token deleted", || async {
+            ensure!(
+                secrets.get_opt("token").await?.is_none(),
+                "Secret token still exists"
+            );
+            anyhow::Ok(())
+        })
+        .await
+    }
+
+    /// The inline Fake store moves to a providerRef; its generated Fake goes.
+    async fn store_moves_to_provider_ref(&self) -> Result<()> {
+        let fakes = Api::<DynamicObject>::namespaced_with(
+            self.client.clone(),
+            APP,
+            &api::providers::fake::DESCRIPTOR
+                .storage_resource(api::provider_kinds::Scope::Namespaced),
+        );
+        ensure!(
+            fakes.get_opt("fake").await?.is_some(),
+            "the inline store's Fake exists"
+        );
+        self.apply(
+            r#"
+apiVersion: providers.external-secrets.io/v1alpha1
+kind: Fake
+metadata: {name: fake-ref}
+spec:
+  data:
+    - {key: db, value: '{"user":"app","password":"pw"}'}
+"#,
+        )
+        .await?;
+        let stores = Api::<DynamicObject>::namespaced_with(
+            self.client.clone(),
+            APP,
+            &core("v1", "SecretStore", "secretstores"),
+        );
+        stores
+            .patch(
+                "fake",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"provider": null, "providerRef": {
+                    "apiVersion": "providers.external-secrets.io/v1alpha1",
+                    "kind": "Fake", "name": "fake-ref"}}})),
+            )
+            .await?;
+        testenv::wait_for(TIMEOUT, "the generated Fake deleted", || async {
+            ensure!(
+                fakes.get_opt("fake").await?.is_none(),
+                "Fake fake still exists"
+            );
+            anyhow::Ok(())
+        })
+        .await?;
+        self.wait_ready(
+            &core("v1", "SecretStore", "secretstores"),
+            Some(APP),
+            "fake",
+        )
+        .await
+    }
+
+    /// Before GitLab is enabled: an inline GitLab store is refused by the API server, and a
+    /// store referencing a Gitlab says which CRD and which chart value are missing.
+    async fn gitlab_not_installed(&self) -> Result<()> {
+        let refused = self
+            .apply(&self.gitlab_inline_store("gl-inline"))
+            .await
+            .expect_err("an inline GitLab store is refused while GitLab is disabled");
+        let message = format!("{refused:#}");
+        ensure!(
+            message.contains("providers.<name>.enabled") && message.contains("fake, vault"),
+            "the refusal names the served providers and the chart value: {message}"
+        );
+        self.apply(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: gl}
+spec:
+  providerRef: {apiVersion: providers.external-secrets.io/v1alpha1, kind: Gitlab, name: gl}
+"#,
+        )
+        .await?;
+        let stores = core("v1", "SecretStore", "secretstores");
+        testenv::wait_for(TIMEOUT, "store gl ProviderNotInstalled", || async {
+            let ready = self.condition(&stores, Some(APP), "gl").await?;
+            let message = ready["message"].as_str().unwrap_or_default();
+            ensure!(
+                ready["reason"] == "ProviderNotInstalled"
+                    && message.contains("gitlabs.providers.external-secrets.io")
+                    && message.contains("providers.gitlab.enabled"),
+                "store gl: {ready}"
+            );
+            anyhow::Ok(())
+        })
+        .await
+    }
+
+    fn gitlab_inline_store(&self, name: &str) -> String {
+        format!(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: {name}}}
+spec:
+  provider:
+    gitlab:
+      url: {url}
+      projectID: "{project}"
+      auth: {{SecretRef: {{accessToken: {{name: gitlab-token, key: token}}}}}}
+"#,
+            url = self.gitlab.url(),
+            project = self.gitlab.project_id("acme/app").unwrap_or_default(),
+        )
+    }
+
+    /// After `helm upgrade` enabled GitLab: the running operator serves it, no restart.
+    async fn gitlab_after_upgrade(&self) -> Result<()> {
+        let gitlab = self.gitlab;
+        gitlab.add_group("acme")?;
+        gitlab.add_project("acme/app")?;
+        gitlab.add_user("ci", "glpat-chart")?;
+        gitlab.grant("ci", "acme/app", GitlabRole::Maintainer)?;
+        self.apply(&format!(
+            r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: gitlab-token}}
+stringData: {{token: glpat-chart}}
+---
+apiVersion: providers.external-secrets.io/v1alpha1
+kind: Gitlab
+metadata: {{name: gl}}
+spec:
+  url: {url}
+  projectID: "{project}"
+  auth: {{SecretRef: {{accessToken: {{name: gitlab-token, key: token}}}}}}
+"#,
+            url = gitlab.url(),
+            project = gitlab.project_id("acme/app")?,
+        ))
+        .await?;
+        let gitlabs = api::providers::gitlab::DESCRIPTOR
+            .storage_resource(api::provider_kinds::Scope::Namespaced);
+        self.wait_ready(&gitlabs, Some(APP), "gl").await?;
+        self.wait_ready(&core("v1", "SecretStore", "secretstores"), Some(APP), "gl")
+            .await?;
+        self.apply(&self.gitlab_inline_store("gl-inline")).await?;
+        self.wait_ready(
+            &core("v1", "SecretStore", "secretstores"),
+            Some(APP),
+            "gl-inline",
+        )
+        .await
+    }
+}
+
+fn core(version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(api::GROUP, version, kind), plural)
+}
+
+/// Zero refusals in the audit log, and every permission of the chart's ClusterRole and Role
+/// used at least once (or listed in [`UNUSED_ON_PURPOSE`]).
+async fn rbac_is_minimal(cp: &ControlPlane, admin: &Client) -> Result<()> {
+    let mut rules = Api::<ClusterRole>::all(admin.clone())
+        .get(&format!("{FULLNAME}-controller"))
+        .await?
+        .rules
+        .unwrap_or_default();
+    rules.extend(
+        Api::<Role>::namespaced(admin.clone(), NAMESPACE)
+            .get(&format!("{FULLNAME}-leader-election"))
+            .await?
+            .rules
+            .unwrap_or_default(),
+    );
+    let log = std::fs::read_to_string(cp.audit_log_path())?;
+    let user = format!("system:serviceaccount:{NAMESPACE}:{FULLNAME}");
+    let requests = audit::requests(&log, &user)?;
+    ensure!(
+        !requests.is_empty(),
+        "the audit log has no request of {user}"
+    );
+    let findings = audit::findings(&requests, &audit::permissions(&rules), UNUSED_ON_PURPOSE);
+    ensure!(
+        findings.is_empty(),
+        "the chart's RBAC is not minimal for this run:\n  {}",
+        findings.join("\n  ")
+    );
+    Ok(())
+}

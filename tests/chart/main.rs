@@ -1,0 +1,45 @@
+//! The Helm chart (`charts/external-secrets`): lint and golden renders of several value sets,
+//! and an install and upgrade on a real control plane of its own, with the operator run as a
+//! process under a token of the chart's ServiceAccount and its RBAC checked against the API
+//! server's audit log.
+
+mod audit;
+mod install;
+mod render;
+
+use std::path::{Path, PathBuf};
+
+use libtest_mimic::{Arguments, Trial};
+
+/// `rel` inside the repository.
+fn repo(rel: impl AsRef<Path>) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+const CHART: &str = "charts/external-secrets";
+
+/// The error and its causes, one a line.
+fn chain(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n  caused by: ")
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Arguments::from_args();
+    let mut trials: Vec<Trial> = render::trials();
+    trials.extend(audit::trials());
+    trials.push(Trial::test(
+        "install::fake_and_vault_then_gitlab_under_the_service_account",
+        || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            rt.block_on(install::install_and_upgrade())
+                .map_err(|e| chain(&e).into())
+        },
+    ));
+    libtest_mimic::run(&args, trials).exit_code()
+}

@@ -1,0 +1,140 @@
+//! `helm lint` and `helm template` of each value set in `tests/chart/values`, compared with
+//! `tests/chart/golden` (`UPDATE_GOLDEN=1` rewrites those after a deliberate change).
+
+use anyhow::{Result, bail};
+use libtest_mimic::Trial;
+
+use crate::{CHART, chain, repo};
+
+/// Release name and namespace of every render.
+pub const RELEASE: &str = "es";
+pub const NAMESPACE: &str = "external-secrets";
+
+pub fn value_sets() -> Vec<String> {
+    let mut sets: Vec<String> = std::fs::read_dir(repo("tests/chart/values"))
+        .expect("tests/chart/values")
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_string_lossy().into_owned();
+            Some(name.strip_suffix(".yaml")?.to_owned())
+        })
+        .collect();
+    sets.sort();
+    sets
+}
+
+pub fn values_file(set: &str) -> String {
+    repo(format!("tests/chart/values/{set}.yaml"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+pub fn trials() -> Vec<Trial> {
+    value_sets()
+        .into_iter()
+        .flat_map(|set| {
+            let lint_set = set.clone();
+            [
+                Trial::test(format!("render::lint::{set}"), move || {
+                    lint(&lint_set).map_err(|e| chain(&e).into())
+                }),
+                Trial::test(format!("render::golden::{set}"), move || {
+                    golden(&set).map_err(|e| chain(&e).into())
+                }),
+            ]
+        })
+        .collect()
+}
+
+fn lint(set: &str) -> Result<()> {
+    let chart = repo(CHART);
+    let out = testenv::helm(
+        None,
+        &[
+            "lint",
+            "--strict",
+            &chart.to_string_lossy(),
+            "-f",
+            &values_file(set),
+        ],
+    )?;
+    if !out.contains("0 chart(s) failed") {
+        bail!("helm lint: {out}");
+    }
+    Ok(())
+}
+
+/// `helm template` of `set`, as a user's `helm install` would render it.
+pub fn render(set: &str) -> Result<String> {
+    let chart = repo(CHART);
+    testenv::helm(
+        None,
+        &[
+            "template",
+            RELEASE,
+            &chart.to_string_lossy(),
+            "--namespace",
+            NAMESPACE,
+            "--kube-version",
+            testenv::KUBERNETES_VERSION,
+            "-f",
+            &values_file(set),
+        ],
+    )
+}
+
+/// The render with each CRD reduced to its name and, for the store CRDs, the inline providers
+/// it offers: the CRDs' bodies are generated from the types (and checked by
+/// `api/tests/crds_are_fresh.rs`); which of them a value set installs is what matters here.
+fn summarized(rendered: &str) -> Result<String> {
+    let mut out = Vec::new();
+    for document in rendered.split("\n---\n") {
+        let value: serde_json::Value = serde_yaml::from_str(document).unwrap_or_default();
+        if value["kind"] != "CustomResourceDefinition" {
+            out.push(document.to_owned());
+            continue;
+        }
+        let name = value["metadata"]["name"].as_str().unwrap_or_default();
+        let provider = &value["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["provider"];
+        let mut line = format!("# CustomResourceDefinition {name}");
+        if let Some(offered) = provider["properties"].as_object() {
+            line += &format!(
+                "\n#   inline providers: {}, rule: {}",
+                offered.keys().cloned().collect::<Vec<_>>().join(", "),
+                provider["x-kubernetes-validations"][0]["rule"]
+            );
+        }
+        let service = &value["spec"]["conversion"]["webhook"]["clientConfig"]["service"];
+        if !service.is_null() {
+            line += &format!("\n#   conversion webhook: {service}");
+        }
+        line += &format!("\n#   metadata: {}", value["metadata"]);
+        out.push(line);
+    }
+    Ok(out.join("\n---\n"))
+}
+
+fn golden(set: &str) -> Result<()> {
+    let rendered = summarized(&render(set)?)?;
+    let path = repo(format!("tests/chart/golden/{set}.yaml"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &rendered)?;
+        return Ok(());
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    if expected != rendered {
+        let first = expected
+            .lines()
+            .zip(rendered.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| expected.lines().count().min(rendered.lines().count()));
+        bail!(
+            "{} differs from the render at line {} (expected {:?}, rendered {:?}); after a deliberate change: UPDATE_GOLDEN=1 cargo test --test chart render::golden",
+            path.display(),
+            first + 1,
+            expected.lines().nth(first).unwrap_or("<end>"),
+            rendered.lines().nth(first).unwrap_or("<end>"),
+        );
+    }
+    Ok(())
+}
