@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
@@ -211,7 +211,7 @@ impl Operator {
         let child = Command::new(env!("CARGO_BIN_EXE_external-secrets"))
             .args(&args)
             .envs(&env)
-            .stdout(Stdio::null())
+            .stdout(log.reopen()?)
             .stderr(log.reopen()?)
             .spawn()
             .context("starting the operator binary")?;

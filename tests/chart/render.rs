@@ -29,6 +29,9 @@ pub fn values_file(set: &str) -> String {
 }
 
 pub fn trials() -> Vec<Trial> {
+    let size = Trial::test("render::store_crd_of_fake_and_vault_stays_small", || {
+        store_crd_size().map_err(|e| chain(&e).into())
+    });
     value_sets()
         .into_iter()
         .flat_map(|set| {
@@ -42,7 +45,39 @@ pub fn trials() -> Vec<Trial> {
                 }),
             ]
         })
+        .chain([size])
         .collect()
+}
+
+/// ESO's all-providers SecretStore CRD is 690 KB; ours carries only the enabled providers.
+const STORE_CRD_BUDGET: usize = 100 * 1024;
+
+fn store_crd_size() -> Result<()> {
+    let rendered = render("fake-vault")?;
+    let mut sizes = Vec::new();
+    for document in rendered.split("\n---\n") {
+        let value: serde_json::Value = serde_yaml::from_str(document).unwrap_or_default();
+        if value["kind"] == "CustomResourceDefinition" {
+            sizes.push((
+                value["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                document.len(),
+            ));
+        }
+    }
+    let total: usize = sizes.iter().map(|(_, n)| n).sum();
+    eprintln!("CRDs of a Fake + Vault install: {total} bytes; {sizes:?}");
+    for (name, bytes) in &sizes {
+        if name.starts_with("secretstores.") && *bytes > STORE_CRD_BUDGET {
+            bail!("{name} is {bytes} bytes with Fake and Vault, over {STORE_CRD_BUDGET}");
+        }
+    }
+    if !sizes.iter().any(|(n, _)| n.starts_with("secretstores.")) {
+        bail!("the render has no SecretStore CRD");
+    }
+    Ok(())
 }
 
 fn lint(set: &str) -> Result<()> {
