@@ -269,6 +269,8 @@ pub async fn serve(
 
 /// Where the serving certificate comes from: the Secret this webhook writes and rotates
 /// itself, or one another issuer writes (its resourceVersion as last read).
+// One value per webhook, made once and moved once: boxing the large variant would save nothing.
+#[allow(clippy::large_enum_variant)]
 enum Source {
     Own(certs::Stored),
     External(String),
@@ -293,6 +295,8 @@ impl Source {
     }
 }
 
+// As for `Source`: one per webhook, for its whole life.
+#[allow(clippy::large_enum_variant)]
 enum Keepers {
     Own(Keeper),
     External(ExternalKeeper),
