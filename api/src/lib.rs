@@ -4,6 +4,7 @@
 
 pub mod chart;
 pub mod conditions;
+pub mod conversion;
 pub mod crds;
 pub mod external_secret;
 pub mod meta;

@@ -409,7 +409,7 @@ pub const fn one_storage(storage: &[bool]) -> bool {
 ///         { name: "v1alpha1", module: self, storage: true },
 ///         { name: "v1beta1", module: v1beta1, storage: false },
 ///     ],
-///     conversion: conversion::convert,
+///     conversion: crate::conversion::convert::<conversion::Vault>,
 /// }
 /// ```
 macro_rules! provider_kind {

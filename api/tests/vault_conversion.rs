@@ -3,11 +3,11 @@
 //! login methods included), each field lands where v1beta1 groups it, and whatever the other
 //! version cannot hold rides in an annotation that the way back removes.
 
+mod support;
+
 use std::collections::BTreeMap;
 
-use external_secrets_api::meta::{
-    CaProvider, CaProviderType, SecretKeySelector, ServiceAccountSelector,
-};
+use external_secrets_api::PROVIDERS_GROUP;
 use external_secrets_api::provider_kinds::{ConversionError, Scope};
 use external_secrets_api::providers::vault::conversion::{V1ALPHA1_ONLY, V1BETA1_ONLY};
 use external_secrets_api::providers::vault::{
@@ -16,36 +16,18 @@ use external_secrets_api::providers::vault::{
     VaultJwtAuth, VaultKubernetesAuth, VaultKubernetesServiceAccountTokenAuth, VaultKvVersion,
     VaultLdapAuth, VaultProvider, VaultUserPassAuth, v1beta1,
 };
-use external_secrets_api::{CLUSTER_PROVIDERS_GROUP, PROVIDERS_GROUP};
-use k8s_openapi::ByteString;
 use proptest::collection::{btree_map, vec};
 use proptest::option::of as opt;
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use support::{annotation, bytes, ca_provider, secret_key, service_account, text, word};
 
 fn convert(object: Value, version: &str) -> Result<Value, ConversionError> {
-    let group = object["apiVersion"]
-        .as_str()
-        .and_then(|a| a.split_once('/'))
-        .map(|(g, _)| g.to_owned())
-        .unwrap_or_default();
-    let conversion = DESCRIPTOR.conversion.expect("Vault has a conversion");
-    (conversion.convert)(object, &format!("{group}/{version}"))
+    support::convert(&DESCRIPTOR, object, version)
 }
 
 fn vault(group: &str, version: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": format!("{group}/{version}"),
-        "kind": "Vault",
-        "metadata": {"name": "vault", "namespace": "default"},
-        "spec": spec,
-    })
-}
-
-fn annotation(object: &Value, key: &str) -> Option<Value> {
-    object["metadata"]["annotations"][key]
-        .as_str()
-        .map(|text| serde_json::from_str(text).expect("the annotation holds JSON"))
+    support::provider_object(&DESCRIPTOR, group, version, spec)
 }
 
 /// The number of login methods a v1beta1 spec sets, which the CRD's CEL rule requires to be 1.
@@ -55,58 +37,7 @@ fn methods(spec: &Value) -> usize {
     })
 }
 
-// Strategies for every field of both versions.
-
-fn word() -> BoxedStrategy<String> {
-    "[a-z][a-z0-9-]{0,6}".boxed()
-}
-
-fn text() -> BoxedStrategy<String> {
-    "[ -~]{0,10}".boxed()
-}
-
-fn secret_key() -> BoxedStrategy<SecretKeySelector> {
-    (opt(word()), opt(word()), opt(word()))
-        .prop_map(|(name, namespace, key)| SecretKeySelector {
-            name,
-            namespace,
-            key,
-        })
-        .boxed()
-}
-
-fn service_account() -> BoxedStrategy<ServiceAccountSelector> {
-    (word(), opt(word()), opt(vec(text(), 0..3)))
-        .prop_map(|(name, namespace, audiences)| ServiceAccountSelector {
-            name,
-            namespace,
-            audiences,
-        })
-        .boxed()
-}
-
-fn ca_provider() -> BoxedStrategy<CaProvider> {
-    (
-        prop_oneof![
-            Just(CaProviderType::Secret),
-            Just(CaProviderType::ConfigMap)
-        ],
-        word(),
-        opt(word()),
-        opt(word()),
-    )
-        .prop_map(|(type_, name, key, namespace)| CaProvider {
-            type_,
-            name,
-            key,
-            namespace,
-        })
-        .boxed()
-}
-
-fn bytes() -> BoxedStrategy<ByteString> {
-    vec(any::<u8>(), 0..16).prop_map(ByteString).boxed()
-}
+// Strategies for the Vault fields of both versions.
 
 fn headers() -> BoxedStrategy<BTreeMap<String, String>> {
     btree_map("X-[A-Za-z-]{1,8}", text(), 0..3).boxed()
@@ -479,112 +410,23 @@ fn beta_spec() -> BoxedStrategy<v1beta1::VaultProvider> {
         .boxed()
 }
 
-/// A whole object around `spec`: either group, the user's own annotations and labels, a status.
-fn object(version: &'static str, spec: Value) -> impl Strategy<Value = Value> {
-    (
-        prop_oneof![Just(PROVIDERS_GROUP), Just(CLUSTER_PROVIDERS_GROUP)],
-        opt(btree_map("example.com/[a-z]{1,5}", text(), 1..3)),
-        opt(btree_map("[a-z]{1,5}", word(), 1..3)),
-        opt(any::<i64>()),
-    )
-        .prop_map(move |(group, annotations, labels, generation)| {
-            let mut object = vault(group, version, spec.clone());
-            if group == CLUSTER_PROVIDERS_GROUP {
-                object["metadata"]
-                    .as_object_mut()
-                    .unwrap()
-                    .remove("namespace");
-            }
-            if let Some(annotations) = annotations {
-                object["metadata"]["annotations"] = json!(annotations);
-            }
-            if let Some(labels) = labels {
-                object["metadata"]["labels"] = json!(labels);
-            }
-            if let Some(generation) = generation {
-                object["status"] = json!({
-                    "observedGeneration": generation,
-                    "conditions": [{"type": "Ready", "status": "True", "reason": "Valid"}],
-                    "capabilities": "ReadWrite",
-                });
-            }
-            object
-        })
-}
-
-fn scope(object: &Value) -> Scope {
-    let group = object["apiVersion"]
-        .as_str()
-        .unwrap()
-        .split_once('/')
-        .unwrap()
-        .0;
-    Scope::of_group(group).unwrap()
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
-
-    #[test]
-    fn v1alpha1_through_v1beta1_is_the_identity(
-        original in alpha_spec().prop_flat_map(|s| object("v1alpha1", serde_json::to_value(s).unwrap()))
-    ) {
-        let beta = convert(original.clone(), "v1beta1").unwrap();
-        prop_assert_eq!(beta["apiVersion"].as_str().unwrap().rsplit('/').next(), Some("v1beta1"));
-        // What the API server would serve at v1beta1 is a valid v1beta1 object: stable through
-        // its Rust type, and with at most the one login method ESO would use.
-        prop_assert_eq!(&DESCRIPTOR.roundtrip(scope(&beta), beta.clone()).unwrap(), &beta);
-        prop_assert!(methods(&beta["spec"]) <= 1);
-        let back = convert(beta, "v1alpha1").unwrap();
-        prop_assert_eq!(back, original);
-    }
-
-    #[test]
-    fn v1beta1_through_v1alpha1_is_the_identity(
-        original in beta_spec().prop_flat_map(|s| object("v1beta1", serde_json::to_value(s).unwrap()))
-    ) {
-        let alpha = convert(original.clone(), "v1alpha1").unwrap();
-        prop_assert_eq!(&DESCRIPTOR.roundtrip(scope(&alpha), alpha.clone()).unwrap(), &alpha);
-        let back = convert(alpha, "v1beta1").unwrap();
-        prop_assert_eq!(back, original);
-    }
-
-    /// Twice there and back is as good as once: the annotations do not pile up.
-    #[test]
-    fn repeated_round_trips_are_stable(
-        original in alpha_spec().prop_flat_map(|s| object("v1alpha1", serde_json::to_value(s).unwrap()))
-    ) {
-        let beta = convert(original.clone(), "v1beta1").unwrap();
-        let again = convert(convert(beta.clone(), "v1alpha1").unwrap(), "v1beta1").unwrap();
-        prop_assert_eq!(again, beta);
-    }
-}
+// A spec converted to v1beta1 holds at most the one login method ESO would use.
+support::round_trip_proptests!(
+    DESCRIPTOR,
+    alpha: alpha_spec(),
+    beta: beta_spec(),
+    valid_beta: |spec| methods(spec) <= 1,
+);
 
 /// `alpha` (a v1alpha1 spec, `server` added) converts to exactly `beta` with no annotation, and
 /// both come back unchanged.
-fn moves(mut alpha: Value, mut beta: Value) {
+fn moves(case: &str, mut alpha: Value, mut beta: Value) {
     for spec in [&mut alpha, &mut beta] {
         if spec.get("server").is_none() {
             spec["server"] = json!("https://vault:8200");
         }
     }
-    let alpha = vault(PROVIDERS_GROUP, "v1alpha1", alpha);
-    let converted = convert(alpha.clone(), "v1beta1").unwrap();
-    assert_eq!(converted["spec"], beta, "v1alpha1 → v1beta1");
-    assert_eq!(
-        converted["metadata"], alpha["metadata"],
-        "no annotation needed"
-    );
-    assert_eq!(convert(converted, "v1alpha1").unwrap(), alpha, "and back");
-
-    let beta = vault(PROVIDERS_GROUP, "v1beta1", beta);
-    let converted = convert(beta.clone(), "v1alpha1").unwrap();
-    assert_eq!(converted["spec"], alpha["spec"], "v1beta1 → v1alpha1");
-    assert_eq!(
-        converted["metadata"], beta["metadata"],
-        "no annotation needed"
-    );
-    assert_eq!(convert(converted, "v1beta1").unwrap(), beta, "and back");
+    support::moves(&DESCRIPTOR, case, alpha, beta);
 }
 
 /// One test per field of v1alpha1: where v1beta1 keeps it, and that it comes back.
@@ -592,7 +434,7 @@ macro_rules! each_field_survives {
     ($($test:ident: $alpha:tt => $beta:tt;)+) => {$(
         #[test]
         fn $test() {
-            super::moves(serde_json::json!($alpha), serde_json::json!($beta));
+            super::moves(stringify!($test), serde_json::json!($alpha), serde_json::json!($beta));
         }
     )+};
 }
@@ -824,11 +666,8 @@ fn an_object_at_the_requested_version_is_unchanged() {
 #[test]
 fn bad_input_is_an_error_naming_the_field() {
     let ok = || vault(PROVIDERS_GROUP, "v1alpha1", json!({"server": "s"}));
-    let conversion = DESCRIPTOR.conversion.unwrap();
-    let fails = |object: Value, to: &str, field: &str, words: &str| {
-        let e = (conversion.convert)(object.clone(), to).unwrap_err();
-        assert_eq!(e.field, field, "{object} to {to}: {e}");
-        assert!(e.to_string().contains(words), "{object} to {to}: {e}");
+    let fails = |object, to: &str, field: &str, words: &str| {
+        support::refused(&DESCRIPTOR, object, to, field, words)
     };
     fails(
         ok(),
@@ -931,83 +770,6 @@ fn bad_input_is_an_error_naming_the_field() {
     object["metadata"]["annotations"] = json!(["a"]);
     fails(object, to_beta, "metadata.annotations", "not an object");
     fails(json!([1]), to_beta, "apiVersion", "missing");
-}
-
-#[test]
-fn the_descriptor_declares_both_versions_and_the_webhook() {
-    assert_eq!(DESCRIPTOR.storage_version(), "v1alpha1");
-    assert!(DESCRIPTOR.serves("v1alpha1") && DESCRIPTOR.serves("v1beta1"));
-    for crd in DESCRIPTOR.crds() {
-        let versions: Vec<_> = crd
-            .spec
-            .versions
-            .iter()
-            .map(|v| (v.name.as_str(), v.served, v.storage))
-            .collect();
-        assert_eq!(
-            versions,
-            [("v1alpha1", true, true), ("v1beta1", true, false)]
-        );
-        let conversion = crd.spec.conversion.as_ref().expect("a conversion block");
-        assert_eq!(conversion.strategy, "Webhook");
-        let webhook = conversion.webhook.as_ref().unwrap();
-        assert_eq!(webhook.conversion_review_versions, ["v1"]);
-        let service = webhook
-            .client_config
-            .as_ref()
-            .unwrap()
-            .service
-            .as_ref()
-            .unwrap();
-        assert_eq!(
-            (
-                service.namespace.as_str(),
-                service.name.as_str(),
-                service.path.as_deref(),
-                service.port
-            ),
-            (
-                "external-secrets",
-                "external-secrets-webhook",
-                Some("/convert"),
-                Some(443)
-            )
-        );
-    }
-    // The store's inline spec keeps ESO's shape: v1alpha1's `path`, not v1beta1's `kv`.
-    let mut generator = schemars::SchemaGenerator::default();
-    let schema = serde_json::to_value(DESCRIPTOR.spec_schema(&mut generator)).unwrap();
-    let schema = match schema.get("$ref").and_then(Value::as_str) {
-        Some(reference) => {
-            let name = reference.rsplit('/').next().unwrap();
-            serde_json::to_value(generator.definitions()[name].clone()).unwrap()
-        }
-        None => schema,
-    };
-    assert!(schema["properties"].get("path").is_some(), "{schema}");
-    assert!(schema["properties"].get("kv").is_none(), "{schema}");
-}
-
-#[test]
-fn single_version_kinds_have_no_conversion() {
-    use external_secrets_api::providers::ALL;
-    for descriptor in ALL.iter().filter(|d| d.kind != "Vault") {
-        assert!(descriptor.conversion.is_none(), "{}", descriptor.kind);
-        assert_eq!(descriptor.versions.len(), 1, "{}", descriptor.kind);
-        for crd in descriptor.crds() {
-            assert!(crd.spec.conversion.is_none(), "{}", descriptor.kind);
-        }
-        let object = json!({
-            "apiVersion": "providers.external-secrets.io/v1alpha1",
-            "kind": descriptor.kind,
-            "metadata": {"name": "x"},
-            "spec": {},
-        });
-        let e = descriptor
-            .convert(object, "providers.external-secrets.io/v1beta1")
-            .unwrap_err();
-        assert_eq!(e.field, "desiredAPIVersion");
-    }
 }
 
 #[test]

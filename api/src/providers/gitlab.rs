@@ -1,5 +1,13 @@
 //! ESO's GitLab provider: CI/CD variables of a project and its groups. ESO only reads them; this
 //! operator also writes them (PushSecret), see the provider crate.
+//!
+//! The kind is served at two versions. `v1alpha1`, defined here, is ESO's shape, which is also
+//! what a store's inline `spec.provider.gitlab` holds, forever; it stays the storage version.
+//! [`v1beta1`] spells the fields as Kubernetes does and makes the groups one choice;
+//! [`conversion`] converts whole objects between the two without losing a field.
+
+pub mod conversion;
+pub mod v1beta1;
 
 use k8s_openapi::ByteString;
 use schemars::JsonSchema;
@@ -49,10 +57,23 @@ pub struct GitlabSecretRef {
     pub access_token: Option<SecretKeySelector>,
 }
 
+crate::provider_kinds::provider_roots! {
+    kind: "Gitlab",
+    plural: "gitlabs",
+    version: "v1alpha1",
+    spec: GitlabProvider,
+    namespaced_doc: "Spec of the namespaced kind: exactly what the store's `spec.provider` holds.",
+    cluster_doc: "Spec of the cluster-scoped twin.",
+}
+
 crate::provider_kinds::provider_kind! {
     kind: "Gitlab",
     plural: "gitlabs",
     store_key: "gitlab",
-    version: "v1alpha1",
-    spec: GitlabProvider,
+    store_spec: GitlabProvider,
+    versions: [
+        { name: "v1alpha1", module: self, storage: true },
+        { name: "v1beta1", module: v1beta1, storage: false },
+    ],
+    conversion: crate::conversion::convert::<conversion::Gitlab>,
 }

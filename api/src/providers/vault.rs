@@ -361,5 +361,5 @@ crate::provider_kinds::provider_kind! {
         { name: "v1alpha1", module: self, storage: true },
         { name: "v1beta1", module: v1beta1, storage: false },
     ],
-    conversion: conversion::convert,
+    conversion: crate::conversion::convert::<conversion::Vault>,
 }

@@ -15,5 +15,5 @@
 - key: gitlab
   kind: Gitlab
   plural: gitlabs
-  conversion: false
+  conversion: true
 {{- end }}
