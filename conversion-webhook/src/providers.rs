@@ -44,11 +44,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_vault_crds_need_the_webhook() {
+    fn only_the_crds_of_kinds_with_two_versions_need_the_webhook() {
         let c = ProviderConverters;
-        assert!(c.needs_conversion("vaults.providers.external-secrets.io"));
-        assert!(c.needs_conversion("vaults.cluster.providers.external-secrets.io"));
+        for plural in ["vaults", "gitlabs"] {
+            assert!(c.needs_conversion(&format!("{plural}.providers.external-secrets.io")));
+            assert!(c.needs_conversion(&format!("{plural}.cluster.providers.external-secrets.io")));
+        }
         assert!(!c.needs_conversion("fakes.providers.external-secrets.io"));
+        assert!(!c.needs_conversion("kubernetes.providers.external-secrets.io"));
         assert!(!c.needs_conversion("externalsecrets.external-secrets.io"));
         let err = c
             .convert(
@@ -59,5 +62,22 @@ mod tests {
             )
             .unwrap_err();
         assert!(err.contains("not a provider group"), "{err}");
+    }
+
+    /// Each object goes to the converter of its own kind.
+    #[test]
+    fn objects_go_to_their_kinds_converter() {
+        let group = "cluster.providers.external-secrets.io";
+        let gitlab = serde_json::json!({
+            "apiVersion": format!("{group}/v1beta1"),
+            "kind": "Gitlab",
+            "metadata": {"name": "gitlab"},
+            "spec": {"auth": {"secretRef": {}}, "project": "acme/app"},
+        });
+        let alpha = ProviderConverters
+            .convert(group, "Gitlab", gitlab, &format!("{group}/v1alpha1"))
+            .unwrap();
+        assert_eq!(alpha["spec"]["projectID"], "acme/app");
+        assert_eq!(alpha["spec"]["auth"]["SecretRef"], serde_json::json!({}));
     }
 }
