@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use anyhow::{Result, anyhow, ensure};
+use anyhow::{Context, Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
 use api::push_secret::PushSecret;
 use api::store::{ClusterSecretStore, SecretStore};
 use gitlab_standin::{GitlabStandin, Role, Variable};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use libtest_mimic::Trial;
 
 use crate::operator::{TIMEOUT, wait_ready};
@@ -37,6 +37,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "gitlab::referent_cluster_store_uses_each_namespaces_token",
             env,
             referent,
+        ),
+        trial(
+            "gitlab::v1beta1_objects_read_at_v1alpha1_and_a_store_naming_v1beta1_syncs",
+            env,
+            v1beta1,
         ),
     ]
 }
@@ -498,6 +503,107 @@ spec:
         "True",
         "SecretSynced",
         || value(&ess, "gitlab-external-secret-example"),
+    )
+    .await?;
+    gitlab.assert_no_violations();
+    Ok(())
+}
+
+/// The `Gitlab` kind at both versions through the real API server and the conversion webhook:
+/// written at v1beta1 and read at v1alpha1 (the storage version) in ESO's shape, written at
+/// v1alpha1 with both group settings and read at v1beta1 with one and back with both, and a
+/// store whose `providerRef` names v1beta1 syncs from the stand-in, inheriting the groups.
+async fn v1beta1(env: Arc<Env>) -> Result<()> {
+    use api::provider_kinds::Scope;
+    use serde_json::json;
+
+    let client = env.client().await;
+    let gitlab = standin(TOKEN)?;
+    gitlab.add_project_variable(PROJECT, Variable::new("DB_USER", "app"))?;
+    gitlab.add_group_variable("acme", Variable::new("SHARED", "from-acme"))?;
+    let ns = testenv::create_namespace(&client, "gitlab-beta").await?;
+    testenv::apply_yaml_in(&client, &ns, &token_secret(TOKEN), true).await?;
+    let at = |version| {
+        let resource = api::providers::gitlab::DESCRIPTOR.resource(Scope::Namespaced, version);
+        Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &resource)
+    };
+    let (alpha, beta) = (at("v1alpha1"), at("v1beta1"));
+    let token = json!({"accessToken": {"name": "gitlab-token", "key": "token"}});
+
+    let written: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "providers.external-secrets.io/v1beta1",
+        "kind": "Gitlab",
+        "metadata": {"name": "beta"},
+        "spec": {
+            "url": gitlab.url(),
+            "project": PROJECT,
+            "groups": {"inherit": true},
+            "auth": {"secretRef": token},
+        },
+    }))?;
+    beta.create(&PostParams::default(), &written).await?;
+    let read = alpha.get("beta").await?.data["spec"].clone();
+    let esos_shape = json!({
+        "url": gitlab.url(),
+        "projectID": PROJECT,
+        "inheritFromGroups": true,
+        "auth": {"SecretRef": token},
+    });
+    ensure!(read == esos_shape, "v1alpha1 view: {read}");
+
+    // ESO's schema takes a list beside inheritFromGroups (and reads the ancestors); v1beta1
+    // shows what is read and keeps the list aside, so reading back at v1alpha1 loses nothing.
+    let spec = json!({
+        "url": gitlab.url(),
+        "projectID": PROJECT,
+        "groupIDs": ["acme"],
+        "inheritFromGroups": true,
+        "auth": {"SecretRef": token},
+    });
+    let written: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "providers.external-secrets.io/v1alpha1",
+        "kind": "Gitlab",
+        "metadata": {"name": "alpha"},
+        "spec": spec,
+    }))?;
+    alpha.create(&PostParams::default(), &written).await?;
+    let as_beta = beta.get("alpha").await?.data["spec"].clone();
+    ensure!(
+        as_beta["groups"] == json!({"inherit": true}) && as_beta["project"] == PROJECT,
+        "v1beta1 view: {as_beta}"
+    );
+    let back = alpha.get("alpha").await?.data["spec"].clone();
+    ensure!(back == spec, "round trip: {back}");
+
+    let manifests = r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: beta}
+spec:
+  providerRef: {apiVersion: providers.external-secrets.io/v1beta1, kind: Gitlab, name: beta}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: app}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {name: beta}
+  data:
+  - {secretKey: user, remoteRef: {key: DB_USER}}
+  - {secretKey: shared, remoteRef: {key: SHARED}}
+"#;
+    testenv::apply_yaml_in(&client, &ns, manifests, true).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    wait_ready("SecretStore beta", "True", "Valid", || {
+        value(&stores, "beta")
+    })
+    .await
+    .context("a store whose providerRef names v1beta1")?;
+    wait_secret(
+        &client,
+        &ns,
+        "app",
+        &bytes(&[("user", "app"), ("shared", "from-acme")]),
     )
     .await?;
     gitlab.assert_no_violations();

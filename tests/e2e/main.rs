@@ -106,7 +106,7 @@ pub fn chain(e: &anyhow::Error) -> String {
 /// Cluster state every module relies on, prepared once before the trials.
 async fn setup(env: &Env, install_late_crd: bool) -> Result<()> {
     crds::setup(env, install_late_crd).await?;
-    // Before anything writes a Vault object: kinds with several versions need it.
+    // Before anything writes a Vault or Gitlab object: kinds with several versions need it.
     operator::start_webhook(env).await?;
     examples::setup(env).await?;
     let _ = env.addresses.set(operator::start(env)?);

@@ -71,7 +71,8 @@ pub fn start_for(
 }
 
 /// Serves the provider conversion webhook for the test control plane, on 127.0.0.1 (its CRDs
-/// are pointed there by the webhook itself), and waits until the API server can call it.
+/// are pointed there by the webhook itself), and waits until the API server can call it for
+/// every kind with several versions.
 pub async fn start_webhook(env: &Env) -> Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     listener.set_nonblocking(true)?;
@@ -108,11 +109,16 @@ pub async fn start_webhook(env: &Env) -> Result<()> {
         })?;
     let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         kube::Api::all(env.client().await);
-    for scope in [
-        api::provider_kinds::Scope::Namespaced,
-        api::provider_kinds::Scope::Cluster,
-    ] {
-        let name = api::providers::vault::DESCRIPTOR.crd_name(scope);
+    let converted = api::providers::ALL
+        .iter()
+        .filter(|d| d.conversion.is_some());
+    for name in converted.flat_map(|d| {
+        [
+            api::provider_kinds::Scope::Namespaced,
+            api::provider_kinds::Scope::Cluster,
+        ]
+        .map(|scope| d.crd_name(scope))
+    }) {
         testenv::wait_for(
             TIMEOUT,
             &format!("the webhook's URL and CA in CRD {name}"),
