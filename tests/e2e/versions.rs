@@ -1,5 +1,6 @@
 //! A provider kind with two versions (Vault v1alpha1 and v1beta1) served through the conversion
 //! webhook: the real API server converts between them, and a store naming either version works.
+//! `Gitlab`'s two versions are tried in `gitlab.rs`, against the GitLab stand-in.
 
 use std::sync::Arc;
 
