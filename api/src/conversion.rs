@@ -43,16 +43,15 @@ pub trait TwoVersions {
     type V1alpha1: Serialize + DeserializeOwned;
     type V1beta1: Serialize + DeserializeOwned;
 
+    /// The plain conversion: what v1beta1 can hold of `alpha`, without leftovers.
     fn to_beta(alpha: &Self::V1alpha1) -> Self::V1beta1;
+    /// The plain conversion back.
     fn to_alpha(beta: &Self::V1beta1) -> Self::V1alpha1;
 
-    /// Applies a leftover to `spec`, the plain conversion to `version`. The leftover may have
-    /// been written before the object was edited at the other version; a kind where merging a
-    /// stale one could change what the spec does keeps only what cannot.
-    fn restore(version: Version, spec: &mut Value, leftover: Value) {
-        let _ = version;
-        merge(spec, &leftover);
-    }
+    /// Applies a leftover (a merge patch, see [`merge`]) to `spec`, the plain conversion to
+    /// `version`. The leftover may have been written before the object was edited at the other
+    /// version, so a kind keeps only what cannot change what the spec does.
+    fn restore(version: Version, spec: &mut Value, leftover: Value);
 }
 
 type Result<T, E = ConversionError> = std::result::Result<T, E>;
