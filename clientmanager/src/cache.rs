@@ -58,6 +58,15 @@ impl Caches {
             );
     }
 
+    /// Whether provider objects of `resource`'s kind are watched (at any version): its CRD is
+    /// installed and the operator may list and watch it.
+    pub(crate) fn watches(&self, resource: &ApiResource) -> bool {
+        self.providers
+            .lock()
+            .expect("provider caches poisoned")
+            .contains_key(&(resource.group.clone(), resource.kind.clone()))
+    }
+
     pub(crate) fn store(&self, store: &StoreRef, namespace: &str) -> Option<LoadedStore> {
         match store.kind {
             StoreKind::SecretStore => self

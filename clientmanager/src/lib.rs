@@ -82,6 +82,10 @@ pub enum Error {
         crd: String,
         chart_value: String,
     },
+    #[error(
+        "provider {kind}: CRD {crd} is installed but not watched yet; the operator starts its controller once it may list and watch it"
+    )]
+    ProviderNotWatched { kind: String, crd: String },
     #[error("{kind} {name:?} referenced by spec.providerRef does not exist")]
     ProviderObjectMissing { kind: String, name: String },
     #[error("could not get {kind} {name:?}: {source}")]
@@ -133,6 +137,7 @@ impl Error {
             Self::VersionNotServed { .. } => "VersionNotServed",
             Self::Convert { .. } => "Convert",
             Self::ProviderNotInstalled { .. } => "ProviderNotInstalled",
+            Self::ProviderNotWatched { .. } => "ProviderNotWatched",
             Self::ProviderObjectMissing { .. } => "ProviderObjectMissing",
             Self::ProviderGet { .. } => "ProviderGet",
             Self::Credentials { .. } => "Credentials",

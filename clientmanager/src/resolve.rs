@@ -219,11 +219,23 @@ pub(crate) async fn load_provider(
     if let Some(obj) = watched.provider(&resource, namespace, &reference.name) {
         return Ok(ProviderObject::from_dynamic(provider, &obj));
     }
+    let crd = provider.descriptor().crd_name(scope);
+    // A kind is read only once its controller watches it: before that its CRD is missing, or
+    // (a chart upgrade that enables a provider installs the CRD before the RBAC) reading it
+    // would be refused.
+    if !watched.watches(&resource) {
+        return Err(match missing(kube, crd.clone(), reference).await {
+            not_installed @ Error::ProviderNotInstalled { .. } => not_installed,
+            _ => Error::ProviderNotWatched {
+                kind: reference.kind.clone(),
+                crd,
+            },
+        });
+    }
     let api: Api<DynamicObject> = match namespace {
         Some(ns) => Api::namespaced_with(kube.clone(), ns, &resource),
         None => Api::all_with(kube.clone(), &resource),
     };
-    let crd = provider.descriptor().crd_name(scope);
     match api.get_opt(&reference.name).await {
         Ok(Some(obj)) => Ok(ProviderObject::from_dynamic(provider, &obj)),
         Ok(None) => Err(missing(kube, crd, reference).await),

@@ -13,8 +13,11 @@ use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{ProviderObject, StoreKind};
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -114,13 +117,62 @@ pub async fn discover(ctx: Arc<Context>, nudges: StoreNudges) {
             nudges: nudges.clone(),
         });
         tokio::spawn(run_kind(kind_ctx));
-        for tx in &nudges.installed {
-            let _ = tx.unbounded_send(());
-        }
     }
 }
 
+/// Until the operator may list and watch `kctx`'s kind. A Helm upgrade that enables a provider
+/// applies its CRD before the ClusterRole that grants it, and a watch started in between would
+/// only be refused and retried.
+async fn wait_for_permission(kctx: &KindContext) {
+    let namespace = match (&kctx.ctx.settings.namespace, kctx.cluster) {
+        (Some(ns), false) => Some(ns.clone()),
+        _ => None,
+    };
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(kctx.ctx.client.clone());
+    let allowed = |verb: &'static str| {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(kctx.resource.group.clone()),
+                    resource: Some(kctx.resource.plural.clone()),
+                    verb: Some(verb.to_owned()),
+                    namespace: namespace.clone(),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        let reviews = reviews.clone();
+        async move {
+            match reviews.create(&PostParams::default(), &review).await {
+                Ok(answer) => answer.status.is_some_and(|s| s.allowed),
+                // Cannot ask: start, and let the watch report what it meets.
+                Err(e) => {
+                    warn!(error = %e, "could not check the permission to watch a provider kind");
+                    true
+                }
+            }
+        }
+    };
+    let mut told = false;
+    while !(allowed("list").await && allowed("watch").await) {
+        if !told {
+            info!(
+                group = kctx.resource.group,
+                resource = kctx.resource.plural,
+                "waiting for permission to list and watch this provider kind"
+            );
+            told = true;
+        }
+        tokio::time::sleep(PERMISSION_POLL).await;
+    }
+}
+
+const PERMISSION_POLL: Duration = Duration::from_secs(2);
+
 async fn run_kind(kctx: Arc<KindContext>) {
+    wait_for_permission(&kctx).await;
     let api: Api<DynamicObject> = match (&kctx.ctx.settings.namespace, kctx.cluster) {
         (Some(ns), false) => Api::namespaced_with(kctx.ctx.client.clone(), ns, &kctx.resource),
         _ => Api::all_with(kctx.ctx.client.clone(), &kctx.resource),
@@ -129,6 +181,10 @@ async fn run_kind(kctx: Arc<KindContext>) {
     kctx.ctx
         .manager
         .use_provider_cache(kctx.resource.clone(), controller.store());
+    // Stores waiting for this kind resolve it now.
+    for tx in &kctx.nudges.installed {
+        let _ = tx.unbounded_send(());
+    }
     controller
         .with_config(
             kube::runtime::controller::Config::default().concurrency(kctx.ctx.settings.concurrency),

@@ -62,8 +62,9 @@ impl Readiness {
     /// A client manager error, as a store or provider object reports it.
     pub fn from_manager(e: clientmanager::Error) -> Self {
         match e {
-            clientmanager::Error::ProviderNotInstalled { .. } => Self {
-                // Installing the CRD also triggers a resync; this is the fallback.
+            clientmanager::Error::ProviderNotInstalled { .. }
+            | clientmanager::Error::ProviderNotWatched { .. } => Self {
+                // Starting the kind's controller also triggers a resync; this is the fallback.
                 requeue: Some(Duration::from_secs(30)),
                 ..Self::failed(reason::PROVIDER_NOT_INSTALLED, e.to_string())
             },

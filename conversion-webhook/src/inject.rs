@@ -6,9 +6,12 @@
 //! bundle over the newer one: the newer one still holds the CA of the certificate it serves.
 
 use base64::Engine;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::certs::{Material, certificates};
@@ -53,7 +56,7 @@ pub async fn ensure(
     let bundle = base64::engine::general_purpose::STANDARD.encode(material.ca_bundle_pem());
     let mut injected = Injected::default();
     for name in names {
-        match ensure_one(&api, &name, &required, &bundle, url).await {
+        match ensure_one(client, &api, &name, &required, &bundle, url).await {
             Ok(()) => injected.ready.push(name),
             Err(e) => {
                 tracing::warn!(crd = %name, error = %e, "injecting the webhook's CA bundle");
@@ -65,6 +68,7 @@ pub async fn ensure(
 }
 
 async fn ensure_one(
+    client: &kube::Client,
     api: &Api<CustomResourceDefinition>,
     name: &str,
     required: &[&[u8]],
@@ -96,6 +100,11 @@ async fn ensure_one(
     {
         return Ok(());
     }
+    // Asked first, so that a CRD applied moments before the RBAC that covers it (a Helm upgrade
+    // enabling a provider) is retried rather than refused.
+    if !may_patch(client, name).await {
+        return Err("not permitted to patch it (yet)".to_owned());
+    }
     // The test makes the patch fail, instead of writing a webhook block, if the strategy was
     // changed since the read.
     let set = match url {
@@ -122,4 +131,29 @@ async fn ensure_one(
         .map_err(|e| e.to_string())?;
     tracing::info!(crd = %name, "injected the webhook's CA bundle");
     Ok(())
+}
+
+/// Whether this identity may patch the CRD `name`; `true` when that cannot be asked, so the
+/// patch itself reports what is wrong.
+async fn may_patch(client: &kube::Client, name: &str) -> bool {
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some("apiextensions.k8s.io".to_owned()),
+                resource: Some("customresourcedefinitions".to_owned()),
+                verb: Some("patch".to_owned()),
+                name: Some(name.to_owned()),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    match Api::<SelfSubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+    {
+        Ok(answer) => answer.status.is_some_and(|s| s.allowed),
+        Err(_) => true,
+    }
 }

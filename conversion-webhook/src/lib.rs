@@ -21,8 +21,12 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -242,16 +246,37 @@ pub async fn serve(
         }),
     };
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut installed = converting_crds_applied(&keeper);
+    // Set while some CRD lacks the bundle (not yet patchable, say): checked again soon, then
+    // less and less often.
+    let mut retry: Option<Instant> = None;
+    let mut retry_delay = INJECT_RETRY;
     let early_end = loop {
-        tokio::select! {
+        let retry_at = retry.map(tokio::time::Instant::from_std);
+        let checked = tokio::select! {
             () = &mut shutdown => break None,
             ended = &mut server => break Some(ended),
-            _ = ticks.tick() => {
-                if let Err(e) = keeper.check().await {
-                    tracing::warn!(error = %e, "keeping the webhook's certificate and CA bundle current");
-                }
+            // A converting CRD installed or replaced later (a Helm upgrade enabling a
+            // provider) trusts the webhook at once rather than at the next tick.
+            Some(()) = installed.next() => keeper.check().await,
+            () = async { tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)).await }, if retry_at.is_some() => keeper.check().await,
+            _ = ticks.tick() => keeper.check().await,
+        };
+        retry = match checked {
+            Ok(true) => {
+                retry_delay = INJECT_RETRY;
+                None
             }
-        }
+            Ok(false) => {
+                let at = Instant::now() + retry_delay;
+                retry_delay = (retry_delay * 2).min(Duration::from_secs(30));
+                Some(at)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "keeping the webhook's certificate and CA bundle current");
+                None
+            }
+        };
     };
     let ended = match early_end {
         Some(ended) => ended,
@@ -265,6 +290,31 @@ pub async fn serve(
         Ok(Err(e)) => Err(Error::Serve(e)),
         Err(e) => Err(Error::Stopped(e.to_string())),
     }
+}
+
+/// How soon a CRD that could not be given the CA bundle is tried again: a Helm upgrade applies
+/// a new CRD moments before the RBAC that lets the operator patch it.
+const INJECT_RETRY: Duration = Duration::from_secs(2);
+
+/// One item each time a CRD that converts through this webhook is created or changed; nothing
+/// when another issuer fills the bundles.
+fn converting_crds_applied(keeper: &Keepers) -> futures::stream::BoxStream<'static, ()> {
+    let Keepers::Own(keeper) = keeper else {
+        return futures::stream::pending().boxed();
+    };
+    let converters = keeper.converters.clone();
+    let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(keeper.client.clone());
+    kube::runtime::watcher(crds, kube::runtime::watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .filter_map(move |crd| {
+            let converts = crd
+                .ok()
+                .and_then(|crd| crd.metadata.name)
+                .is_some_and(|name| converters.needs_conversion(&name));
+            futures::future::ready(converts.then_some(()))
+        })
+        .boxed()
 }
 
 /// Where the serving certificate comes from: the Secret this webhook writes and rotates
@@ -303,7 +353,8 @@ enum Keepers {
 }
 
 impl Keepers {
-    async fn check(&mut self) -> Result<(), Error> {
+    /// Whether every converting CRD trusts the webhook now (always, for an issuer's certificate).
+    async fn check(&mut self) -> Result<bool, Error> {
         match self {
             Self::Own(keeper) => keeper.check().await,
             Self::External(keeper) => keeper.check().await,
@@ -320,14 +371,14 @@ struct ExternalKeeper {
 }
 
 impl ExternalKeeper {
-    async fn check(&mut self) -> Result<(), Error> {
+    async fn check(&mut self) -> Result<bool, Error> {
         let (version, key) = certs::load_external(&self.secrets, &self.settings).await?;
         if version != self.version {
             self.resolver.set(key);
             self.version = version;
             tracing::info!(secret = %self.settings.secret_ref(), "serving the issuer's rotated certificate");
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -345,7 +396,7 @@ struct Keeper {
 }
 
 impl Keeper {
-    async fn check(&mut self) -> Result<(), Error> {
+    async fn check(&mut self) -> Result<bool, Error> {
         let stored = match certs::reload(&self.secrets, &self.settings).await? {
             Some(stored) => stored,
             None => certs::load_or_create(&self.secrets, &self.settings).await?,
@@ -377,10 +428,10 @@ impl Keeper {
             let prepared = material.prepare(&self.settings, now)?;
             if self.write(prepared).await? {
                 tracing::info!(secret = %self.settings.secret_ref(), "issued the next certificate; its CA goes into the CRDs first");
-                self.inject().await?;
+                return self.inject().await;
             }
         }
-        Ok(())
+        Ok(injected)
     }
 
     /// Whether every CRD that needs conversion trusts the required CAs now.

@@ -114,9 +114,13 @@ pub fn permissions(rules: &[PolicyRule]) -> BTreeSet<Permission> {
 }
 
 fn uses(request: &Request, permission: &Permission) -> bool {
+    // A server-side apply that creates its object is logged as a patch answered 201, and
+    // authorized as a create.
+    let verb_used = request.verb == permission.verb
+        || (permission.verb == "create" && request.verb == "patch" && request.code == Some(201));
     request.group == permission.group
         && request.resource == permission.resource
-        && request.verb == permission.verb
+        && verb_used
         && permission
             .name
             .as_ref()
@@ -159,12 +163,14 @@ fn checker_finds_both() -> Result<()> {
         r#"{"verb":"list","user":{"username":"sa"},"objectRef":{"resource":"configmaps"},"responseStatus":{"code":403}}"#,
         r#"{"verb":"delete","user":{"username":"other"},"objectRef":{"resource":"secrets","name":"a"},"responseStatus":{"code":200}}"#,
         r#"{"verb":"get","user":{"username":"sa"},"requestURI":"/apis"}"#,
+        r#"{"verb":"patch","user":{"username":"sa"},"objectRef":{"resource":"configmaps","name":"c"},"responseStatus":{"code":201}}"#,
     ]
     .join("\n");
     let requests = requests(&log, "sa")?;
     let rules: Vec<PolicyRule> = serde_json::from_value(serde_json::json!([
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "delete"]},
         {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
          "resourceNames": ["a", "b"], "verbs": ["patch"]},
     ]))?;

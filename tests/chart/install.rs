@@ -10,6 +10,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
+use api::provider_kinds::Scope;
 use base64::Engine;
 use gitlab_standin::{GitlabStandin, Role as GitlabRole};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -32,7 +33,16 @@ const FULLNAME: &str = "es-external-secrets";
 const APP: &str = "app";
 
 /// Permissions the chart grants that this test does not use, and why they stay.
-pub const UNUSED_ON_PURPOSE: &[(&str, &str)] = &[];
+pub const UNUSED_ON_PURPOSE: &[(&str, &str)] = &[
+    (
+        "get external-secrets.io/clustersecretstores",
+        "read only when the watch cache has not seen a store yet (one created a moment ago)",
+    ),
+    (
+        "get external-secrets.io/secretstores",
+        "read only when the watch cache has not seen a store yet (one created a moment ago)",
+    ),
+];
 
 pub async fn install_and_upgrade() -> Result<()> {
     let cp = ControlPlane::start()?;
@@ -62,10 +72,12 @@ pub async fn install_and_upgrade() -> Result<()> {
         let scenario = Scenario::new(&admin, &vault, &gitlab).await?;
         scenario.fake_and_template().await?;
         scenario.push().await?;
+        scenario.push_deletion().await?;
         scenario.vault_kubernetes_login(&cp).await?;
         scenario.cluster_store().await?;
         scenario.deletion_policy_delete().await?;
         scenario.store_moves_to_provider_ref().await?;
+        scenario.eso_finalizers().await?;
         scenario.gitlab_not_installed().await?;
 
         testenv::helm(
@@ -84,6 +96,7 @@ pub async fn install_and_upgrade() -> Result<()> {
         )?;
         only_these_providers_installed(&admin, &["fake", "vault", "gitlab"]).await?;
         scenario.gitlab_after_upgrade().await?;
+        scenario.every_kind_in_both_scopes().await?;
         operator.still_running()?;
         anyhow::Ok(())
     }
@@ -136,8 +149,10 @@ async fn only_these_providers_installed(client: &Client, keys: &[&str]) -> Resul
 }
 
 /// The operator binary with the arguments of the Deployment the chart rendered, under a token
-/// of the chart's ServiceAccount; only its listen addresses move to free loopback ports, and
-/// the webhook is called at a URL because the control plane has no Service network.
+/// of the chart's ServiceAccount; only its listen addresses move to free loopback ports. The
+/// CRDs keep naming the webhook's Service, as in a cluster (this control plane cannot route to
+/// it, and nothing here needs a conversion: every object is read and written at its storage
+/// version).
 struct Operator {
     child: Child,
     log: tempfile::NamedTempFile,
@@ -172,7 +187,14 @@ impl Operator {
         let kubeconfig = tempfile::NamedTempFile::new()?;
         std::fs::write(kubeconfig.path(), token_kubeconfig(cp, &token)?)?;
 
-        let free = || -> Result<SocketAddr> { Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?) };
+        // Held until all are chosen, so that no two are the same port.
+        let mut held = Vec::new();
+        let mut free = || -> Result<SocketAddr> {
+            let listener = TcpListener::bind("127.0.0.1:0")?;
+            let addr = listener.local_addr()?;
+            held.push(listener);
+            Ok(addr)
+        };
         let webhook = free()?;
         let mut args: Vec<String> = Vec::new();
         for arg in container.args.unwrap_or_default() {
@@ -185,11 +207,11 @@ impl Operator {
                 None => args.push(arg),
             }
         }
+        drop(held);
         ensure!(
             args.first().map(String::as_str) == Some("controller"),
             "the Deployment runs `external-secrets controller`: {args:?}"
         );
-        args.push(format!("--webhook-url=https://{webhook}/convert"));
         // The kubeconfig file must outlive the process start only.
         args.push(format!("--kubeconfig={}", kubeconfig.path().display()));
 
@@ -597,11 +619,28 @@ spec:
     /// Before GitLab is enabled: an inline GitLab store is refused by the API server, and a
     /// store referencing a Gitlab says which CRD and which chart value are missing.
     async fn gitlab_not_installed(&self) -> Result<()> {
-        let refused = self
+        // kubectl's strict field validation names the unknown field.
+        let strict = self
             .apply(&self.gitlab_inline_store("gl-inline"))
             .await
             .expect_err("an inline GitLab store is refused while GitLab is disabled");
-        let message = format!("{refused:#}");
+        let message = format!("{strict:#}");
+        ensure!(
+            message.contains(".spec.provider.gitlab"),
+            "a strict apply names the field: {message}"
+        );
+        // Without it the API server prunes the unknown key; the chart's rule then says why.
+        let stores = Api::<DynamicObject>::namespaced_with(
+            self.client.clone(),
+            APP,
+            &core("v1", "SecretStore", "secretstores"),
+        );
+        let store: DynamicObject = serde_yaml::from_str(&self.gitlab_inline_store("gl-inline"))?;
+        let refused = stores
+            .create(&PostParams::default(), &store)
+            .await
+            .expect_err("an inline GitLab store is refused while GitLab is disabled");
+        let message = refused.to_string();
         ensure!(
             message.contains("providers.<name>.enabled") && message.contains("fake, vault"),
             "the refusal names the served providers and the chart value: {message}"
@@ -616,9 +655,9 @@ spec:
 "#,
         )
         .await?;
-        let stores = core("v1", "SecretStore", "secretstores");
+        let resource = core("v1", "SecretStore", "secretstores");
         testenv::wait_for(TIMEOUT, "store gl ProviderNotInstalled", || async {
-            let ready = self.condition(&stores, Some(APP), "gl").await?;
+            let ready = self.condition(&resource, Some(APP), "gl").await?;
             let message = ready["message"].as_str().unwrap_or_default();
             ensure!(
                 ready["reason"] == "ProviderNotInstalled"
@@ -681,13 +720,203 @@ spec:
         self.wait_ready(&core("v1", "SecretStore", "secretstores"), Some(APP), "gl")
             .await?;
         self.apply(&self.gitlab_inline_store("gl-inline")).await?;
-        self.wait_ready(
-            &core("v1", "SecretStore", "secretstores"),
-            Some(APP),
-            "gl-inline",
-        )
-        .await
+        let stores = core("v1", "SecretStore", "secretstores");
+        self.wait_ready(&stores, Some(APP), "gl-inline").await?;
+        // Gitlab converts through the webhook: its new CRDs trust it without waiting for the
+        // operator's periodic check.
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        for crd in [
+            "gitlabs.providers.external-secrets.io",
+            "gitlabs.cluster.providers.external-secrets.io",
+        ] {
+            testenv::wait_for(
+                Duration::from_secs(20),
+                &format!("{crd} caBundle"),
+                || async {
+                    let value = serde_json::to_value(crds.get(crd).await?.spec.conversion)?;
+                    let bundle = value["webhook"]["clientConfig"]["caBundle"].as_str();
+                    ensure!(
+                        bundle.is_some_and(|b| !b.is_empty()),
+                        "{crd} has no caBundle yet"
+                    );
+                    anyhow::Ok(())
+                },
+            )
+            .await?;
+        }
+        Ok(())
     }
+
+    /// PushSecret `deletionPolicy: Delete`: the operator holds it with a finalizer until it
+    /// removed what it pushed.
+    async fn push_deletion(&self) -> Result<()> {
+        let pushsecrets = self.api(APP, &core("v1alpha1", "PushSecret", "pushsecrets"));
+        pushsecrets
+            .patch(
+                "push",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"deletionPolicy": "Delete"}})),
+            )
+            .await?;
+        testenv::wait_for(TIMEOUT, "the PushSecret's finalizer", || async {
+            let ps = pushsecrets.get("push").await?;
+            let finalizers = ps.metadata.finalizers.unwrap_or_default();
+            ensure!(!finalizers.is_empty(), "no finalizer yet");
+            anyhow::Ok(())
+        })
+        .await?;
+        delete_and_wait(&pushsecrets, "push").await
+    }
+
+    /// `namespace` `None` for a cluster-scoped resource.
+    fn api(
+        &self,
+        namespace: impl Into<Option<&'static str>>,
+        resource: &ApiResource,
+    ) -> Api<DynamicObject> {
+        match namespace.into() {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, resource),
+            None => Api::all_with(self.client.clone(), resource),
+        }
+    }
+
+    /// Objects Go ESO left with its finalizers are deletable: the operator removes them.
+    async fn eso_finalizers(&self) -> Result<()> {
+        self.apply(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata:
+  name: eso-store
+  finalizers: [secretstore.externalsecrets.io/finalizer]
+spec:
+  provider:
+    fake:
+      data: [{key: k, value: v}]
+---
+apiVersion: external-secrets.io/v1
+kind: ClusterSecretStore
+metadata:
+  name: eso-cluster-store
+  finalizers: [secretstore.externalsecrets.io/finalizer]
+spec:
+  provider:
+    fake:
+      data: [{key: k, value: v}]
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata:
+  name: eso-left
+  finalizers: [externalsecrets.external-secrets.io/externalsecret-cleanup]
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {name: eso-store, kind: SecretStore}
+  target: {name: eso-left}
+  data: [{secretKey: k, remoteRef: {key: k}}]
+"#,
+        )
+        .await?;
+        self.wait_secret("eso-left", "k", b"v").await?;
+        let es = core("v1", "ExternalSecret", "externalsecrets");
+        delete_and_wait(&self.api(APP, &es), "eso-left").await?;
+        let store = core("v1", "SecretStore", "secretstores");
+        delete_and_wait(&self.api(APP, &store), "eso-store").await?;
+        let cluster_store = core("v1", "ClusterSecretStore", "clustersecretstores");
+        delete_and_wait(&self.api(None, &cluster_store), "eso-cluster-store").await
+    }
+
+    /// For each enabled provider, in both scopes: an inline store gets its provider object
+    /// applied and validated, then moves to a providerRef and the object goes.
+    async fn every_kind_in_both_scopes(&self) -> Result<()> {
+        let token = self.vault.root_token();
+        self.apply(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: vault-token}}\nstringData: {{token: {token}}}\n"
+        ))
+        .await?;
+        for descriptor in api::providers::ALL {
+            let Some(spec) = self.minimal_spec(descriptor.store_key)? else {
+                continue;
+            };
+            let name = format!("{}-every", descriptor.store_key);
+            let scopes = [
+                ("SecretStore", "secretstores", Scope::Namespaced, Some(APP)),
+                (
+                    "ClusterSecretStore",
+                    "clustersecretstores",
+                    Scope::Cluster,
+                    None,
+                ),
+            ];
+            for (kind, plural, scope, namespace) in scopes {
+                let resource = descriptor.storage_resource(scope);
+                let store = json!({
+                    "apiVersion": "external-secrets.io/v1", "kind": kind,
+                    "metadata": {"name": name},
+                    "spec": {"provider": {descriptor.store_key: spec}},
+                });
+                self.apply(&serde_yaml::to_string(&store)?).await?;
+                let what = format!("{kind} {name}'s {} validated", descriptor.kind);
+                testenv::wait_for(TIMEOUT, &what, || {
+                    self.condition(&resource, namespace, &name)
+                })
+                .await?;
+                let target = json!({
+                    "apiVersion": resource.api_version, "kind": descriptor.kind,
+                    "metadata": {"name": format!("{name}-ref")}, "spec": spec,
+                });
+                self.apply(&serde_yaml::to_string(&target)?).await?;
+                let reference = json!({"spec": {"provider": null, "providerRef": {
+                    "apiVersion": resource.api_version, "kind": descriptor.kind,
+                    "name": format!("{name}-ref")}}});
+                self.api(namespace, &core("v1", kind, plural))
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(reference))
+                    .await?;
+                let objects = self.api(namespace, &resource);
+                let what = format!(
+                    "the {} converted for {kind} {name} deleted",
+                    descriptor.kind
+                );
+                testenv::wait_for(TIMEOUT, &what, || async {
+                    ensure!(objects.get_opt(&name).await?.is_none(), "still there");
+                    anyhow::Ok(())
+                })
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A spec each enabled provider accepts, its Secrets in `app` (so valid in both scopes);
+    /// `None` for a provider the release does not enable.
+    fn minimal_spec(&self, key: &str) -> Result<Option<Value>> {
+        let secret = |name: &str, key: &str| json!({"name": name, "key": key, "namespace": APP});
+        Ok(Some(match key {
+            "fake" => json!({"data": [{"key": "k", "value": "v"}]}),
+            "vault" => json!({
+                "server": self.vault.address(), "path": "kv", "version": "v2",
+                "auth": {"tokenSecretRef": secret("vault-token", "token")},
+            }),
+            "gitlab" => json!({
+                "url": self.gitlab.url(),
+                "projectID": self.gitlab.project_id("acme/app")?.to_string(),
+                "auth": {"SecretRef": {"accessToken": secret("gitlab-token", "token")}},
+            }),
+            "kubernetes" => return Ok(None),
+            other => {
+                bail!("no minimal spec for provider {other}: add one so its RBAC is exercised")
+            }
+        }))
+    }
+}
+
+async fn delete_and_wait(api: &Api<DynamicObject>, name: &str) -> Result<()> {
+    api.delete(name, &Default::default()).await?;
+    testenv::wait_for(TIMEOUT, &format!("{name} deleted"), || async {
+        ensure!(api.get_opt(name).await?.is_none(), "{name} still exists");
+        anyhow::Ok(())
+    })
+    .await
 }
 
 fn core(version: &str, kind: &str, plural: &str) -> ApiResource {
