@@ -79,6 +79,7 @@ pub async fn install_and_upgrade() -> Result<()> {
         scenario.store_moves_to_provider_ref().await?;
         scenario.eso_finalizers().await?;
         scenario.gitlab_not_installed().await?;
+        no_requests_for(&cp, &["gitlabs", "kubernetes"])?;
 
         testenv::helm(
             Some(&kubeconfig),
@@ -104,7 +105,30 @@ pub async fn install_and_upgrade() -> Result<()> {
     let logs = operator.stop();
     result.with_context(|| format!("operator log tail:\n{logs}"))?;
 
+    no_requests_for(&cp, &["kubernetes"])?;
     rbac_is_minimal(&cp, &admin).await
+}
+
+/// A provider that is not installed has no controller and no watch: the operator never asked
+/// for its kinds.
+fn no_requests_for(cp: &ControlPlane, plurals: &[&str]) -> Result<()> {
+    let log = std::fs::read_to_string(cp.audit_log_path())?;
+    let user = format!("system:serviceaccount:{NAMESPACE}:{FULLNAME}");
+    let touched: Vec<String> = audit::requests(&log, &user)?
+        .into_iter()
+        .filter(|r| {
+            [api::PROVIDERS_GROUP, api::CLUSTER_PROVIDERS_GROUP].contains(&r.group.as_str())
+                && plurals
+                    .iter()
+                    .any(|p| r.resource.split('/').next() == Some(p))
+        })
+        .map(|r| r.to_string())
+        .collect();
+    ensure!(
+        touched.is_empty(),
+        "the operator used kinds of providers that are not installed: {touched:?}"
+    );
+    Ok(())
 }
 
 /// Exactly the providers `keys` have CRDs, and the store CRDs' inline schema offers exactly
