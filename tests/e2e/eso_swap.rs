@@ -29,7 +29,53 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             no_phantom_deletion,
         ),
+        trial(
+            "eso_swap::a_merge_target_in_sync_is_not_fetched_again",
+            env,
+            merge_target_in_sync,
+        ),
     ]
+}
+
+/// creationPolicy Merge: the data-hash covers the Secret's final data (other writers' keys
+/// too), as ESO's does, so a change elsewhere on the Secret finds it valid and fetches nothing.
+async fn merge_target_in_sync(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "eso-merge").await?;
+    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
+    let others =
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: shared}\nstringData: {theirs: kept}\n";
+    testenv::apply_yaml_in(&client, &ns, others, true).await?;
+    let es = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: merger}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: fake}\n  target: {name: shared, creationPolicy: Merge}\n  data: [{secretKey: user, remoteRef: {key: user}}]\n";
+    testenv::apply_yaml_in(&client, &ns, es, true).await?;
+    let want = [
+        ("theirs".to_owned(), b"kept".to_vec()),
+        ("user".to_owned(), b"alice".to_vec()),
+    ]
+    .into_iter()
+    .collect();
+    wait_secret(&client, &ns, "shared", &want).await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let refreshed = || async {
+        let es = externalsecrets.get("merger").await?;
+        anyhow::Ok(es.status.and_then(|s| s.refresh_time))
+    };
+    let before = refreshed().await?;
+    ensure!(before.is_some(), "the ExternalSecret records its refresh");
+    // refreshTime has whole seconds: a fetch after this would show.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let touch = json!({"metadata": {"annotations": {"example.com/touched": "yes"}}});
+    secrets
+        .patch("shared", &PatchParams::default(), &Patch::Merge(&touch))
+        .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = refreshed().await?;
+    ensure!(
+        after == before,
+        "the ExternalSecret fetched again after an unrelated change to its Merge target ({before:?} -> {after:?})"
+    );
+    Ok(())
 }
 
 /// deletionPolicy Delete with nothing at the provider and no Secret yet: the status says

@@ -182,7 +182,8 @@ pub fn valid_key(key: &str) -> bool {
 pub fn convert_key(key: &str, unicode: bool) -> String {
     key.chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+            // ESO keeps letters and digits of every script (Go's unicode.IsLetter/IsNumber).
+            if c.is_alphabetic() || c.is_numeric() || matches!(c, '-' | '_' | '.') {
                 c.to_string()
             } else if unicode {
                 format!("_U{:04x}_", u32::from(c))
@@ -244,28 +245,65 @@ impl From<Option<DecodingStrategy>> for Decoding {
     }
 }
 
+/// Go's padded base64 decoders as ESO uses them: non-zero trailing bits accepted, and `\r` and
+/// `\n` anywhere skipped (values copied out of PEM-like text often carry line breaks).
+fn go_decoder(alphabet: &base64::alphabet::Alphabet) -> base64::engine::GeneralPurpose {
+    base64::engine::GeneralPurpose::new(
+        alphabet,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireCanonical),
+    )
+}
+
 pub fn decode(value: Vec<u8>, decoding: Decoding) -> Result<Vec<u8>, String> {
-    let std = base64::engine::general_purpose::STANDARD;
-    let url = base64::engine::general_purpose::URL_SAFE;
+    let std = go_decoder(&base64::alphabet::STANDARD);
+    let url = go_decoder(&base64::alphabet::URL_SAFE);
+    let text: Vec<u8> = value
+        .iter()
+        .copied()
+        .filter(|b| !matches!(b, b'\r' | b'\n'))
+        .collect();
     match decoding {
         Decoding::None => Ok(value),
         // The decoder's own error quotes the offending byte: a piece of the secret.
         Decoding::Base64 => std
-            .decode(&value)
+            .decode(&text)
             .map_err(|_| "the value is not valid base64".to_owned()),
         Decoding::Base64Url => url
-            .decode(&value)
+            .decode(&text)
             .map_err(|_| "the value is not valid base64url".to_owned()),
         Decoding::Auto => Ok(std
-            .decode(&value)
-            .or_else(|_| url.decode(&value))
+            .decode(&text)
+            .or_else(|_| url.decode(&text))
             .unwrap_or(value)),
     }
 }
 
-/// The Secret we want, as a server-side apply body, from the shaped (templated) result.
-/// `None` when nothing is to be written.
-pub fn desired_secret(es: &ExternalSecret, shaped: &Shaped) -> Option<Value> {
+/// The Secret's data once our write is done: exactly ours with Owner and Orphan; with Merge and
+/// CreateOrMerge, the keys others wrote stay beside ours.
+pub fn final_data(
+    es: &ExternalSecret,
+    existing: Option<&Secret>,
+    data: &BTreeMap<String, Vec<u8>>,
+) -> BTreeMap<String, Vec<u8>> {
+    match (creation_policy(es), existing) {
+        (CreationPolicy::Merge | CreationPolicy::CreateOrMerge, Some(existing)) => {
+            let mut merged = secret_data(existing);
+            merged.extend(data.iter().map(|(k, v)| (k.clone(), v.clone())));
+            merged
+        }
+        _ => data.clone(),
+    }
+}
+
+/// The Secret we want, as a server-side apply body, from the shaped (templated) result and the
+/// Secret as it is. `None` when nothing is to be written.
+pub fn desired_secret(
+    es: &ExternalSecret,
+    shaped: &Shaped,
+    existing: Option<&Secret>,
+) -> Option<Value> {
     let policy = creation_policy(es);
     if policy == CreationPolicy::None {
         return None;
@@ -275,7 +313,12 @@ pub fn desired_secret(es: &ExternalSecret, shaped: &Shaped) -> Option<Value> {
     let mut labels = shaped.labels.clone();
     let mut annotations = shaped.annotations.clone();
     labels.insert(MANAGED_LABEL.to_owned(), "true".to_owned());
-    annotations.insert(DATA_HASH_ANNOTATION.to_owned(), hash::data_hash(data));
+    // ESO hashes the data the Secret ends up with, other writers' keys included, and compares
+    // that with the Secret as it is; a hash of ours alone would never match a merged Secret.
+    annotations.insert(
+        DATA_HASH_ANNOTATION.to_owned(),
+        hash::data_hash(&final_data(es, existing, data)),
+    );
     let mut metadata = json!({
         "name": target_name(es),
         "namespace": namespace,

@@ -135,13 +135,18 @@ pub(super) async fn fetch(
                 message,
             })?
         };
-        for (k, v) in map {
+        // ESO drops keys that are empty (nothing upstream to name them) rather than failing.
+        for (k, v) in map.into_iter().filter(|(k, _)| !k.is_empty()) {
             let invalid = |message: String| Error::Invalid {
                 field: format!("{field} key {k:?}"),
                 message,
             };
             if !valid_key(&k) {
-                return Err(invalid("not a valid Secret key; add a rewrite".into()).into());
+                return Err(invalid(
+                    "not a valid Secret key (ASCII letters, digits, '-', '_' and '.' only); add a rewrite"
+                        .into(),
+                )
+                .into());
             }
             let v = decode(v, strategy.into()).map_err(invalid)?;
             check_nul(&v, nul).map_err(invalid)?;

@@ -300,7 +300,7 @@ async fn write_secret(
     let policy = desired::creation_policy(es);
     let target = desired::target_name(es);
     let data = &shaped.data;
-    let Some(body) = desired::desired_secret(es, shaped) else {
+    let Some(body) = desired::desired_secret(es, shaped, existing) else {
         return Ok(Written::Unchanged);
     };
     if existing.is_none() && policy == CreationPolicy::Merge {

@@ -82,7 +82,7 @@ fn secret_with(data_: &BTreeMap<String, Vec<u8>>, hash: Option<String>, managed:
 fn owner_secret_has_eso_metadata_and_owner_reference() {
     let es = es(BASIC);
     let d = data(&[("user", "alice")]);
-    let secret = desired_secret(&es, &shaped(&es, &d)).unwrap();
+    let secret = desired_secret(&es, &shaped(&es, &d), None).unwrap();
     assert_eq!(secret["metadata"]["name"], "app-secret");
     assert_eq!(secret["metadata"]["namespace"], "team");
     assert_eq!(secret["metadata"]["labels"][MANAGED_LABEL], "true");
@@ -100,10 +100,37 @@ fn owner_secret_has_eso_metadata_and_owner_reference() {
     assert!(secret.get("type").is_none());
 }
 
+/// ESO hashes the Secret's final data: with Merge the keys of other writers are in it, so a
+/// Secret left as we wrote it is valid and not fetched again.
+#[test]
+fn merge_targets_hash_the_merged_data() {
+    let merge = es(&BASIC.replace(
+        "target: {name: app-secret}",
+        "target: {name: app-secret, creationPolicy: Merge}",
+    ));
+    let ours = data(&[("user", "alice")]);
+    let existing = secret_with(&data(&[("user", "old"), ("other", "theirs")]), None, false);
+    let body = desired_secret(&merge, &shaped(&merge, &ours), Some(&existing)).unwrap();
+    let merged = data(&[("user", "alice"), ("other", "theirs")]);
+    assert_eq!(
+        body["metadata"]["annotations"][DATA_HASH_ANNOTATION],
+        hash::data_hash(&merged)
+    );
+    let written = secret_with(&merged, Some(hash::data_hash(&merged)), true);
+    assert!(secret_is_valid(&merge, Some(&written)));
+    // Owner: exactly ours, whatever was there.
+    let owner = es(BASIC);
+    let body = desired_secret(&owner, &shaped(&owner, &ours), Some(&existing)).unwrap();
+    assert_eq!(
+        body["metadata"]["annotations"][DATA_HASH_ANNOTATION],
+        hash::data_hash(&ours)
+    );
+}
+
 #[test]
 fn other_policies_shape_the_secret() {
     let orphan = es(&BASIC.replace("target: {name: app-secret}", "target: {name: app-secret, creationPolicy: Orphan, immutable: true, template: {type: kubernetes.io/tls, metadata: {labels: {a: b}, finalizers: [example.com/keep]}}}"));
-    let secret = desired_secret(&orphan, &shaped(&orphan, &data(&[("user", "x")]))).unwrap();
+    let secret = desired_secret(&orphan, &shaped(&orphan, &data(&[("user", "x")])), None).unwrap();
     assert!(secret["metadata"].get("ownerReferences").is_none());
     assert!(secret["metadata"]["labels"].get(CREATED_BY_LABEL).is_none());
     assert_eq!(secret["metadata"]["labels"]["a"], "b");
@@ -114,7 +141,7 @@ fn other_policies_shape_the_secret() {
         "target: {name: app-secret}",
         "target: {creationPolicy: None}",
     ));
-    assert!(desired_secret(&none, &shaped(&none, &data(&[]))).is_none());
+    assert!(desired_secret(&none, &shaped(&none, &data(&[])), None).is_none());
 }
 
 #[test]
@@ -237,6 +264,18 @@ fn decoding_strategies() {
         b"not base64!"
     );
     assert_eq!(decode(b"aGk=".to_vec(), Decoding::None).unwrap(), b"aGk=");
+    // As lenient as Go's decoder: line breaks are skipped, non-zero trailing bits accepted;
+    // padding is still required, as Go's StdEncoding requires it.
+    assert_eq!(
+        decode(b"aGVs\r\nbG8=\n".to_vec(), Decoding::Base64).unwrap(),
+        b"hello"
+    );
+    assert_eq!(decode(b"aGl=".to_vec(), Decoding::Base64).unwrap(), b"hi");
+    assert!(decode(b"aGk".to_vec(), Decoding::Base64).is_err());
+    assert_eq!(
+        decode(b"_-8=\n".to_vec(), Decoding::Base64Url).unwrap(),
+        vec![0xff, 0xef]
+    );
     let err = decode(b"s3cr3t!".to_vec(), Decoding::Base64).unwrap_err();
     assert!(
         !err.contains('!') && !err.contains("33"),
@@ -272,7 +311,12 @@ fn unsupported_features_name_their_field() {
 fn key_conversion_and_validation() {
     assert_eq!(convert_key("app/db.password", false), "app_db.password");
     assert_eq!(convert_key("app/db pass", true), "app_U002f_db_U0020_pass");
-    assert_eq!(convert_key("ключ", true), "_U043a__U043b__U044e__U0447_");
+    // As ESO (Go's unicode.IsLetter and IsNumber), letters and digits of any script are kept;
+    // such a key is then refused as a Secret key, naming it, instead of being mangled.
+    assert_eq!(convert_key("ключ", true), "ключ");
+    assert_eq!(convert_key("пароль/1", false), "пароль_1");
+    assert_eq!(convert_key("٣", false), "٣");
+    assert!(!valid_key("ключ"));
     assert!(valid_key("a-b_c.d"));
     assert!(!valid_key("a/b"));
     assert!(!valid_key(".."));
