@@ -34,7 +34,34 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             merge_target_in_sync,
         ),
+        trial(
+            "eso_swap::a_renamed_target_leaves_no_orphan",
+            env,
+            renamed_target,
+        ),
     ]
+}
+
+/// creationPolicy Owner: after `target.name` changes, the Secret of the former name goes, as
+/// ESO deletes the Secrets labelled with its created-by hash.
+async fn renamed_target(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "eso-rename").await?;
+    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
+    let es = |target: &str| {
+        format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: renamed}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: fake}}\n  target: {{name: {target}}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+        )
+    };
+    testenv::apply_yaml_in(&client, &ns, &es("first"), true).await?;
+    let want = [("user".to_owned(), b"alice".to_vec())]
+        .into_iter()
+        .collect();
+    wait_secret(&client, &ns, "first", &want).await?;
+    testenv::apply_yaml_in(&client, &ns, &es("second"), true).await?;
+    wait_secret(&client, &ns, "second", &want).await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    gone(&secrets, "first").await
 }
 
 /// creationPolicy Merge: the data-hash covers the Secret's final data (other writers' keys

@@ -15,12 +15,12 @@ use api::external_secret::{CreationPolicy, DeletionPolicy, ExternalSecret, Exter
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
-use tracing::{debug, instrument};
+use tracing::{debug, info, instrument, warn};
 
 use crate::context::{Context, apply_status};
 use crate::metrics::labels;
@@ -364,11 +364,54 @@ async fn write_secret(
         }
     }
     ctx.wrote(&es.namespace().unwrap_or_default(), &target, versions);
-    Ok(if existing.is_some() {
-        Written::Updated
-    } else {
-        Written::Created
-    })
+    if existing.is_some() {
+        return Ok(Written::Updated);
+    }
+    delete_renamed_targets(es, secrets, &target).await?;
+    Ok(Written::Created)
+}
+
+/// As ESO: with creationPolicy Owner, a Secret this ExternalSecret created under a former
+/// `target.name` goes once the new one exists. Only after a spec change (generation above 1)
+/// can the target have been renamed, so a new ExternalSecret costs no extra request.
+async fn delete_renamed_targets(
+    es: &ExternalSecret,
+    secrets: &Api<Secret>,
+    target: &str,
+) -> Result<(), Error> {
+    if desired::creation_policy(es) != CreationPolicy::Owner
+        || es.meta().generation.unwrap_or_default() <= 1
+    {
+        return Ok(());
+    }
+    let label = format!(
+        "{}={}",
+        desired::CREATED_BY_LABEL,
+        hash::created_by(&es.namespace().unwrap_or_default(), &es.name_any())
+    );
+    let former = secrets
+        .list_metadata(&ListParams::default().labels(&label))
+        .await
+        .map_err(|source| Error::ReadSecret {
+            name: format!("Secrets labelled {label}"),
+            source,
+        })?;
+    for old in former.items.iter().filter(|s| s.name_any() != target) {
+        let old = Secret {
+            metadata: old.metadata.clone(),
+            ..Secret::default()
+        };
+        // delete_owned refuses a Secret another object controls, label or not.
+        if let Err(e) = delete_owned(es, secrets, &old).await {
+            warn!(secret = old.name_any(), error = %e, "not deleting the former target");
+        } else {
+            info!(
+                secret = old.name_any(),
+                "deleted the Secret of a former target name"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Whether the labels, annotations and owner references we want are already on the Secret.
