@@ -39,7 +39,33 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             renamed_target,
         ),
+        trial("eso_swap::rewrite_merge_example", env, rewrite_merge),
     ]
+}
+
+/// examples/externalsecret-rewrite-merge.yaml: the found JSON objects merged into keys, the
+/// priority key winning, numbers printed as Go prints them.
+async fn rewrite_merge(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "eso-merge-rewrite").await?;
+    for file in [
+        "examples/secretstore-fake-inline.yaml",
+        "examples/externalsecret-rewrite-merge.yaml",
+    ] {
+        let yaml = std::fs::read_to_string(Env::path(file))?
+            .replace("namespace: examples", &format!("namespace: {ns}"));
+        testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    }
+    let want = [
+        ("host", "db.internal"),
+        ("port", "5432"),
+        ("user", "reporting"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.as_bytes().to_vec()))
+    .collect();
+    wait_secret(&client, &ns, "rewrite-merge", &want).await?;
+    Ok(())
 }
 
 /// creationPolicy Owner: after `target.name` changes, the Secret of the former name goes, as

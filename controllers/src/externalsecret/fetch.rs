@@ -223,6 +223,13 @@ fn rewrite(
     let mut map = map;
     for (j, step) in entry.rewrite.iter().flatten().enumerate() {
         let step_field = format!("{field}.rewrite[{j}]");
+        if let Some(op) = &step.merge {
+            map = super::merge::merge(op, map).map_err(|message| Error::Invalid {
+                field: format!("{step_field}.merge"),
+                message,
+            })?;
+            continue;
+        }
         let rename: Rename = match (&step.regexp, &step.transform) {
             (Some(re), _) => {
                 let compiled = regex::Regex::new(&re.source).map_err(|e| Error::Invalid {
@@ -240,12 +247,8 @@ fn rewrite(
                 )?;
                 Box::new(move |k| Ok(transform.apply(k)?))
             }
-            (None, None) => {
-                return Err(Error::Invalid {
-                    field: step_field,
-                    message: "only regexp and transform rewrites are supported yet".into(),
-                });
-            }
+            // The CRD's rule requires exactly one of regexp, transform and merge.
+            (None, None) => continue,
         };
         let mut out = BTreeMap::new();
         let mut from: BTreeMap<String, String> = BTreeMap::new();

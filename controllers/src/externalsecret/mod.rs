@@ -4,6 +4,7 @@
 pub mod desired;
 mod fetch;
 pub mod hash;
+mod merge;
 pub(crate) mod triggers;
 
 use std::collections::BTreeMap;
