@@ -1,15 +1,18 @@
 //! Swapping Go ESO for this operator: objects ESO left its finalizers on can be deleted, and
 //! what belongs to another controller class is left alone.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
 use api::store::SecretStore;
+use base64::Engine;
+use controllers::externalsecret::{desired, hash};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use libtest_mimic::Trial;
 use serde_json::json;
 
@@ -40,6 +43,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             renamed_target,
         ),
         trial("eso_swap::rewrite_merge_example", env, rewrite_merge),
+        trial(
+            "eso_swap::secrets_written_by_eso_are_adopted_without_a_write",
+            env,
+            adopted_without_a_write,
+        ),
     ]
 }
 
@@ -220,4 +228,118 @@ async fn esos_finalizers(env: Arc<Env>) -> Result<()> {
         .patch("theirs", &PatchParams::default(), &Patch::Merge(&release))
         .await?;
     gone(&externalsecrets, "theirs").await
+}
+
+/// Secrets exactly as Go ESO writes them (managed label, created-by for Owner, data-hash of the
+/// final data, controller owner reference for Owner, its field manager, Update not apply) with
+/// the ExternalSecret status it leaves: this operator adopts every one without a write or a
+/// provider call. An ExternalSecret without a Secret beside them proves the operator ran.
+async fn adopted_without_a_write(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "eso-fixtures").await?;
+    let class = format!("fixtures-{ns}");
+    let store = format!(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
+    );
+    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let alice = || BTreeMap::from([("user".to_owned(), b"alice".to_vec())]);
+    let templated = || BTreeMap::from([("dsn".to_owned(), b"alice@db".to_vec())]);
+    // (name, creationPolicy, template, data ESO writes, a key someone else wrote before)
+    let cases = [
+        ("owner", "Owner", false, alice(), false),
+        ("owner-templated", "Owner", true, templated(), false),
+        ("orphan", "Orphan", false, alice(), false),
+        ("orphan-templated", "Orphan", true, templated(), false),
+        ("merge", "Merge", false, alice(), true),
+        ("merge-templated", "Merge", true, templated(), true),
+        ("create-or-merge", "CreateOrMerge", false, alice(), true),
+        (
+            "create-or-merge-templated",
+            "CreateOrMerge",
+            true,
+            templated(),
+            false,
+        ),
+    ];
+    for (name, policy, template, ours, others) in cases {
+        let template = if template {
+            ", template: {data: {dsn: '{{ .user }}@db'}}"
+        } else {
+            ""
+        };
+        let yaml = format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: {name}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: fake}}\n  target: {{name: {name}, creationPolicy: {policy}{template}}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+        );
+        testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+        let es = externalsecrets.get(name).await?;
+        let mut data = ours;
+        if others {
+            data.insert("theirs".to_owned(), b"kept".to_vec());
+        }
+        let mut labels = BTreeMap::from([(desired::MANAGED_LABEL.to_owned(), "true".to_owned())]);
+        let mut owners = Vec::new();
+        if policy == "Owner" {
+            labels.insert(
+                desired::CREATED_BY_LABEL.to_owned(),
+                hash::created_by(&ns, name),
+            );
+            owners.push(json!({
+                "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret", "name": name,
+                "uid": es.metadata.uid, "controller": true, "blockOwnerDeletion": true,
+            }));
+        }
+        let encoded: BTreeMap<&String, String> = data
+            .iter()
+            .map(|(k, v)| (k, base64::engine::general_purpose::STANDARD.encode(v)))
+            .collect();
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {
+                "name": name, "labels": labels, "ownerReferences": owners,
+                "annotations": {desired::DATA_HASH_ANNOTATION: hash::data_hash(&data)},
+            },
+            "type": "Opaque",
+            "data": encoded,
+        }))?;
+        let as_eso = PostParams {
+            field_manager: Some(desired::field_manager(name)),
+            ..PostParams::default()
+        };
+        secrets.create(&as_eso, &secret).await?;
+        let status = json!({"status": {
+            "refreshTime": jiff::Timestamp::now().to_string(),
+            "syncedResourceVersion": desired::synced_resource_version(&es),
+            "binding": {"name": name},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "SecretSynced",
+                "message": "secret synced", "lastTransitionTime": jiff::Timestamp::now().to_string()}],
+        }});
+        externalsecrets
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+    }
+    let control = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: control}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: fake}\n  data: [{secretKey: user, remoteRef: {key: user}}]\n";
+    testenv::apply_yaml_in(&client, &ns, control, true).await?;
+    let before = crate::restart::secret_versions(&secrets).await?;
+    ensure!(before.len() == 8, "{} fixture Secrets", before.len());
+
+    let operator = crate::restart::Operator::start(&env, &ns, &class)?;
+    wait_secret(&client, &ns, "control", &alice()).await?;
+    // Time for every fixture's reconcile, which lists and revalidates them all first.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let reads = operator.reads().await?;
+    ensure!(
+        reads == 1.0,
+        "{reads} provider reads; only the control ExternalSecret's was due"
+    );
+    let mut after = crate::restart::secret_versions(&secrets).await?;
+    after.remove("control");
+    let rewritten: Vec<&String> = before
+        .iter()
+        .filter(|(name, version)| after.get(*name) != Some(version))
+        .map(|(name, _)| name)
+        .collect();
+    ensure!(rewritten.is_empty(), "rewritten: {rewritten:?}");
+    operator.stop();
+    Ok(())
 }

@@ -65,7 +65,7 @@ impl Operator {
     }
 
     /// Provider calls that read secrets, from /metrics (validation is the store's own).
-    async fn reads(&self) -> Result<f64> {
+    pub async fn reads(&self) -> Result<f64> {
         self.sum("externalsecret_provider_api_calls_count", |l| {
             !l.contains("call=\"Validate\"")
         })
