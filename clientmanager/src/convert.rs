@@ -139,6 +139,8 @@ mod tests {
             uid: Some("uid-1".into()),
             spec: serde_json::from_value::<SecretStoreSpec>(spec).unwrap(),
             ready: false,
+            labels: Default::default(),
+            deleting: false,
         }
     }
 

@@ -239,13 +239,29 @@ impl ClientManager {
         self.watched.set_provider(resource, objects);
     }
 
-    /// A client for `store`, used from `namespace`: the path of ExternalSecrets and PushSecrets.
+    /// A client for `store`, used from `namespace`: the path of ExternalSecrets.
     /// Enforces ClusterSecretStore `conditions` and refuses stores that are not Ready.
     pub async fn get(&self, store: &StoreRef, namespace: &str) -> Result<Handle> {
-        let loaded = match self.watched.store(store, namespace) {
-            Some(cached) => cached,
-            None => resolve::load_store(&self.kube, store, namespace).await?,
-        };
+        self.get_gated(store, namespace, self.flood_gate).await
+    }
+
+    /// A client for `store` whether or not it is Ready: the path of PushSecrets. ESO gives them
+    /// no flood gate, so a push or a clean-up is tried against the backend itself rather than
+    /// held back by a store whose last validation failed.
+    pub async fn get_ungated(&self, store: &StoreRef, namespace: &str) -> Result<Handle> {
+        self.get_gated(store, namespace, false).await
+    }
+
+    /// The store `store` names for a user in `namespace`, from the watch cache when there is one.
+    pub async fn load(&self, store: &StoreRef, namespace: &str) -> Result<LoadedStore> {
+        match self.watched.store(store, namespace) {
+            Some(cached) => Ok(cached),
+            None => resolve::load_store(&self.kube, store, namespace).await,
+        }
+    }
+
+    async fn get_gated(&self, store: &StoreRef, namespace: &str, gate: bool) -> Result<Handle> {
+        let loaded = self.load(store, namespace).await?;
         if let Some(class) = loaded
             .spec
             .controller
@@ -268,7 +284,7 @@ impl ClientManager {
             )
             .await?;
         }
-        if self.flood_gate && !loaded.ready {
+        if gate && !loaded.ready {
             return Err(Error::NotReady {
                 kind: store.kind,
                 name: store.name.clone(),

@@ -56,6 +56,10 @@ pub struct LoadedStore {
     pub uid: Option<String>,
     pub spec: SecretStoreSpec,
     pub ready: bool,
+    /// For PushSecret `dataTo` entries that pick stores by label.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Being deleted: PushSecrets push nothing more to it, only remove what they pushed.
+    pub deleting: bool,
 }
 
 impl LoadedStore {
@@ -67,6 +71,8 @@ impl LoadedStore {
             uid: store.uid(),
             spec: store.spec.clone(),
             ready: is_ready(store.status.as_ref().map(|s| s.conditions.as_slice())),
+            labels: store.labels().clone(),
+            deleting: store.metadata.deletion_timestamp.is_some(),
         }
     }
 
@@ -78,6 +84,8 @@ impl LoadedStore {
             uid: store.uid(),
             spec: store.spec.store.clone(),
             ready: is_ready(store.status.as_ref().map(|s| s.conditions.as_slice())),
+            labels: store.labels().clone(),
+            deleting: store.metadata.deletion_timestamp.is_some(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! State shared by every reconciler.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::events::{EventType, Recorder};
@@ -50,15 +50,23 @@ pub struct Context {
     pub generations: crate::generations::Generations,
     /// Provider objects whose spec changed: the ExternalSecrets reading through them resync.
     pub provider_changed: UnboundedSender<ProviderIdentity>,
-    /// Where a store that turned Ready is announced: one receiver per controller of its users.
-    ready_stores: Vec<UnboundedSender<ReadyStore>>,
+    /// Where a store that turned Ready is announced to ExternalSecrets.
+    externalsecret_wake: UnboundedSender<ReadyStore>,
+    /// Where a store that turned Ready, or is being deleted, is announced to PushSecrets.
+    pushsecret_wake: UnboundedSender<ReadyStore>,
+    /// Every PushSecret, for the stores' finalizer; the PushSecret controller's watch cache.
+    pub pushsecrets: OnceLock<PushSecretCache>,
     /// resourceVersions of target Secrets as this operator last wrote them, by namespace and
     /// name: the watch event of our own write needs no reconcile.
     own_writes: Mutex<HashMap<(String, String), Vec<String>>>,
     recorder: Recorder,
 }
 
-/// A store whose Ready condition turned True.
+/// The PushSecret controller's watch cache.
+pub type PushSecretCache =
+    kube::runtime::reflector::Store<kube::core::DeserializeGuard<api::push_secret::PushSecret>>;
+
+/// A store whose Ready condition turned True (or, for PushSecrets, that is being deleted).
 #[derive(Clone, Debug)]
 pub struct ReadyStore {
     pub kind: StoreKind,
@@ -88,7 +96,8 @@ impl Context {
         metrics: Metrics,
         settings: Settings,
         provider_changed: UnboundedSender<ProviderIdentity>,
-        ready_stores: Vec<UnboundedSender<ReadyStore>>,
+        externalsecret_wake: UnboundedSender<ReadyStore>,
+        pushsecret_wake: UnboundedSender<ReadyStore>,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -103,7 +112,9 @@ impl Context {
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(420)),
             generations: Default::default(),
             provider_changed,
-            ready_stores,
+            externalsecret_wake,
+            pushsecret_wake,
+            pushsecrets: OnceLock::new(),
             own_writes: Mutex::default(),
             recorder,
         })
@@ -116,9 +127,14 @@ impl Context {
 
     /// Wakes the ExternalSecrets and PushSecrets that use `store`.
     pub fn store_ready(&self, store: ReadyStore) {
-        for tx in &self.ready_stores {
-            let _ = tx.unbounded_send(store.clone());
-        }
+        let _ = self.externalsecret_wake.unbounded_send(store.clone());
+        let _ = self.pushsecret_wake.unbounded_send(store);
+    }
+
+    /// Wakes the PushSecrets that pushed to `store`, which is being deleted, so that they delete
+    /// what they pushed there (deletionPolicy Delete) while it still exists.
+    pub fn store_deleting(&self, store: ReadyStore) {
+        let _ = self.pushsecret_wake.unbounded_send(store);
     }
 
     /// Counts a failed reconcile of `object` (an `ObjectRef` display) and returns when to retry:

@@ -14,6 +14,7 @@ pub mod provider_objects;
 pub mod pushsecret;
 pub mod ratelimit;
 pub mod readiness;
+pub mod rename;
 pub mod secretstore;
 pub mod templating;
 pub(crate) mod watch;

@@ -71,7 +71,8 @@ impl Operator {
                 metrics,
                 settings,
                 provider_changed,
-                vec![es_wake, ps_wake],
+                es_wake,
+                ps_wake,
             ),
             metrics_registry: Arc::new(registry),
             ready: Arc::default(),
@@ -123,16 +124,24 @@ impl Operator {
         };
         let namespace = ctx.settings.namespace.clone();
         let client = ctx.client.clone();
+        // PushSecret changes that concern stores' finalizers.
+        let (ss_users_tx, ss_users_rx) = mpsc::unbounded();
+        let (css_users_tx, css_users_rx) = mpsc::unbounded();
 
         let stores = store_controller::<SecretStore>(
             ctx.clone(),
             scoped(&client, namespace.as_deref()),
             ss_rx,
             ss_installed_rx,
+            ss_users_rx,
             shutdown.clone(),
             "secretstore",
         );
         // Not in single-namespace mode, where cluster stores are not served.
+        let mut store_users = vec![ss_users_tx];
+        if namespace.is_none() {
+            store_users.push(css_users_tx);
+        }
         let cluster_stores = async {
             if namespace.is_none() {
                 store_controller::<ClusterSecretStore>(
@@ -140,6 +149,7 @@ impl Operator {
                     Api::all(client.clone()),
                     css_rx,
                     css_installed_rx,
+                    css_users_rx,
                     shutdown.clone(),
                     "clustersecretstore",
                 )
@@ -147,8 +157,12 @@ impl Operator {
             }
         };
 
-        let pushsecrets =
-            pushsecret::triggers::controller(ctx.clone(), self.pushsecret_wakes, shutdown.clone());
+        let pushsecrets = pushsecret::triggers::controller(
+            ctx.clone(),
+            self.pushsecret_wakes,
+            store_users,
+            shutdown.clone(),
+        );
         let externalsecrets = self
             .externalsecret_triggers
             .controller(ctx.clone(), shutdown.clone());
@@ -163,20 +177,26 @@ impl Operator {
     }
 }
 
-/// The controller of one store kind: its own watch, stores nudged by provider objects, and all of
-/// them when a provider CRD appears.
+/// The controller of one store kind: its own watch, stores nudged by provider objects, stores
+/// whose PushSecrets changed (their finalizer), and all of them when a provider CRD appears.
 fn store_controller<S: StoreObject>(
     ctx: Arc<Context>,
     api: Api<S>,
     nudged: mpsc::UnboundedReceiver<ObjectRef<S>>,
     installed: mpsc::UnboundedReceiver<()>,
+    users: mpsc::UnboundedReceiver<Vec<pushsecret::plan::Uses>>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     name: &'static str,
 ) -> impl Future<Output = ()> {
     let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
-    Controller::new(api, watcher::Config::default())
+    let controller = Controller::new(api, watcher::Config::default());
+    let cached = controller.store();
+    let used = users
+        .flat_map(move |uses| futures::stream::iter(secretstore::used_by::<S>(&uses, &cached)));
+    controller
         .with_config(config)
         .reconcile_on(nudged)
+        .reconcile_on(used)
         .reconcile_all_on(installed)
         .graceful_shutdown_on(shutdown)
         .run(secretstore::reconcile::<S>, error_policy(name), ctx.clone())

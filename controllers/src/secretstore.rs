@@ -79,8 +79,12 @@ pub async fn reconcile<S: StoreObject>(
     if !ctx.owns_class(loaded.spec.controller.as_deref()) {
         return Ok(Action::await_change());
     }
+    let held = crate::pushsecret::holding(&ctx, &loaded).await;
     if store.meta().deletion_timestamp.is_some() {
-        return release_eso_finalizer(store.as_ref(), &loaded, &ctx).await;
+        return finalize(store.as_ref(), &loaded, &ctx, held).await;
+    }
+    if let Some(held) = held {
+        set_finalizer(store.as_ref(), &loaded, &ctx, held).await?;
     }
     let interval = match loaded
         .spec
@@ -248,38 +252,102 @@ fn provider_api(
     }
 }
 
-/// A store being deleted that carries Go ESO's finalizer: nothing of ours waits on it (pushed
-/// secrets are removed by their PushSecrets' own finalizer), so it is removed and the store goes.
-async fn release_eso_finalizer<S: StoreObject>(
+/// A store being deleted keeps ESO's finalizer while PushSecrets with deletionPolicy Delete hold
+/// it (`None`: not known yet). Those are woken to delete what they pushed there while the store
+/// still exists; their changes bring the store back here. Nothing else of ours waits on it.
+async fn finalize<S: StoreObject>(
     store: &S,
     loaded: &LoadedStore,
     ctx: &Context,
+    held: Option<bool>,
 ) -> Result<Action, StatusError> {
-    if store
+    match held {
+        Some(false) => {
+            set_finalizer(store, loaded, ctx, false).await?;
+            Ok(Action::await_change())
+        }
+        Some(true) => {
+            ctx.store_deleting(ReadyStore {
+                kind: S::KIND,
+                name: loaded.name.clone(),
+                namespace: loaded.namespace.clone(),
+                labels: loaded.labels.clone(),
+            });
+            Ok(Action::await_change())
+        }
+        None => Ok(Action::requeue(PUSHSECRETS_UNKNOWN_RETRY)),
+    }
+}
+
+/// How soon a store asks again when the PushSecrets are not listed yet.
+const PUSHSECRETS_UNKNOWN_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Adds or removes ESO's `secretstore.externalsecrets.io/finalizer`, leaving any other.
+async fn set_finalizer<S: StoreObject>(
+    store: &S,
+    loaded: &LoadedStore,
+    ctx: &Context,
+    present: bool,
+) -> Result<(), StatusError> {
+    let has = store
         .finalizers()
         .iter()
-        .any(|f| f == api::store::FINALIZER)
-    {
-        let remaining: Vec<&String> = store
-            .finalizers()
-            .iter()
-            .filter(|f| *f != api::store::FINALIZER)
-            .collect();
-        let patch = serde_json::json!({"metadata": {
-            "finalizers": remaining,
-            "resourceVersion": store.resource_version(),
-        }});
-        S::api(ctx.client.clone(), loaded.namespace.as_deref())
-            .patch(&loaded.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|source| StatusError {
-                part: "finalizers",
-                kind: S::KIND.to_string(),
-                name: loaded.name.clone(),
-                source,
-            })?;
+        .any(|f| f == api::store::FINALIZER);
+    if has == present {
+        return Ok(());
     }
-    Ok(Action::await_change())
+    let mut finalizers: Vec<&str> = store
+        .finalizers()
+        .iter()
+        .map(String::as_str)
+        .filter(|f| *f != api::store::FINALIZER)
+        .collect();
+    if present {
+        finalizers.push(api::store::FINALIZER);
+    }
+    info!(
+        present,
+        "PushSecrets with deletionPolicy Delete: store finalizer"
+    );
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": store.resource_version(),
+    }});
+    S::api(ctx.client.clone(), loaded.namespace.as_deref())
+        .patch(&loaded.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|source| StatusError {
+            part: "finalizers",
+            kind: S::KIND.to_string(),
+            name: loaded.name.clone(),
+            source,
+        })
+}
+
+/// The stores of kind `S` that the PushSecrets described by `uses` name, select or pushed to:
+/// their finalizer may have to change.
+pub(crate) fn used_by<S: StoreObject>(
+    uses: &[crate::pushsecret::plan::Uses],
+    stores: &kube::runtime::reflector::Store<S>,
+) -> Vec<kube::runtime::reflector::ObjectRef<S>> {
+    stores
+        .state()
+        .iter()
+        .filter(|s| {
+            let name = s.name_any();
+            let this = crate::pushsecret::plan::Store {
+                kind: S::KIND,
+                name: &name,
+                labels: s.labels(),
+            };
+            let namespace = s.namespace();
+            uses.iter().any(|u| {
+                u.references(this, namespace.as_deref()) || u.pushed_to(this, namespace.as_deref())
+            })
+        })
+        .map(|s| kube::runtime::reflector::ObjectRef::from(s.as_ref()))
+        .collect()
 }
 
 async fn write_status<S: StoreObject>(

@@ -314,6 +314,8 @@ mod tests {
             uid: Some("uid-db".into()),
             spec: serde_json::from_value(spec).unwrap(),
             ready: true,
+            labels: Default::default(),
+            deleting: false,
         }
     }
 

@@ -14,6 +14,7 @@ use provider::{FindRequest, RemoteRef};
 use super::desired::{check_nul, convert_keys, decode, valid_key};
 use super::{Error, SyncStop};
 use crate::context::Context;
+use crate::rename::{Rename, RenameError};
 
 struct Stores<'a> {
     ctx: &'a Context,
@@ -210,9 +211,6 @@ async fn missing(es: &ExternalSecret, ctx: &Context, field: &str) {
     .await;
 }
 
-/// One rewrite step, whichever kind it is: old key name to new.
-type Rename = Box<dyn Fn(&str) -> Result<String, Error>>;
-
 /// `dataFrom[].rewrite`: regexp and template rewrites of key names, in order. Two keys that
 /// become one are an error naming both (ESO keeps whichever its map iteration gives last).
 fn rewrite(
@@ -230,30 +228,19 @@ fn rewrite(
             })?;
             continue;
         }
-        let rename: Rename = match (&step.regexp, &step.transform) {
-            (Some(re), _) => {
-                let compiled = regex::Regex::new(&re.source).map_err(|e| Error::Invalid {
-                    field: format!("{step_field}.regexp.source"),
-                    message: e.to_string(),
-                })?;
-                let target = re.target.clone();
-                // Go's regexp uses ${1} for groups, as Rust's regex does.
-                Box::new(move |k| Ok(compiled.replace_all(k, target.as_str()).into_owned()))
-            }
-            (None, Some(t)) => {
-                let transform = crate::templating::KeyTransform::new(
-                    &format!("{step_field}.transform.template"),
-                    &t.template,
-                )?;
-                Box::new(move |k| Ok(transform.apply(k)?))
-            }
-            // The CRD's rule requires exactly one of regexp, transform and merge.
-            (None, None) => continue,
+        // The CRD's rule requires exactly one of regexp, transform and merge.
+        let Some(rename) = Rename::new(step.regexp.as_ref(), step.transform.as_ref(), &step_field)
+            .map_err(|e| match e {
+                RenameError::Invalid { field, message } => Error::Invalid { field, message },
+                RenameError::Template(e) => Error::Template(e),
+            })?
+        else {
+            continue;
         };
         let mut out = BTreeMap::new();
         let mut from: BTreeMap<String, String> = BTreeMap::new();
         for (k, v) in map {
-            let renamed = rename(&k)?;
+            let renamed = rename.apply(&k)?;
             if let Some(earlier) = from.insert(renamed.clone(), k.clone()) {
                 return Err(Error::Invalid {
                     field: step_field,

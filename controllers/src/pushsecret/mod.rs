@@ -1,21 +1,21 @@
-//! The PushSecret reconciler: read the source Secret, push its values through each store's
-//! client, delete what is no longer pushed (deletionPolicy Delete), report status.
+//! The PushSecret reconciler: read the source Secrets (by name or by label), push their values
+//! (`data` and `dataTo`) through each store's client, delete what is no longer pushed
+//! (deletionPolicy Delete, also when the source Secret or a store goes), report status.
 
-mod plan;
+pub(crate) mod plan;
 pub(crate) mod triggers;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use api::conditions::{Condition, ConditionStatus, set_condition};
 use api::external_secret::SecretStoreKind;
 use api::push_secret::{
-    FINALIZER, PushSecret, PushSecretData, PushSecretDeletionPolicy, PushSecretStatus,
-    PushSecretStoreRef, PushSecretUpdatePolicy, reason,
+    FINALIZER, PushSecret, PushSecretDeletionPolicy, PushSecretStatus, PushSecretStoreRef,
+    PushSecretUpdatePolicy, reason,
 };
 use api::store::{ClusterSecretStore, SecretStore};
-use clientmanager::{StoreKind, StoreRef};
+use clientmanager::{LoadedStore, StoreKind, StoreRef};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -28,6 +28,7 @@ use tracing::instrument;
 
 use crate::context::{Context, apply_status};
 use crate::events::EventType;
+use plan::Synced;
 
 const DEFAULT_REFRESH: Duration = Duration::from_secs(3600);
 
@@ -66,8 +67,6 @@ impl crate::outcome::ErrorKind for Error {
     }
 }
 
-type Synced = BTreeMap<String, BTreeMap<String, PushSecretData>>;
-
 #[instrument(skip_all, fields(namespace = ps.namespace(), name = ps.name_any()))]
 pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
@@ -80,87 +79,159 @@ pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action,
     result
 }
 
+/// A store of `secretStoreRefs`, or why it could not be read.
+struct Target {
+    store: StoreRef,
+    loaded: Result<LoadedStore, clientmanager::Error>,
+}
+
+impl Target {
+    /// Another operator instance's store (`spec.controller`).
+    fn theirs(&self, ctx: &Context) -> bool {
+        self.loaded
+            .as_ref()
+            .is_ok_and(|l| !ctx.owns_class(l.spec.controller.as_deref()))
+    }
+}
+
 async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
     // Before anything is written, finalizers included: another operator's PushSecret (all its
-    // stores of another controller class) is not ours to touch.
+    // stores of another controller class) is not ours to touch. A PushSecret naming no store
+    // that can be found is ours to report on.
     // The stores are resolved once: a label selector costs a list request.
     let targets = targets(ps, ctx).await?;
-    if !any_store_ours(&targets, ps, ctx).await {
+    if !targets.is_empty() && targets.iter().all(|t| t.theirs(ctx)) {
         return Ok(Action::await_change());
     }
     let api: Api<PushSecret> =
         Api::namespaced(ctx.client.clone(), &ps.namespace().unwrap_or_default());
-    let delete_policy = ps.spec.deletion_policy == Some(PushSecretDeletionPolicy::Delete);
+    let delete_policy = ps.spec.deletion_policy() == PushSecretDeletionPolicy::Delete;
     let has_finalizer = ps.finalizers().iter().any(|f| f == FINALIZER);
+    let previous = synced_before(ps);
     if ps.meta().deletion_timestamp.is_some() {
         if has_finalizer {
-            let previous = synced_before(ps);
-            delete_entries(ps, ctx, plan::stale(&previous, &Synced::new())).await?;
-            set_finalizers(
-                &api,
-                ps,
-                ps.finalizers()
-                    .iter()
-                    .filter(|f| *f != FINALIZER)
-                    .cloned()
-                    .collect(),
-            )
-            .await?;
+            let mut recorded = previous.clone();
+            if let Err(e) = delete_entries(ps, ctx, &mut recorded, &Synced::new()).await {
+                return failed(ctx, &api, ps, e, Some(recorded)).await;
+            }
+            set_finalizers(&api, ps, false).await?;
         }
         return Ok(Action::await_change());
     }
-    if delete_policy && !has_finalizer {
-        let mut finalizers = ps.finalizers().to_vec();
-        finalizers.push(FINALIZER.to_owned());
-        set_finalizers(&api, ps, finalizers).await?;
+    // As ESO: the finalizer is there exactly while deletionPolicy is Delete.
+    if delete_policy != has_finalizer {
+        set_finalizers(&api, ps, delete_policy).await?;
     }
-    match push(ps, ctx, &targets).await {
-        Ok(synced) => {
-            if delete_policy {
-                delete_entries(ps, ctx, plan::stale(&synced_before(ps), &synced)).await?;
-            }
-            write_status(
-                &ctx.metrics,
-                &api,
-                ps,
-                ConditionStatus::True,
-                reason::SYNCED,
-                "PushSecret synced successfully",
-                Some(synced),
-            )
-            .await?;
-            let interval = refresh_interval(ps).unwrap_or(DEFAULT_REFRESH);
-            Ok(if interval.is_zero() {
-                Action::await_change()
-            } else {
-                Action::requeue(interval)
-            })
-        }
-        Err(e) => {
-            let message = e.to_string();
-            write_status(
-                &ctx.metrics,
-                &api,
-                ps,
-                ConditionStatus::False,
-                reason::ERRORED,
-                &message,
-                None,
-            )
-            .await?;
-            ctx.event(
-                &ps.object_ref(&()),
-                EventType::Warning,
-                reason::ERRORED,
-                message,
-            )
-            .await;
-            match e {
-                Error::Invalid { .. } => Ok(Action::await_change()),
-                e => Err(e),
-            }
+    if let Err((field, message)) = plan::unsupported(ps) {
+        return failed(ctx, &api, ps, Error::Invalid { field, message }, None).await;
+    }
+    let sources = match read_sources(ps, ctx).await {
+        Ok(Some(sources)) => sources,
+        Ok(None) => return source_gone(ps, ctx, &api, previous, delete_policy).await,
+        Err(e) => return failed(ctx, &api, ps, e, None).await,
+    };
+    let mut now = Synced::new();
+    if let Err(e) = push(ps, ctx, targets, &sources, &previous, &mut now).await {
+        // What did get pushed is on record beside what was before, so a later deletion
+        // removes it too.
+        return failed(ctx, &api, ps, e, Some(plan::merged(&now, &previous))).await;
+    }
+    let mut recorded = now.clone();
+    if delete_policy {
+        recorded = plan::merged(&now, &previous);
+        if let Err(e) = delete_entries(ps, ctx, &mut recorded, &now).await {
+            return failed(ctx, &api, ps, e, Some(recorded)).await;
         }
     }
+    let mut message = "PushSecret synced successfully".to_owned();
+    if ps.spec.update_policy() == PushSecretUpdatePolicy::IfNotExists {
+        message.push_str(". Existing secrets in providers unchanged.");
+    }
+    let report = Report {
+        status: ConditionStatus::True,
+        refreshed: true,
+        ..Report::not_ready(reason::SYNCED, message, Some(recorded))
+    };
+    write_status(ctx, &api, ps, report).await?;
+    let interval = refresh_interval(ps).unwrap_or(DEFAULT_REFRESH);
+    Ok(if interval.is_zero() {
+        Action::await_change()
+    } else {
+        Action::requeue(interval)
+    })
+}
+
+/// Ready=False with `e`, a Warning event, and what is on record if that changed. Bad input
+/// waits for a change; anything else is retried.
+async fn failed(
+    ctx: &Context,
+    api: &Api<PushSecret>,
+    ps: &PushSecret,
+    e: Error,
+    synced: Option<Synced>,
+) -> Result<Action, Error> {
+    let message = e.to_string();
+    let report = Report::not_ready(reason::ERRORED, message.clone(), synced);
+    write_status(ctx, api, ps, report).await?;
+    ctx.event(
+        &ps.object_ref(&()),
+        EventType::Warning,
+        reason::ERRORED,
+        message,
+    )
+    .await;
+    match e {
+        Error::Invalid { .. } => Ok(Action::await_change()),
+        e => Err(e),
+    }
+}
+
+/// The named source Secret is gone. As ESO: with deletionPolicy Delete, what was pushed is
+/// deleted and the PushSecret reports SourceDeleted; otherwise it is an error naming the field.
+/// The source watch brings the PushSecret back when the Secret returns.
+async fn source_gone(
+    ps: &PushSecret,
+    ctx: &Context,
+    api: &Api<PushSecret>,
+    previous: Synced,
+    delete_policy: bool,
+) -> Result<Action, Error> {
+    let name = ps
+        .spec
+        .selector
+        .secret
+        .as_ref()
+        .and_then(|s| s.name.clone())
+        .unwrap_or_default();
+    let already_reported = ps
+        .status
+        .as_ref()
+        .and_then(|s| api::conditions::find(&s.conditions, api::conditions::READY))
+        .is_some_and(|c| c.reason.as_deref() == Some(reason::SOURCE_DELETED));
+    if !delete_policy || (previous.is_empty() && !already_reported) {
+        let missing = Error::Invalid {
+            field: "spec.selector.secret.name".into(),
+            message: format!("Secret {name:?} does not exist"),
+        };
+        return failed(ctx, api, ps, missing, None).await;
+    }
+    let mut recorded = previous;
+    if let Err(e) = delete_entries(ps, ctx, &mut recorded, &Synced::new()).await {
+        return failed(ctx, api, ps, e, Some(recorded)).await;
+    }
+    let message = "source secret deleted; provider secrets cleaned up";
+    if !already_reported {
+        ctx.event(
+            &ps.object_ref(&()),
+            EventType::Normal,
+            reason::SOURCE_DELETED,
+            message.into(),
+        )
+        .await;
+    }
+    let report = Report::not_ready(reason::SOURCE_DELETED, message.into(), Some(Synced::new()));
+    write_status(ctx, api, ps, report).await?;
+    Ok(Action::await_change())
 }
 
 fn refresh_interval(ps: &PushSecret) -> Option<Duration> {
@@ -177,114 +248,154 @@ fn synced_before(ps: &PushSecret) -> Synced {
         .unwrap_or_default()
 }
 
-async fn push(ps: &PushSecret, ctx: &Context, targets: &[StoreRef]) -> Result<Synced, Error> {
-    plan::unsupported(ps).map_err(|(field, message)| Error::Invalid { field, message })?;
+/// The source Secrets, sorted by name: the one named, or every one the label selector matches.
+/// `None` when the named one does not exist.
+async fn read_sources(ps: &PushSecret, ctx: &Context) -> Result<Option<Vec<Secret>>, Error> {
     let namespace = ps.namespace().unwrap_or_default();
-    let source_name = ps
-        .spec
-        .selector
-        .secret
-        .as_ref()
-        .and_then(|s| s.name.clone())
-        .ok_or_else(|| Error::Invalid {
-            field: "spec.selector.secret.name".into(),
-            message: "a source Secret is required".into(),
-        })?;
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let source = secrets
-        .get_opt(&source_name)
+    let selector = ps.spec.selector.secret.as_ref();
+    if let Some(name) = selector
+        .and_then(|s| s.name.as_ref())
+        .filter(|n| !n.is_empty())
+    {
+        let found = secrets.get_opt(name).await.map_err(|source| Error::Read {
+            what: format!("Secret {name:?}"),
+            source,
+        })?;
+        return Ok(found.map(|s| vec![s]));
+    }
+    let field = "spec.selector.secret.selector";
+    let labels = selector
+        .and_then(|s| s.selector.clone())
+        .ok_or_else(|| Error::Invalid {
+            field: "spec.selector.secret".into(),
+            message: "set name or selector".into(),
+        })?;
+    let labels = Selector::try_from(labels).map_err(|e| Error::Invalid {
+        field: field.into(),
+        message: e.to_string(),
+    })?;
+    let mut found = secrets
+        .list(&ListParams::default().labels_from(&labels))
         .await
         .map_err(|source| Error::Read {
-            what: format!("Secret {source_name:?}"),
+            what: format!("the Secrets {field} selects"),
             source,
         })?
-        .ok_or_else(|| Error::Invalid {
-            field: "spec.selector.secret.name".into(),
-            message: format!("Secret {source_name:?} does not exist"),
-        })?;
-    let data = crate::externalsecret::desired::secret_data(&source);
-    // ESO pushes the templated Secret, not the source as it is.
-    let template = ps.spec.template.as_ref();
-    let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
-    let data = crate::templating::shape(
-        "spec.template",
-        template,
-        data,
-        &sources,
-        source.labels(),
-        source.annotations(),
-    )?
-    .data;
-    let pushes =
-        plan::pushes(ps, &data).map_err(|(field, message)| Error::Invalid { field, message })?;
-    let only_new = ps.spec.update_policy == Some(PushSecretUpdatePolicy::IfNotExists);
+        .items;
+    found.sort_by_key(|s| s.name_any());
+    Ok(Some(found))
+}
 
-    let mut synced = Synced::new();
-    let previous = synced_before(ps);
-    for store in targets {
-        let handle = match ctx.manager.get(store, &namespace).await {
-            Ok(h) => h,
-            Err(clientmanager::Error::OtherController { .. }) => {
-                // What the other operator pushed there stays on record.
-                let key = format!("{}/{}", store.kind, store.name);
-                if let Some(entries) = previous.get(&key) {
-                    synced.insert(key, entries.clone());
-                }
-                continue;
+/// Pushes every source Secret (templated first, as ESO pushes them) to every store of ours,
+/// recording each entry in `now` as soon as it is pushed. Everything is planned before the
+/// first push, so bad input pushes nothing.
+async fn push(
+    ps: &PushSecret,
+    ctx: &Context,
+    targets: Vec<Target>,
+    sources: &[Secret],
+    previous: &Synced,
+    now: &mut Synced,
+) -> Result<(), Error> {
+    let namespace = ps.namespace().unwrap_or_default();
+    let template = ps.spec.template.as_ref();
+    let template_sources =
+        crate::templating::read_sources(&ctx.client, &namespace, template).await?;
+    let mut shaped = Vec::new();
+    for source in sources {
+        let data = crate::templating::shape(
+            "spec.template",
+            template,
+            crate::externalsecret::desired::secret_data(source),
+            &template_sources,
+            source.labels(),
+            source.annotations(),
+        )?
+        .data;
+        shaped.push((source.name_any(), data));
+    }
+    let mut loaded = Vec::new();
+    for target in targets {
+        loaded.push((target.store, target.loaded?));
+    }
+    let all: Vec<plan::Store<'_>> = loaded.iter().map(|(_, l)| plan::Store::of(l)).collect();
+    plan::check_data_to_stores(&ps.spec, &all).map_err(invalid)?;
+
+    let mut plans = Vec::new();
+    for (store, l) in &loaded {
+        let key = plan::Store::of(l).status_key();
+        if !ctx.owns_class(l.spec.controller.as_deref()) {
+            // What the other operator pushed there stays on record.
+            if let Some(entries) = previous.get(&key) {
+                now.insert(key, entries.clone());
             }
-            Err(e) => return Err(e.into()),
-        };
+            continue;
+        }
+        if l.deleting {
+            // Nothing more goes to a store being deleted; what it holds is no longer pushed,
+            // so deletionPolicy Delete removes it while the store still exists.
+            continue;
+        }
+        let mut pushes = Vec::new();
+        for (name, data) in &shaped {
+            let source = plan::Source { name, data };
+            pushes.extend(plan::pushes(&ps.spec, plan::Store::of(l), &source).map_err(invalid)?);
+        }
+        plans.push((store, key, plan::last_wins(pushes)));
+    }
+
+    let only_new = ps.spec.update_policy() == PushSecretUpdatePolicy::IfNotExists;
+    for (store, key, pushes) in plans {
+        now.entry(key.clone()).or_default();
+        let handle = ctx.manager.get_ungated(store, &namespace).await?;
         let kind = handle.provider.descriptor().kind;
-        let entries = synced
-            .entry(format!("{}/{}", store.kind, store.name))
-            .or_default();
-        for (j, p) in pushes.iter().enumerate() {
-            let field = format!("spec.data[{j}] to {} {:?}", store.kind, store.name);
-            if only_new {
+        for p in pushes {
+            let field = format!(
+                "{} (remote key {:?}) to {key}",
+                p.origin,
+                plan::status_key(&p.entry)
+            );
+            let exists = if only_new {
                 let exists = handle.client.secret_exists(&p.request.remote).await;
                 ctx.metrics
                     .provider_call(kind, "SecretExists", exists.is_ok());
-                if exists.map_err(|source| Error::Provider {
+                exists.map_err(|source| Error::Provider {
                     field: field.clone(),
                     source,
-                })? {
-                    entries.insert(plan::status_key(&p.entry), p.entry.clone());
-                    continue;
-                }
+                })?
+            } else {
+                false
+            };
+            if !exists {
+                let pushed = handle.client.push_secret(&p.request).await;
+                ctx.metrics
+                    .provider_call(kind, "PushSecret", pushed.is_ok());
+                pushed.map_err(|source| Error::Provider { field, source })?;
             }
-            let pushed = handle.client.push_secret(&p.request).await;
-            ctx.metrics
-                .provider_call(kind, "PushSecret", pushed.is_ok());
-            pushed.map_err(|source| Error::Provider { field, source })?;
-            entries.insert(plan::status_key(&p.entry), p.entry.clone());
+            now.entry(key.clone())
+                .or_default()
+                .insert(plan::status_key(&p.entry), p.entry);
         }
     }
-    Ok(synced)
+    Ok(())
 }
 
-/// Every store the PushSecret's `secretStoreRefs` name.
-async fn targets(ps: &PushSecret, ctx: &Context) -> Result<Vec<StoreRef>, Error> {
+fn invalid((field, message): plan::Invalid) -> Error {
+    Error::Invalid { field, message }
+}
+
+/// Every store the PushSecret's `secretStoreRefs` name or select.
+async fn targets(ps: &PushSecret, ctx: &Context) -> Result<Vec<Target>, Error> {
     let namespace = ps.namespace().unwrap_or_default();
     let mut all = Vec::new();
     for (i, store_ref) in ps.spec.secret_store_refs.iter().enumerate() {
-        all.extend(stores(ctx, store_ref, &namespace, i).await?);
-    }
-    Ok(all)
-}
-
-/// Whether any of `targets` belongs to this operator's controller class. A PushSecret naming no
-/// store that can be found is ours to report on.
-async fn any_store_ours(targets: &[StoreRef], ps: &PushSecret, ctx: &Context) -> bool {
-    let namespace = ps.namespace().unwrap_or_default();
-    for store in targets {
-        if !matches!(
-            ctx.manager.get(store, &namespace).await,
-            Err(clientmanager::Error::OtherController { .. })
-        ) {
-            return true;
+        for store in stores(ctx, store_ref, &namespace, i).await? {
+            let loaded = ctx.manager.load(&store, &namespace).await;
+            all.push(Target { store, loaded });
         }
     }
-    targets.is_empty()
+    Ok(all)
 }
 
 /// The stores one `secretStoreRefs` entry names: by name, or every store matching its labels.
@@ -339,15 +450,18 @@ async fn stores(
         .collect())
 }
 
-/// Removes pushed entries at their stores; a store that is gone or not ready fails the
-/// reconcile, so nothing is forgotten while it still exists at the provider.
+/// Deletes at their stores the entries of `recorded` that `keep` does not hold, taking each off
+/// `recorded` once it is gone: after a failure, `recorded` is exactly what is still there. A
+/// store that is gone fails the reconcile, so nothing is forgotten while it may still exist at
+/// the provider; a store not Ready is tried all the same (no flood gate on PushSecrets).
 async fn delete_entries(
     ps: &PushSecret,
     ctx: &Context,
-    entries: Vec<(String, PushSecretData)>,
+    recorded: &mut Synced,
+    keep: &Synced,
 ) -> Result<(), Error> {
     let namespace = ps.namespace().unwrap_or_default();
-    for (store_key, entry) in entries {
+    for (store_key, entry) in plan::stale(recorded, keep) {
         let (kind, name) = store_key
             .split_once('/')
             .unwrap_or(("SecretStore", &store_key));
@@ -355,7 +469,7 @@ async fn delete_entries(
             kind: StoreKind::parse(Some(kind)),
             name: name.to_owned(),
         };
-        let handle = ctx.manager.get(&store, &namespace).await?;
+        let handle = ctx.manager.get_ungated(&store, &namespace).await?;
         let remote = provider::PushRemoteRef {
             remote_key: entry.match_.remote_ref.remote_key.clone(),
             property: entry.match_.remote_ref.property.clone(),
@@ -370,15 +484,20 @@ async fn delete_entries(
             field: format!("deleting {:?} from {store_key}", remote.remote_key),
             source,
         })?;
+        if let Some(entries) = recorded.get_mut(&store_key) {
+            entries.remove(&plan::status_key(&entry));
+        }
     }
     Ok(())
 }
 
-async fn set_finalizers(
-    api: &Api<PushSecret>,
-    ps: &PushSecret,
-    finalizers: Vec<String>,
-) -> Result<(), Error> {
+/// Adds or removes our finalizer, leaving any other.
+async fn set_finalizers(api: &Api<PushSecret>, ps: &PushSecret, ours: bool) -> Result<(), Error> {
+    let mut finalizers: Vec<&String> = ps.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+    let finalizer = FINALIZER.to_owned();
+    if ours {
+        finalizers.push(&finalizer);
+    }
     // A merge patch of metadata only: an update would take ownership of the whole spec.
     let patch =
         json!({"metadata": {"finalizers": finalizers, "resourceVersion": ps.resource_version()}});
@@ -395,35 +514,59 @@ async fn set_finalizers(
     })
 }
 
+/// What a reconcile reports: the Ready condition and, when it changed, what is on record.
+struct Report {
+    status: ConditionStatus,
+    reason: &'static str,
+    message: String,
+    synced: Option<Synced>,
+    /// A push completed: `refreshTime` and `syncedResourceVersion` move on.
+    refreshed: bool,
+}
+
+impl Report {
+    fn not_ready(reason: &'static str, message: String, synced: Option<Synced>) -> Self {
+        Self {
+            status: ConditionStatus::False,
+            reason,
+            message,
+            synced,
+            refreshed: false,
+        }
+    }
+}
+
 async fn write_status(
-    metrics: &crate::metrics::Metrics,
+    ctx: &Context,
     api: &Api<PushSecret>,
     ps: &PushSecret,
-    status: ConditionStatus,
-    reason: &str,
-    message: &str,
-    synced: Option<Synced>,
+    report: Report,
 ) -> Result<(), Error> {
     let previous = ps.status.clone().unwrap_or_default();
     let mut conditions = previous.conditions.clone();
     set_condition(
         &mut conditions,
-        Condition::ready(status, reason, message),
+        Condition::ready(report.status, report.reason, report.message),
         Timestamp::now(),
     );
     let (name, namespace) = (ps.name_any(), ps.namespace().unwrap_or_default());
-    metrics
+    ctx.metrics
         .ps_condition
-        .set(&name, &namespace, api::conditions::READY, status);
+        .set(&name, &namespace, api::conditions::READY, report.status);
     let mut new = PushSecretStatus {
         conditions,
         observed_generation: ps.meta().generation,
         ..previous.clone()
     };
-    if let Some(synced) = synced {
+    if report.refreshed {
         new.refresh_time = Some(Time(Timestamp::now()));
         new.synced_resource_version = Some(format!("{}", ps.meta().generation.unwrap_or_default()));
-        new.synced_push_secrets = Some(synced);
+    }
+    if let Some(mut synced) = report.synced {
+        // Server-side apply turns a map emptied of our entries into null, which the schema
+        // refuses: a store with nothing on record is left out, and so is an empty record.
+        synced.retain(|_, entries| !entries.is_empty());
+        new.synced_push_secrets = Some(synced).filter(|s| !s.is_empty());
     }
     if new == previous {
         return Ok(());
@@ -435,6 +578,29 @@ async fn write_status(
             source,
         })
 }
+
+/// Whether PushSecrets with deletionPolicy Delete hold `store` (ESO's rule, `plan::Uses::holds`);
+/// `None` until every PushSecret is known, so that a store's finalizer is never removed on the
+/// strength of a cache still filling at start-up.
+pub(crate) async fn holding(ctx: &Context, store: &LoadedStore) -> Option<bool> {
+    let cache = ctx.pushsecrets.get()?;
+    tokio::time::timeout(CACHE_WAIT, cache.wait_until_ready())
+        .await
+        .ok()?
+        .ok()?;
+    let this = plan::Store::of(store);
+    let namespace = store.namespace.as_deref();
+    Some(
+        cache
+            .state()
+            .iter()
+            .filter_map(|ps| ps.0.as_ref().ok())
+            .any(|ps| plan::Uses::of(ps).holds(this, namespace)),
+    )
+}
+
+/// How long a store reconcile waits for the PushSecrets to be listed before it goes on without.
+const CACHE_WAIT: Duration = Duration::from_secs(10);
 
 /// A PushSecret that does not fit our types gets a condition instead of a push.
 pub async fn report_invalid(

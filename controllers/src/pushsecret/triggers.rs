@@ -1,13 +1,13 @@
-//! What makes a PushSecret reconcile: its own spec, a change of its source Secret, and a store it
-//! pushes to turning Ready.
+//! What makes a PushSecret reconcile: its own spec, a change of its source Secrets (by name or
+//! by label), and a store it pushes to turning Ready or being deleted. Also what a PushSecret
+//! change tells the store controllers: which stores' finalizers to look at again.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use api::external_secret::SecretStoreKind;
-use api::push_secret::PushSecret;
-use clientmanager::StoreKind;
-use futures::channel::mpsc::UnboundedReceiver;
+use api::push_secret::{PushSecret, PushSecretSecret};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -17,6 +17,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, watcher};
 
+use super::plan::{self, Uses};
 use crate::context::{Context, ReadyStore};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::watch::{fingerprint, scoped};
@@ -26,6 +27,7 @@ type Watched = DeserializeGuard<PushSecret>;
 pub(crate) fn controller<F>(
     ctx: Arc<Context>,
     ready_stores: UnboundedReceiver<ReadyStore>,
+    store_users: Vec<UnboundedSender<Vec<Uses>>>,
     shutdown: F,
 ) -> impl Future<Output = ()>
 where
@@ -36,6 +38,7 @@ where
     let ctrl_config =
         kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
     let (ps_reader, ps_writer) = reflector::store::<Watched>();
+    let _ = ctx.pushsecrets.set(ps_reader.clone());
     let ps_stream = watcher(
         scoped::<Watched>(&client, namespace.as_deref()),
         watcher::Config::default(),
@@ -43,6 +46,7 @@ where
     .default_backoff()
     .modify(|ps| ps.managed_fields_mut().clear())
     .reflect(ps_writer)
+    .inspect(store_use_changes(store_users))
     .applied_objects()
     .predicate_filter(fingerprint, PredicateConfig::default());
     // Every Secret's metadata streams by (nothing is cached): a changed source is pushed at
@@ -58,7 +62,7 @@ where
     Controller::for_stream(ps_stream, ps_reader)
         .with_config(ctrl_config)
         .watches_stream(sources, move |secret: PartialObjectMeta<Secret>| {
-            let (name, ns) = (secret.name_any(), secret.namespace());
+            let ns = secret.namespace();
             ps_by_source
                 .state()
                 .iter()
@@ -69,8 +73,7 @@ where
                             .as_ref()
                             .ok()
                             .and_then(|ps| ps.spec.selector.secret.as_ref())
-                            .and_then(|s| s.name.as_deref())
-                            == Some(name.as_str())
+                            .is_some_and(|s| is_source(s, &secret))
                 })
                 .map(|ps| ObjectRef::from(ps.as_ref()))
                 .collect::<Vec<_>>()
@@ -93,7 +96,50 @@ where
         .for_each(after_reconcile(ctx))
 }
 
-/// The PushSecrets that push to a store that turned Ready.
+/// Whether `secret` is (or, by its labels, is one of) the source Secrets `selector` names.
+/// A Secret that stops matching is no longer seen here; the next refresh drops it.
+fn is_source(selector: &PushSecretSecret, secret: &PartialObjectMeta<Secret>) -> bool {
+    match (&selector.name, &selector.selector) {
+        (Some(name), _) if !name.is_empty() => *name == secret.name_any(),
+        (_, Some(labels)) => {
+            Selector::try_from(labels.clone()).is_ok_and(|s| s.matches(secret.labels()))
+        }
+        _ => false,
+    }
+}
+
+/// Watches the PushSecret stream for changes of what decides the stores a PushSecret uses
+/// (`plan::Uses`), and sends each change, before and after, to the store controllers: they add or
+/// remove their finalizer. Status writes that change nothing of it (a refresh) send nothing, so a
+/// PushSecret's refresh does not revalidate its stores.
+fn store_use_changes(
+    store_users: Vec<UnboundedSender<Vec<Uses>>>,
+) -> impl FnMut(&Result<watcher::Event<Watched>, watcher::Error>) {
+    let mut known: HashMap<ObjectRef<Watched>, Uses> = HashMap::new();
+    move |event| {
+        let changed = match event {
+            Ok(watcher::Event::Apply(ps) | watcher::Event::InitApply(ps)) => {
+                let Ok(valid) = &ps.0 else { return };
+                let uses = Uses::of(valid);
+                let before = known.insert(ObjectRef::from(ps), uses.clone());
+                if before.as_ref() == Some(&uses) {
+                    return;
+                }
+                before.into_iter().chain([uses]).collect()
+            }
+            Ok(watcher::Event::Delete(ps)) => match known.remove(&ObjectRef::from(ps)) {
+                Some(before) => vec![before],
+                None => return,
+            },
+            _ => return,
+        };
+        for tx in &store_users {
+            let _ = tx.unbounded_send(Vec::clone(&changed));
+        }
+    }
+}
+
+/// The PushSecrets that push to, or pushed to, a store that turned Ready or is being deleted.
 fn wakes(
     pushsecrets: Store<Watched>,
     ready_stores: UnboundedReceiver<ReadyStore>,
@@ -109,26 +155,23 @@ fn wakes(
     })
 }
 
-/// Whether `ps` pushes to `store`, by name or by label selector.
+/// Whether `ps` names or selects `store`, or has entries recorded there.
 fn pushes_to(ps: &PushSecret, store: &ReadyStore) -> bool {
-    let namespace = ps.namespace();
-    ps.spec.secret_store_refs.iter().any(|r| {
-        let kind = StoreKind::parse(r.kind.map(SecretStoreKind::as_str));
-        match (&r.name, &r.label_selector) {
-            (Some(name), _) if !name.is_empty() => store.is(kind, name, namespace.as_deref()),
-            (_, Some(selector)) => {
-                store.is(kind, &store.name, namespace.as_deref())
-                    && Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(&store.labels))
-            }
-            _ => false,
-        }
-    })
+    let uses = Uses::of(ps);
+    let as_planned = plan::Store {
+        kind: store.kind,
+        name: &store.name,
+        labels: &store.labels,
+    };
+    let namespace = store.namespace.as_deref();
+    uses.references(as_planned, namespace) || uses.pushed_to(as_planned, namespace)
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
+    use clientmanager::StoreKind;
     use serde_json::json;
 
     use super::*;
@@ -183,5 +226,71 @@ mod tests {
             &selected,
             &ready(StoreKind::SecretStore, "a", Some("team-a"), "dev")
         ));
+    }
+
+    #[test]
+    fn a_store_being_deleted_wakes_the_push_secrets_with_entries_there() {
+        let mut moved = push_secret(json!([{"name": "new"}]));
+        moved.status = serde_json::from_value(json!({
+            "syncedPushSecrets": {"SecretStore/old": {"k": {"match": {"remoteRef": {"remoteKey": "k"}}}}},
+        }))
+        .unwrap();
+        assert!(pushes_to(
+            &moved,
+            &ready(StoreKind::SecretStore, "old", Some("team-a"), "x")
+        ));
+        assert!(!pushes_to(
+            &moved,
+            &ready(StoreKind::SecretStore, "old", Some("team-b"), "x")
+        ));
+    }
+
+    fn secret(name: &str, labels: &[(&str, &str)]) -> PartialObjectMeta<Secret> {
+        let mut meta = PartialObjectMeta::<Secret>::default();
+        meta.metadata.name = Some(name.into());
+        meta.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        meta
+    }
+
+    #[test]
+    fn a_source_is_the_named_secret_or_one_the_selector_matches() {
+        let named: PushSecretSecret = serde_json::from_value(json!({"name": "src"})).unwrap();
+        assert!(is_source(&named, &secret("src", &[])));
+        assert!(!is_source(&named, &secret("other", &[])));
+        let selected: PushSecretSecret =
+            serde_json::from_value(json!({"selector": {"matchLabels": {"push": "bulk"}}})).unwrap();
+        assert!(is_source(&selected, &secret("any", &[("push", "bulk")])));
+        assert!(!is_source(&selected, &secret("any", &[("push", "no")])));
+    }
+
+    #[test]
+    fn only_changes_of_the_stores_a_push_secret_uses_reach_the_store_controllers() {
+        let (tx, mut rx) = futures::channel::mpsc::unbounded();
+        let mut tap = store_use_changes(vec![tx]);
+        let watched = |ps: &PushSecret| DeserializeGuard(Ok(ps.clone()));
+        let mut ps = push_secret(json!([{"name": "a"}]));
+        tap(&Ok(watcher::Event::Apply(watched(&ps))));
+        assert_eq!(rx.try_recv().unwrap(), vec![Uses::of(&ps)]);
+
+        // A refresh (status time, conditions) changes nothing a store cares about.
+        let mut refreshed = ps.clone();
+        refreshed.status = Some(Default::default());
+        tap(&Ok(watcher::Event::Apply(watched(&refreshed))));
+        assert!(rx.try_recv().is_err(), "nothing sent");
+
+        // A new store reference: both the old and the new uses go, so the store left behind
+        // is looked at too.
+        let before = Uses::of(&ps);
+        ps.spec.secret_store_refs[0].name = Some("b".into());
+        tap(&Ok(watcher::Event::Apply(watched(&ps))));
+        assert_eq!(rx.try_recv().unwrap(), vec![before, Uses::of(&ps)]);
+
+        tap(&Ok(watcher::Event::Delete(watched(&ps))));
+        assert_eq!(rx.try_recv().unwrap(), vec![Uses::of(&ps)]);
     }
 }
