@@ -46,12 +46,12 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
     ]
 }
 
-const PROJECT: &str = "acme/platform/app";
-const TOKEN: &str = "glpat-e2e-maintainer";
+pub(crate) const PROJECT: &str = "acme/platform/app";
+pub(crate) const TOKEN: &str = "glpat-e2e-maintainer";
 
 /// A group `acme`, its subgroup `acme/platform` and the project, a user with `token` who
 /// maintains the project and owns the groups.
-fn standin(token: &str) -> Result<GitlabStandin> {
+pub(crate) fn standin(token: &str) -> Result<GitlabStandin> {
     let gitlab = GitlabStandin::start_strict()?;
     gitlab.add_group("acme")?;
     gitlab.add_group("acme/platform")?;
@@ -87,7 +87,7 @@ fn token_secret(token: &str) -> String {
 }
 
 /// A namespace with the token Secret and a Ready store.
-async fn namespace_with_store(
+pub(crate) async fn namespace_with_store(
     client: &kube::Client,
     prefix: &str,
     gitlab: &GitlabStandin,

@@ -1,5 +1,6 @@
 //! PushSecret with the Fake provider: values pushed are read back by ExternalSecrets through the
-//! same store, and deletionPolicy Delete removes what is no longer pushed.
+//! same store, and deletionPolicy Delete removes what is no longer pushed. Where what is deleted
+//! or kept at the provider matters, the GitLab stand-in shows it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -7,12 +8,17 @@ use std::sync::Arc;
 use anyhow::{Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
 use api::push_secret::PushSecret;
+use api::store::SecretStore;
+use gitlab_standin::{GitlabStandin, Variable};
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use libtest_mimic::Trial;
+use serde_json::Value;
 
+use crate::gitlab::{PROJECT, TOKEN, namespace_with_store, standin};
 use crate::operator::{TIMEOUT, wait_ready};
-use crate::sync::{STORE, wait_secret};
+use crate::sync::{STORE, bytes, value, wait_secret};
 use crate::{Env, trial};
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
@@ -27,6 +33,36 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "push::another_controllers_push_secret_is_left_alone",
             env,
             other_class,
+        ),
+        trial(
+            "push::data_to_pushes_label_selected_sources_by_key_and_in_bundles",
+            env,
+            data_to,
+        ),
+        trial(
+            "push::reverse_unicode_pushes_the_decoded_key_names",
+            env,
+            reverse_unicode,
+        ),
+        trial(
+            "push::a_deleted_source_deletes_what_was_pushed",
+            env,
+            source_deleted,
+        ),
+        trial(
+            "push::a_store_that_is_not_ready_is_pushed_to",
+            env,
+            no_flood_gate,
+        ),
+        trial(
+            "push::a_failed_push_keeps_what_succeeded_on_record_for_deletion",
+            env,
+            partial_push,
+        ),
+        trial(
+            "push::a_deleted_store_has_its_pushed_secrets_removed_before_it_goes",
+            env,
+            store_finalizer,
         ),
     ]
 }
@@ -234,5 +270,488 @@ async fn other_class(env: Arc<Env>) -> Result<()> {
         after.metadata.finalizers.unwrap_or_default().is_empty(),
         "no finalizer of ours"
     );
+    Ok(())
+}
+
+/// What `status.syncedPushSecrets` records for `store`, as its keys.
+fn recorded(ps: &Value, store: &str) -> Vec<String> {
+    ps["status"]["syncedPushSecrets"][store]
+        .as_object()
+        .map(|entries| entries.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// A namespace with the Fake store Ready and `manifests` applied.
+async fn fake_namespace(client: &kube::Client, prefix: &str, manifests: &str) -> Result<String> {
+    let ns = testenv::create_namespace(client, prefix).await?;
+    testenv::apply_yaml_in(client, &ns, STORE, true).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    wait_ready("SecretStore fake", "True", "Valid", || {
+        value(&stores, "fake")
+    })
+    .await?;
+    testenv::apply_yaml_in(client, &ns, manifests, true).await?;
+    Ok(ns)
+}
+
+/// ESO's bulk push: every `DB_` key of every Secret labelled `push: bulk`, renamed, plus a bundle
+/// of the matching keys as one JSON object; a Secret that takes the label later is pushed at once.
+async fn data_to(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let manifests = r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: a, labels: {push: bulk}}
+stringData: {DB_HOST: db.internal, DB_USER: app, OTHER: extra}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: b, labels: {push: bulk}}
+stringData: {DB_PORT: "5432"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: unlabelled}
+stringData: {DB_NAME: never}
+---
+apiVersion: external-secrets.io/v1alpha1
+kind: PushSecret
+metadata: {name: bulk}
+spec:
+  refreshInterval: 1h
+  secretStoreRefs: [{name: fake, kind: SecretStore}]
+  selector: {secret: {selector: {matchLabels: {push: bulk}}}}
+  dataTo:
+  - storeRef: {name: fake}
+    match: {regexp: "^DB_"}
+    rewrite:
+    - regexp: {source: "^DB_", target: "app/db/"}
+    - transform: {template: "{{ .value | lower }}"}
+  - storeRef: {name: fake}
+    remoteKey: app/extras
+    match: {regexp: "^OTHER$"}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: reader}
+spec:
+  refreshInterval: 1s
+  secretStoreRef: {name: fake}
+  data:
+  - {secretKey: host, remoteRef: {key: app/db/host}}
+  - {secretKey: user, remoteRef: {key: app/db/user}}
+  - {secretKey: port, remoteRef: {key: app/db/port}}
+  - {secretKey: extras, remoteRef: {key: app/extras}}
+"#;
+    let ns = fake_namespace(&client, "push-datato", manifests).await?;
+    let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+    let ps = wait_ready("PushSecret bulk", "True", "Synced", || {
+        value(&pushes, "bulk")
+    })
+    .await?;
+    let keys = recorded(&ps, "SecretStore/fake");
+    ensure!(
+        keys == ["app/db/host", "app/db/port", "app/db/user", "app/extras"],
+        "syncedPushSecrets: {}",
+        ps["status"]["syncedPushSecrets"]
+    );
+    let entry = &ps["status"]["syncedPushSecrets"]["SecretStore/fake"]["app/db/host"];
+    ensure!(
+        entry["match"]["secretKey"] == "DB_HOST",
+        "the entry names the source key: {entry}"
+    );
+    wait_secret(
+        &client,
+        &ns,
+        "reader",
+        &bytes(&[
+            ("host", "db.internal"),
+            ("user", "app"),
+            ("port", "5432"),
+            ("extras", r#"{"OTHER":"extra"}"#),
+        ]),
+    )
+    .await?;
+
+    // A Secret that takes the label is pushed without waiting for the refresh.
+    let labelled = r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: late, labels: {push: bulk}}
+stringData: {DB_NAME: orders}
+"#;
+    testenv::apply_yaml_in(&client, &ns, labelled, true).await?;
+    let name_reader = r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: name-reader}
+spec:
+  refreshInterval: 1s
+  secretStoreRef: {name: fake}
+  data: [{secretKey: name, remoteRef: {key: app/db/name}}]
+"#;
+    testenv::apply_yaml_in(&client, &ns, name_reader, true).await?;
+    wait_secret(&client, &ns, "name-reader", &bytes(&[("name", "orders")])).await?;
+    Ok(())
+}
+
+/// `conversionStrategy: ReverseUnicode` turns `_U00e9_` back into `é`, in `data` (whose
+/// `secretKey` names the decoded key) and in `dataTo` bundles.
+async fn reverse_unicode(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let manifests = r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: drinks}
+stringData: {caf_U00e9_: latte, tea: green}
+---
+apiVersion: external-secrets.io/v1alpha1
+kind: PushSecret
+metadata: {name: drinks}
+spec:
+  refreshInterval: 1h
+  secretStoreRefs: [{name: fake, kind: SecretStore}]
+  selector: {secret: {name: drinks}}
+  data:
+  - match: {secretKey: café, remoteRef: {remoteKey: drinks/coffee}}
+    conversionStrategy: ReverseUnicode
+  dataTo:
+  - storeRef: {name: fake}
+    remoteKey: drinks/all
+    conversionStrategy: ReverseUnicode
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: reader}
+spec:
+  refreshInterval: 1s
+  secretStoreRef: {name: fake}
+  data:
+  - {secretKey: coffee, remoteRef: {key: drinks/coffee}}
+  - {secretKey: all, remoteRef: {key: drinks/all}}
+"#;
+    let ns = fake_namespace(&client, "push-unicode", manifests).await?;
+    let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+    wait_ready("PushSecret drinks", "True", "Synced", || {
+        value(&pushes, "drinks")
+    })
+    .await?;
+    wait_secret(
+        &client,
+        &ns,
+        "reader",
+        &bytes(&[
+            ("coffee", "latte"),
+            ("all", r#"{"café":"latte","tea":"green"}"#),
+        ]),
+    )
+    .await?;
+    Ok(())
+}
+
+/// As ESO: with deletionPolicy Delete, the source Secret going deletes what was pushed and the
+/// PushSecret says SourceDeleted; without, it is an error naming the field and nothing goes.
+/// The Secret coming back is pushed again at once.
+async fn source_deleted(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let keep = push_secret("kept").replace("deletionPolicy: Delete", "deletionPolicy: None");
+    let keep = keep.replace("name: push}", "name: keep}");
+    let follower = reader("read", "first").replace(
+        "  secretStoreRef",
+        "  refreshInterval: 1s\n  secretStoreRef",
+    );
+    let manifests = [
+        SOURCE,
+        push_secret("first").as_str(),
+        keep.as_str(),
+        follower.as_str(),
+    ]
+    .join("\n---\n");
+    let ns = fake_namespace(&client, "push-source-gone", &manifests).await?;
+    let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+    wait_ready("PushSecret push", "True", "Synced", || {
+        value(&pushes, "push")
+    })
+    .await?;
+    wait_ready("PushSecret keep", "True", "Synced", || {
+        value(&pushes, "keep")
+    })
+    .await?;
+    let token = bytes(&[("token", "t0k")]);
+    wait_secret(&client, &ns, "read", &token).await?;
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    secrets.delete("src", &DeleteParams::default()).await?;
+    let ps = wait_ready("PushSecret push", "False", "SourceDeleted", || {
+        value(&pushes, "push")
+    })
+    .await?;
+    ensure!(
+        ps["status"]["syncedPushSecrets"]
+            .as_object()
+            .is_none_or(|s| s.is_empty()),
+        "nothing is on record: {}",
+        ps["status"]
+    );
+    let reasons = crate::operator::event_reasons(&client, &ns, "push").await?;
+    ensure!(
+        reasons.iter().any(|r| r == "SourceDeleted"),
+        "a SourceDeleted event: {reasons:?}"
+    );
+    let externals: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let failed = wait_ready("ExternalSecret read", "False", "SecretSyncedError", || {
+        value(&externals, "read")
+    })
+    .await?;
+    ensure!(
+        failed.to_string().contains("Secret does not exist"),
+        "the pushed key is gone: {}",
+        failed["status"]
+    );
+    let missing = wait_ready("PushSecret keep", "False", "Errored", || {
+        value(&pushes, "keep")
+    })
+    .await?;
+    let message = crate::operator::ready(&missing)
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    ensure!(
+        message.contains("spec.selector.secret.name"),
+        "names the field: {message}"
+    );
+    testenv::apply_yaml_in(&client, &ns, &reader("read-kept", "kept"), true).await?;
+    wait_secret(&client, &ns, "read-kept", &token).await?;
+
+    // Back again: pushed at once.
+    testenv::apply_yaml_in(&client, &ns, SOURCE, true).await?;
+    wait_ready("PushSecret push", "True", "Synced", || {
+        value(&pushes, "push")
+    })
+    .await?;
+    wait_secret(&client, &ns, "read", &token).await?;
+    Ok(())
+}
+
+/// ESO gives PushSecrets no flood gate: a store whose validation fails is written to all the same.
+async fn no_flood_gate(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "push-not-ready").await?;
+    let failing = STORE.replace("    fake:\n", "    fake:\n      validationResult: 2\n");
+    testenv::apply_yaml_in(&client, &ns, &failing, true).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    testenv::wait_for(TIMEOUT, "the store to be Ready=False", || async {
+        let store = value(&stores, "fake").await?;
+        match crate::operator::ready(&store) {
+            Some(c) if c.status.as_str() == "False" => Ok(()),
+            other => Err(anyhow!("Ready condition is {other:?}")),
+        }
+    })
+    .await?;
+    testenv::apply_yaml_in(&client, &ns, SOURCE, true).await?;
+    testenv::apply_yaml_in(&client, &ns, &push_secret("pushed"), true).await?;
+    let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+    let ps = wait_ready("PushSecret push", "True", "Synced", || {
+        value(&pushes, "push")
+    })
+    .await?;
+    ensure!(
+        recorded(&ps, "SecretStore/fake") == ["pushed"],
+        "syncedPushSecrets: {}",
+        ps["status"]
+    );
+    Ok(())
+}
+
+fn variable(gitlab: &GitlabStandin, key: &str) -> Result<Option<Variable>> {
+    Ok(gitlab
+        .project_variables(PROJECT)?
+        .into_iter()
+        .find(|v| v.key == key))
+}
+
+async fn wait_variable_gone(gitlab: &GitlabStandin, key: &str) -> Result<()> {
+    testenv::wait_for(TIMEOUT, &format!("{key} to be deleted"), || async {
+        match variable(gitlab, key)? {
+            None => Ok(()),
+            Some(_) => Err(anyhow!("{key} is still there")),
+        }
+    })
+    .await
+}
+
+async fn wait_gone<K>(api: &Api<K>, name: &str) -> Result<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + k8s_openapi::serde::de::DeserializeOwned,
+{
+    testenv::wait_for(TIMEOUT, &format!("{name} to be deleted"), || async {
+        match api.get_opt(name).await? {
+            None => Ok(()),
+            Some(_) => Err(anyhow!("{name} still exists")),
+        }
+    })
+    .await
+}
+
+/// A PushSecret to the GitLab stand-in, deletionPolicy Delete, pushing the `src` Secret's token
+/// to each of `remote_keys`.
+fn gitlab_push(name: &str, remote_keys: &[&str]) -> String {
+    let data: Vec<String> = remote_keys
+        .iter()
+        .map(|k| format!("  - match: {{secretKey: token, remoteRef: {{remoteKey: {k}}}}}"))
+        .collect();
+    format!(
+        r#"
+apiVersion: external-secrets.io/v1alpha1
+kind: PushSecret
+metadata: {{name: {name}}}
+spec:
+  refreshInterval: 1h
+  deletionPolicy: Delete
+  secretStoreRefs: [{{name: gitlab, kind: SecretStore}}]
+  selector: {{secret: {{name: src}}}}
+  data:
+{}
+"#,
+        data.join("\n")
+    )
+}
+
+/// One push of two fails (a variable made by hand is never overwritten): the one that succeeded
+/// is on record, so deleting the PushSecret deletes it, and the hand-made one stays.
+async fn partial_push(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let gitlab = standin(TOKEN)?;
+    gitlab.add_project_variable(PROJECT, Variable::new("HANDMADE", "keep-me"))?;
+    let ns = namespace_with_store(&client, "push-partial", &gitlab, "").await?;
+    testenv::apply_yaml_in(&client, &ns, SOURCE, true).await?;
+    let manifest = gitlab_push("push", &["API_TOKEN", "HANDMADE"]);
+    testenv::apply_yaml_in(&client, &ns, &manifest, true).await?;
+    let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+    let ps = wait_ready("PushSecret push", "False", "Errored", || {
+        value(&pushes, "push")
+    })
+    .await?;
+    ensure!(
+        recorded(&ps, "SecretStore/gitlab") == ["API_TOKEN"],
+        "what succeeded is on record: {}",
+        ps["status"]
+    );
+    ensure!(
+        variable(&gitlab, "API_TOKEN")?.is_some_and(|v| v.value == "t0k"),
+        "API_TOKEN was pushed"
+    );
+
+    pushes.delete("push", &DeleteParams::default()).await?;
+    wait_gone(&pushes, "push").await?;
+    ensure!(
+        variable(&gitlab, "API_TOKEN")?.is_none(),
+        "API_TOKEN was deleted with the PushSecret"
+    );
+    ensure!(
+        variable(&gitlab, "HANDMADE")?.is_some_and(|v| v.value == "keep-me"),
+        "HANDMADE is untouched"
+    );
+    gitlab.assert_no_violations();
+    Ok(())
+}
+
+fn store_finalizers(store: &Value) -> String {
+    store["metadata"]["finalizers"].to_string()
+}
+
+const STORE_FINALIZER: &str = "secretstore.externalsecrets.io/finalizer";
+
+/// ESO's store finalizer: present only while a PushSecret with deletionPolicy Delete uses the
+/// store. Deleting the store wakes that PushSecret, which deletes what it pushed there while the
+/// store still exists; the store goes once no such PushSecret refers to it.
+async fn store_finalizer(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let gitlab = standin(TOKEN)?;
+    let ns = namespace_with_store(&client, "push-store-gone", &gitlab, "").await?;
+    testenv::apply_yaml_in(&client, &ns, SOURCE, true).await?;
+    let kept =
+        gitlab_push("keep", &["KEPT"]).replace("deletionPolicy: Delete", "deletionPolicy: None");
+    testenv::apply_yaml_in(&client, &ns, &kept, true).await?;
+    let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+    wait_ready("PushSecret keep", "True", "Synced", || {
+        value(&pushes, "keep")
+    })
+    .await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    let store = value(&stores, "gitlab").await?;
+    ensure!(
+        !store_finalizers(&store).contains(STORE_FINALIZER),
+        "no finalizer for deletionPolicy None: {}",
+        store["metadata"]
+    );
+
+    testenv::apply_yaml_in(&client, &ns, &gitlab_push("push", &["API_TOKEN"]), true).await?;
+    wait_ready("PushSecret push", "True", "Synced", || {
+        value(&pushes, "push")
+    })
+    .await?;
+    testenv::wait_for(TIMEOUT, "the store finalizer", || async {
+        let store = value(&stores, "gitlab").await?;
+        if store_finalizers(&store).contains(STORE_FINALIZER) {
+            Ok(())
+        } else {
+            Err(anyhow!("finalizers: {}", store_finalizers(&store)))
+        }
+    })
+    .await?;
+    ensure!(
+        variable(&gitlab, "API_TOKEN")?.is_some(),
+        "API_TOKEN pushed"
+    );
+
+    // Switching to deletionPolicy None releases the store; back to Delete holds it again.
+    let policy = |p: &str| serde_json::json!({"spec": {"deletionPolicy": p}});
+    for (p, held) in [("None", false), ("Delete", true)] {
+        pushes
+            .patch("push", &PatchParams::default(), &Patch::Merge(&policy(p)))
+            .await?;
+        testenv::wait_for(
+            TIMEOUT,
+            &format!("the store finalizer with {p}"),
+            || async {
+                let store = value(&stores, "gitlab").await?;
+                if store_finalizers(&store).contains(STORE_FINALIZER) == held {
+                    Ok(())
+                } else {
+                    Err(anyhow!("finalizers: {}", store_finalizers(&store)))
+                }
+            },
+        )
+        .await?;
+    }
+
+    stores.delete("gitlab", &DeleteParams::default()).await?;
+    wait_variable_gone(&gitlab, "API_TOKEN").await?;
+    let ps = testenv::wait_for(TIMEOUT, "the entries to be off the record", || async {
+        let ps = value(&pushes, "push").await?;
+        if recorded(&ps, "SecretStore/gitlab").is_empty() {
+            Ok(ps)
+        } else {
+            Err(anyhow!(
+                "syncedPushSecrets: {}",
+                ps["status"]["syncedPushSecrets"]
+            ))
+        }
+    })
+    .await?;
+    ensure!(
+        stores.get_opt("gitlab").await?.is_some(),
+        "the store waits for the PushSecret that refers to it: {}",
+        ps["status"]
+    );
+
+    pushes.delete("push", &DeleteParams::default()).await?;
+    wait_gone(&pushes, "push").await?;
+    wait_gone(&stores, "gitlab").await?;
+    ensure!(
+        variable(&gitlab, "KEPT")?.is_some(),
+        "deletionPolicy None keeps what it pushed"
+    );
+    gitlab.assert_no_violations();
     Ok(())
 }
