@@ -117,8 +117,8 @@ pub enum PushSecretDeletionPolicy {
 pub enum PushSecretConversionStrategy {
     #[default]
     None,
-    /// Turn non-ASCII characters in key names into `_Uxxxx_` escapes (the reverse of ESO's
-    /// Unicode conversion on read).
+    /// Turn `_Uxxxx_` escapes in key names back into their characters (the reverse of an
+    /// ExternalSecret's `conversionStrategy: Unicode`).
     ReverseUnicode,
 }
 
