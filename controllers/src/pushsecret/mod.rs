@@ -453,7 +453,8 @@ async fn stores(
 /// Deletes at their stores the entries of `recorded` that `keep` does not hold, taking each off
 /// `recorded` once it is gone: after a failure, `recorded` is exactly what is still there. A
 /// store that is gone fails the reconcile, so nothing is forgotten while it may still exist at
-/// the provider; a store not Ready is tried all the same (no flood gate on PushSecrets).
+/// the provider; a store not Ready is tried all the same (no flood gate on PushSecrets); one of
+/// another controller class is left to its operator.
 async fn delete_entries(
     ps: &PushSecret,
     ctx: &Context,
@@ -469,7 +470,12 @@ async fn delete_entries(
             kind: StoreKind::parse(Some(kind)),
             name: name.to_owned(),
         };
-        let handle = ctx.manager.get_ungated(&store, &namespace).await?;
+        let handle = match ctx.manager.get_ungated(&store, &namespace).await {
+            Ok(handle) => handle,
+            // The other operator deletes what it pushed; its entries stay on record for it.
+            Err(clientmanager::Error::OtherController { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
         let remote = provider::PushRemoteRef {
             remote_key: entry.match_.remote_ref.remote_key.clone(),
             property: entry.match_.remote_ref.property.clone(),
