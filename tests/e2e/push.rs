@@ -90,6 +90,19 @@ spec:
     )
 }
 
+/// An ExternalSecret that reads `(secretKey, remote key)` pairs through the Fake store every
+/// second, to see pushes and deletions as they happen.
+fn follower(name: &str, keys: &[(&str, &str)]) -> String {
+    let data: Vec<String> = keys
+        .iter()
+        .map(|(k, key)| format!("  - {{secretKey: {k}, remoteRef: {{key: {key}}}}}"))
+        .collect();
+    format!(
+        "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: {name}}}\nspec:\n  refreshInterval: 1s\n  secretStoreRef: {{name: fake}}\n  data:\n{}\n",
+        data.join("\n")
+    )
+}
+
 fn reader(name: &str, key: &str) -> String {
     format!(
         r#"
@@ -109,10 +122,7 @@ async fn ps_value(api: &Api<PushSecret>) -> Result<serde_json::Value> {
 
 async fn pushed_and_deleted(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
-    let ns = testenv::create_namespace(&client, "push").await?;
-    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
-    testenv::apply_yaml_in(&client, &ns, SOURCE, true).await?;
-    testenv::apply_yaml_in(&client, &ns, &push_secret("first"), true).await?;
+    let ns = namespace_with(&client, "push", &[STORE, SOURCE, &push_secret("first")]).await?;
     let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
     let ps = wait_ready("PushSecret push", "True", "Synced", || ps_value(&pushes)).await?;
     ensure!(
@@ -177,11 +187,8 @@ async fn pushed_and_deleted(env: Arc<Env>) -> Result<()> {
 
     // A change to the source Secret is pushed without waiting for the hourly refresh.
     testenv::apply_yaml_in(&client, &ns, &SOURCE.replace("t0k", "n3w"), true).await?;
-    let follower = reader("follow-second", "second").replace(
-        "  secretStoreRef",
-        "  refreshInterval: 1s\n  secretStoreRef",
-    );
-    testenv::apply_yaml_in(&client, &ns, &follower, true).await?;
+    let follow = follower("follow-second", &[("token", "second")]);
+    testenv::apply_yaml_in(&client, &ns, &follow, true).await?;
     let updated = BTreeMap::from([("token".to_owned(), b"n3w".to_vec())]);
     wait_secret(&client, &ns, "follow-second", &updated).await?;
 
@@ -201,11 +208,8 @@ async fn pushed_and_deleted(env: Arc<Env>) -> Result<()> {
 
 async fn missing_key(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
-    let ns = testenv::create_namespace(&client, "push-missing").await?;
-    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
-    testenv::apply_yaml_in(&client, &ns, SOURCE, true).await?;
     let yaml = push_secret("k").replace("secretKey: token", "secretKey: nope");
-    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    let ns = namespace_with(&client, "push-missing", &[STORE, SOURCE, &yaml]).await?;
     let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
     let ps = wait_ready("PushSecret push", "False", "Errored", || ps_value(&pushes)).await?;
     let message = ps["status"]["conditions"][0]["message"]
@@ -227,11 +231,13 @@ async fn missing_key(env: Arc<Env>) -> Result<()> {
 /// operator wrote it) and finalizers stay as they are.
 async fn other_class(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
-    let ns = testenv::create_namespace(&client, "push-other").await?;
     let store = STORE.replace("spec:\n", "spec:\n  controller: someone-else\n");
-    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
-    testenv::apply_yaml_in(&client, &ns, SOURCE, true).await?;
-    testenv::apply_yaml_in(&client, &ns, &push_secret("theirs"), true).await?;
+    let ns = namespace_with(
+        &client,
+        "push-other",
+        &[&store, SOURCE, &push_secret("theirs")],
+    )
+    .await?;
     let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
     // What the other operator recorded.
     let status = serde_json::json!({
@@ -281,16 +287,39 @@ fn recorded(ps: &Value, store: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// A namespace with the Fake store Ready and `manifests` applied.
-async fn fake_namespace(client: &kube::Client, prefix: &str, manifests: &str) -> Result<String> {
+/// Waits until the PushSecret `name` is Ready=`status` with `reason`.
+async fn wait_push(
+    pushes: &Api<PushSecret>,
+    name: &str,
+    status: &str,
+    reason: &str,
+) -> Result<Value> {
+    wait_ready(&format!("PushSecret {name}"), status, reason, || {
+        value(pushes, name)
+    })
+    .await
+}
+
+/// A new namespace with `manifests` applied, in order.
+async fn namespace_with(client: &kube::Client, prefix: &str, manifests: &[&str]) -> Result<String> {
     let ns = testenv::create_namespace(client, prefix).await?;
-    testenv::apply_yaml_in(client, &ns, STORE, true).await?;
+    for manifest in manifests {
+        testenv::apply_yaml_in(client, &ns, manifest, true).await?;
+    }
+    Ok(ns)
+}
+
+/// A namespace with the Fake store Ready and `manifests` applied.
+async fn fake_namespace(client: &kube::Client, prefix: &str, manifests: &[&str]) -> Result<String> {
+    let ns = namespace_with(client, prefix, &[STORE]).await?;
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
     wait_ready("SecretStore fake", "True", "Valid", || {
         value(&stores, "fake")
     })
     .await?;
-    testenv::apply_yaml_in(client, &ns, manifests, true).await?;
+    for manifest in manifests {
+        testenv::apply_yaml_in(client, &ns, manifest, true).await?;
+    }
     Ok(ns)
 }
 
@@ -330,25 +359,19 @@ spec:
   - storeRef: {name: fake}
     remoteKey: app/extras
     match: {regexp: "^OTHER$"}
----
-apiVersion: external-secrets.io/v1
-kind: ExternalSecret
-metadata: {name: reader}
-spec:
-  refreshInterval: 1s
-  secretStoreRef: {name: fake}
-  data:
-  - {secretKey: host, remoteRef: {key: app/db/host}}
-  - {secretKey: user, remoteRef: {key: app/db/user}}
-  - {secretKey: port, remoteRef: {key: app/db/port}}
-  - {secretKey: extras, remoteRef: {key: app/extras}}
 "#;
-    let ns = fake_namespace(&client, "push-datato", manifests).await?;
+    let reader = follower(
+        "reader",
+        &[
+            ("host", "app/db/host"),
+            ("user", "app/db/user"),
+            ("port", "app/db/port"),
+            ("extras", "app/extras"),
+        ],
+    );
+    let ns = fake_namespace(&client, "push-datato", &[manifests, &reader]).await?;
     let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
-    let ps = wait_ready("PushSecret bulk", "True", "Synced", || {
-        value(&pushes, "bulk")
-    })
-    .await?;
+    let ps = wait_push(&pushes, "bulk", "True", "Synced").await?;
     let keys = recorded(&ps, "SecretStore/fake");
     ensure!(
         keys == ["app/db/host", "app/db/port", "app/db/user", "app/extras"],
@@ -381,16 +404,8 @@ metadata: {name: late, labels: {push: bulk}}
 stringData: {DB_NAME: orders}
 "#;
     testenv::apply_yaml_in(&client, &ns, labelled, true).await?;
-    let name_reader = r#"
-apiVersion: external-secrets.io/v1
-kind: ExternalSecret
-metadata: {name: name-reader}
-spec:
-  refreshInterval: 1s
-  secretStoreRef: {name: fake}
-  data: [{secretKey: name, remoteRef: {key: app/db/name}}]
-"#;
-    testenv::apply_yaml_in(&client, &ns, name_reader, true).await?;
+    let name_reader = follower("name-reader", &[("name", "app/db/name")]);
+    testenv::apply_yaml_in(&client, &ns, &name_reader, true).await?;
     wait_secret(&client, &ns, "name-reader", &bytes(&[("name", "orders")])).await?;
     Ok(())
 }
@@ -419,23 +434,14 @@ spec:
   - storeRef: {name: fake}
     remoteKey: drinks/all
     conversionStrategy: ReverseUnicode
----
-apiVersion: external-secrets.io/v1
-kind: ExternalSecret
-metadata: {name: reader}
-spec:
-  refreshInterval: 1s
-  secretStoreRef: {name: fake}
-  data:
-  - {secretKey: coffee, remoteRef: {key: drinks/coffee}}
-  - {secretKey: all, remoteRef: {key: drinks/all}}
 "#;
-    let ns = fake_namespace(&client, "push-unicode", manifests).await?;
+    let reader = follower(
+        "reader",
+        &[("coffee", "drinks/coffee"), ("all", "drinks/all")],
+    );
+    let ns = fake_namespace(&client, "push-unicode", &[manifests, &reader]).await?;
     let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
-    wait_ready("PushSecret drinks", "True", "Synced", || {
-        value(&pushes, "drinks")
-    })
-    .await?;
+    wait_push(&pushes, "drinks", "True", "Synced").await?;
     wait_secret(
         &client,
         &ns,
@@ -456,36 +462,18 @@ async fn source_deleted(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let keep = push_secret("kept").replace("deletionPolicy: Delete", "deletionPolicy: None");
     let keep = keep.replace("name: push}", "name: keep}");
-    let follower = reader("read", "first").replace(
-        "  secretStoreRef",
-        "  refreshInterval: 1s\n  secretStoreRef",
-    );
-    let manifests = [
-        SOURCE,
-        push_secret("first").as_str(),
-        keep.as_str(),
-        follower.as_str(),
-    ]
-    .join("\n---\n");
+    let follow = follower("read", &[("token", "first")]);
+    let manifests = [SOURCE, &push_secret("first"), &keep, &follow];
     let ns = fake_namespace(&client, "push-source-gone", &manifests).await?;
     let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
-    wait_ready("PushSecret push", "True", "Synced", || {
-        value(&pushes, "push")
-    })
-    .await?;
-    wait_ready("PushSecret keep", "True", "Synced", || {
-        value(&pushes, "keep")
-    })
-    .await?;
+    wait_push(&pushes, "push", "True", "Synced").await?;
+    wait_push(&pushes, "keep", "True", "Synced").await?;
     let token = bytes(&[("token", "t0k")]);
     wait_secret(&client, &ns, "read", &token).await?;
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     secrets.delete("src", &DeleteParams::default()).await?;
-    let ps = wait_ready("PushSecret push", "False", "SourceDeleted", || {
-        value(&pushes, "push")
-    })
-    .await?;
+    let ps = wait_push(&pushes, "push", "False", "SourceDeleted").await?;
     ensure!(
         ps["status"]["syncedPushSecrets"]
             .as_object()
@@ -508,10 +496,7 @@ async fn source_deleted(env: Arc<Env>) -> Result<()> {
         "the pushed key is gone: {}",
         failed["status"]
     );
-    let missing = wait_ready("PushSecret keep", "False", "Errored", || {
-        value(&pushes, "keep")
-    })
-    .await?;
+    let missing = wait_push(&pushes, "keep", "False", "Errored").await?;
     let message = crate::operator::ready(&missing)
         .and_then(|c| c.message)
         .unwrap_or_default();
@@ -524,10 +509,7 @@ async fn source_deleted(env: Arc<Env>) -> Result<()> {
 
     // Back again: pushed at once.
     testenv::apply_yaml_in(&client, &ns, SOURCE, true).await?;
-    wait_ready("PushSecret push", "True", "Synced", || {
-        value(&pushes, "push")
-    })
-    .await?;
+    wait_push(&pushes, "push", "True", "Synced").await?;
     wait_secret(&client, &ns, "read", &token).await?;
     Ok(())
 }
@@ -535,9 +517,8 @@ async fn source_deleted(env: Arc<Env>) -> Result<()> {
 /// ESO gives PushSecrets no flood gate: a store whose validation fails is written to all the same.
 async fn no_flood_gate(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
-    let ns = testenv::create_namespace(&client, "push-not-ready").await?;
     let failing = STORE.replace("    fake:\n", "    fake:\n      validationResult: 2\n");
-    testenv::apply_yaml_in(&client, &ns, &failing, true).await?;
+    let ns = namespace_with(&client, "push-not-ready", &[&failing]).await?;
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
     testenv::wait_for(TIMEOUT, "the store to be Ready=False", || async {
         let store = value(&stores, "fake").await?;
@@ -547,13 +528,11 @@ async fn no_flood_gate(env: Arc<Env>) -> Result<()> {
         }
     })
     .await?;
-    testenv::apply_yaml_in(&client, &ns, SOURCE, true).await?;
-    testenv::apply_yaml_in(&client, &ns, &push_secret("pushed"), true).await?;
+    for manifest in [SOURCE, &push_secret("pushed")] {
+        testenv::apply_yaml_in(&client, &ns, manifest, true).await?;
+    }
     let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
-    let ps = wait_ready("PushSecret push", "True", "Synced", || {
-        value(&pushes, "push")
-    })
-    .await?;
+    let ps = wait_push(&pushes, "push", "True", "Synced").await?;
     ensure!(
         recorded(&ps, "SecretStore/fake") == ["pushed"],
         "syncedPushSecrets: {}",
@@ -627,10 +606,7 @@ async fn partial_push(env: Arc<Env>) -> Result<()> {
     let manifest = gitlab_push("push", &["API_TOKEN", "HANDMADE"]);
     testenv::apply_yaml_in(&client, &ns, &manifest, true).await?;
     let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
-    let ps = wait_ready("PushSecret push", "False", "Errored", || {
-        value(&pushes, "push")
-    })
-    .await?;
+    let ps = wait_push(&pushes, "push", "False", "Errored").await?;
     ensure!(
         recorded(&ps, "SecretStore/gitlab") == ["API_TOKEN"],
         "what succeeded is on record: {}",
@@ -673,10 +649,7 @@ async fn store_finalizer(env: Arc<Env>) -> Result<()> {
         gitlab_push("keep", &["KEPT"]).replace("deletionPolicy: Delete", "deletionPolicy: None");
     testenv::apply_yaml_in(&client, &ns, &kept, true).await?;
     let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
-    wait_ready("PushSecret keep", "True", "Synced", || {
-        value(&pushes, "keep")
-    })
-    .await?;
+    wait_push(&pushes, "keep", "True", "Synced").await?;
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
     let store = value(&stores, "gitlab").await?;
     ensure!(
@@ -686,10 +659,7 @@ async fn store_finalizer(env: Arc<Env>) -> Result<()> {
     );
 
     testenv::apply_yaml_in(&client, &ns, &gitlab_push("push", &["API_TOKEN"]), true).await?;
-    wait_ready("PushSecret push", "True", "Synced", || {
-        value(&pushes, "push")
-    })
-    .await?;
+    wait_push(&pushes, "push", "True", "Synced").await?;
     testenv::wait_for(TIMEOUT, "the store finalizer", || async {
         let store = value(&stores, "gitlab").await?;
         if store_finalizers(&store).contains(STORE_FINALIZER) {
