@@ -295,9 +295,23 @@ impl ClientManager {
             StoreKind::ClusterSecretStore => Caller::ClusterSecretStore,
         };
         let converted = convert(&self.registry, &loaded)?;
-        let object = self
-            .provider_object(&converted.reference, loaded.namespace.as_deref())
-            .await?;
+        let object = match (
+            self.provider_object(&converted.reference, loaded.namespace.as_deref())
+                .await,
+            &converted.generated,
+        ) {
+            // The store reconciler writes an inline store's object, and may not have yet (an
+            // operator taking over from Go ESO finds none): its converted form is the same spec.
+            (Err(Error::ProviderObjectMissing { .. }), Some(generated)) => {
+                let (provider, _, _) =
+                    resolve::provider_resource(&self.registry, &converted.reference)?;
+                let object: kube::api::DynamicObject =
+                    serde_json::from_value(generated.object.clone())
+                        .expect("a converted provider object is a Kubernetes object");
+                ProviderObject::from_dynamic(provider, &object)
+            }
+            (object, _) => object?,
+        };
         self.client(object, caller, namespace).await
     }
 

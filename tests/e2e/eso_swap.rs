@@ -242,6 +242,14 @@ async fn adopted_without_a_write(env: Arc<Env>) -> Result<()> {
         "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
     );
     testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    // The store as ESO leaves it: validated.
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    let validated = json!({"status": {"capabilities": "ReadWrite", "conditions": [{
+        "type": "Ready", "status": "True", "reason": "Valid", "message": "store validated",
+        "lastTransitionTime": jiff::Timestamp::now().to_string()}]}});
+    stores
+        .patch_status("fake", &PatchParams::default(), &Patch::Merge(&validated))
+        .await?;
     let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let alice = || BTreeMap::from([("user".to_owned(), b"alice".to_vec())]);
