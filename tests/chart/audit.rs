@@ -19,18 +19,31 @@ pub struct Request {
     pub code: Option<u16>,
 }
 
+/// `verb group/resource [name]`, the core group written `core`.
+fn describe(
+    f: &mut std::fmt::Formatter<'_>,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    name: Option<&String>,
+) -> std::fmt::Result {
+    let group = if group.is_empty() { "core" } else { group };
+    write!(f, "{verb} {group}/{resource}")?;
+    match name {
+        Some(name) => write!(f, " {name}"),
+        None => Ok(()),
+    }
+}
+
 impl std::fmt::Display for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let group = if self.group.is_empty() {
-            "core"
-        } else {
-            &self.group
-        };
-        write!(f, "{} {group}/{}", self.verb, self.resource)?;
-        if let Some(name) = &self.name {
-            write!(f, " {name}")?;
-        }
-        Ok(())
+        describe(
+            f,
+            &self.verb,
+            &self.group,
+            &self.resource,
+            self.name.as_ref(),
+        )
     }
 }
 
@@ -75,16 +88,13 @@ pub struct Permission {
 
 impl std::fmt::Display for Permission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let group = if self.group.is_empty() {
-            "core"
-        } else {
-            &self.group
-        };
-        write!(f, "{} {group}/{}", self.verb, self.resource)?;
-        if let Some(name) = &self.name {
-            write!(f, " {name}")?;
-        }
-        Ok(())
+        describe(
+            f,
+            &self.verb,
+            &self.group,
+            &self.resource,
+            self.name.as_ref(),
+        )
     }
 }
 
