@@ -48,6 +48,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             adopted_without_a_write,
         ),
+        trial(
+            "eso_swap::refresh_and_creation_policies_side_by_side",
+            env,
+            policies,
+        ),
     ]
 }
 
@@ -349,5 +354,82 @@ async fn adopted_without_a_write(env: Arc<Env>) -> Result<()> {
         .collect();
     ensure!(rewritten.is_empty(), "rewritten: {rewritten:?}");
     operator.stop();
+    Ok(())
+}
+
+/// The policies side by side on one store whose value then changes: Periodic follows at once
+/// (a store change refreshes it), CreatedOnce never, OnChange only when the ExternalSecret
+/// changes (force-sync), an immutable Secret refuses the change and keeps its bytes,
+/// creationPolicy None writes nothing, CreateOrMerge keeps another writer's key.
+async fn policies(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "eso-policies").await?;
+    let store = |value: &str| STORE.replace("value: alice", &format!("value: {value}"));
+    testenv::apply_yaml_in(&client, &ns, &store("alice"), true).await?;
+    let others = "apiVersion: v1\nkind: Secret\nmetadata: {name: create-or-merge}\nstringData: {theirs: kept}\n";
+    testenv::apply_yaml_in(&client, &ns, others, true).await?;
+    let es = |name: &str, spec: &str| {
+        format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: {name}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: fake}}\n{spec}  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+        )
+    };
+    let cases = [
+        ("periodic", "  refreshPolicy: Periodic\n"),
+        ("created-once", "  refreshPolicy: CreatedOnce\n"),
+        ("on-change", "  refreshPolicy: OnChange\n"),
+        ("immutable", "  target: {immutable: true}\n"),
+        ("none", "  target: {creationPolicy: None}\n"),
+        (
+            "create-or-merge",
+            "  target: {creationPolicy: CreateOrMerge}\n",
+        ),
+    ];
+    for (name, spec) in cases {
+        testenv::apply_yaml_in(&client, &ns, &es(name, spec), true).await?;
+    }
+    let user = |v: &str| BTreeMap::from([("user".to_owned(), v.as_bytes().to_vec())]);
+    for name in ["periodic", "created-once", "on-change", "immutable"] {
+        wait_secret(&client, &ns, name, &user("alice")).await?;
+    }
+    let mut merged = user("alice");
+    merged.insert("theirs".to_owned(), b"kept".to_vec());
+    wait_secret(&client, &ns, "create-or-merge", &merged).await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    crate::operator::wait_ready("ExternalSecret none", "True", "SecretSynced", || async {
+        Ok(serde_json::to_value(externalsecrets.get("none").await?)?)
+    })
+    .await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    ensure!(
+        secrets.get_opt("none").await?.is_none(),
+        "creationPolicy None wrote a Secret"
+    );
+
+    testenv::apply_yaml_in(&client, &ns, &store("bob"), true).await?;
+    wait_secret(&client, &ns, "periodic", &user("bob")).await?;
+    crate::operator::wait_ready(
+        "ExternalSecret immutable",
+        "False",
+        "SecretSyncedError",
+        || async {
+            Ok(serde_json::to_value(
+                externalsecrets.get("immutable").await?,
+            )?)
+        },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for name in ["created-once", "on-change", "immutable"] {
+        wait_secret(&client, &ns, name, &user("alice")).await?;
+    }
+    let force = json!({"metadata": {"annotations": {"force-sync": "1"}}});
+    for name in ["on-change", "created-once"] {
+        externalsecrets
+            .patch(name, &PatchParams::default(), &Patch::Merge(&force))
+            .await?;
+    }
+    wait_secret(&client, &ns, "on-change", &user("bob")).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_secret(&client, &ns, "created-once", &user("alice")).await?;
     Ok(())
 }

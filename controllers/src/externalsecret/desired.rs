@@ -98,6 +98,16 @@ pub fn should_refresh(es: &ExternalSecret, now: Timestamp) -> bool {
     }
 }
 
+/// Whether a change of the store or provider object refreshes the ExternalSecret at once (our
+/// addition to ESO): only a periodic one, since CreatedOnce asks never to refresh and OnChange
+/// to refresh only when the ExternalSecret itself changes.
+pub fn follows_store_changes(es: &ExternalSecret) -> bool {
+    !matches!(
+        es.spec.refresh_policy,
+        Some(RefreshPolicy::CreatedOnce | RefreshPolicy::OnChange)
+    )
+}
+
 /// Time until the next periodic refresh; `None` when the ExternalSecret never refreshes.
 pub fn requeue_after(es: &ExternalSecret, now: Timestamp) -> Option<Duration> {
     if matches!(

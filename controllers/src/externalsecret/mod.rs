@@ -193,7 +193,7 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
         message,
     })?;
     desired::unsupported(es).map_err(|(field, message)| Error::Invalid { field, message })?;
-    if !force
+    if !(force && desired::follows_store_changes(es))
         && !desired::should_refresh(es, now)
         && desired::secret_is_valid(es, existing.as_ref())
     {
