@@ -193,7 +193,8 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
         message,
     })?;
     desired::unsupported(es).map_err(|(field, message)| Error::Invalid { field, message })?;
-    if !(force && desired::follows_store_changes(es))
+    let forced = force && desired::follows_store_changes(es);
+    if !forced
         && !desired::should_refresh(es, now)
         && desired::secret_is_valid(es, existing.as_ref())
     {
