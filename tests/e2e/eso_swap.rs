@@ -431,5 +431,26 @@ async fn policies(env: Arc<Env>) -> Result<()> {
     wait_secret(&client, &ns, "on-change", &user("bob")).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     wait_secret(&client, &ns, "created-once", &user("alice")).await?;
+    deletion_policy_merge(&client, &ns).await
+}
+
+/// deletionPolicy Merge: when the provider has nothing left, this ExternalSecret's keys leave
+/// the Secret and another writer's stay.
+async fn deletion_policy_merge(client: &kube::Client, ns: &str) -> Result<()> {
+    let store = |data: &str| {
+        format!(
+            "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: emptied}}\nspec:\n  provider:\n    fake:\n      data: {data}\n"
+        )
+    };
+    testenv::apply_yaml_in(client, ns, &store("[{key: user, value: alice}]"), true).await?;
+    let others = "apiVersion: v1\nkind: Secret\nmetadata: {name: merge-deletion}\nstringData: {theirs: kept}\n";
+    testenv::apply_yaml_in(client, ns, others, true).await?;
+    let es = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: merge-deletion}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: emptied}\n  target: {creationPolicy: Merge, deletionPolicy: Merge}\n  dataFrom: [{find: {name: {regexp: '^user$'}}}]\n";
+    testenv::apply_yaml_in(client, ns, es, true).await?;
+    let theirs = ("theirs".to_owned(), b"kept".to_vec());
+    let both = BTreeMap::from([theirs.clone(), ("user".to_owned(), b"alice".to_vec())]);
+    wait_secret(client, ns, "merge-deletion", &both).await?;
+    testenv::apply_yaml_in(client, ns, &store("[{key: other, value: x}]"), true).await?;
+    wait_secret(client, ns, "merge-deletion", &BTreeMap::from([theirs])).await?;
     Ok(())
 }

@@ -382,22 +382,44 @@ pub fn foreign_controller<'a>(
 }
 
 /// Keys of `existing` this ExternalSecret must remove: with Owner and Orphan the Secret holds
-/// exactly the fetched data, with Merge and CreateOrMerge other writers' keys stay.
+/// exactly the fetched data; with Merge and CreateOrMerge, as ESO, the keys this ExternalSecret
+/// wrote before (its field manager's, whether it applied them or Go ESO updated them) and no
+/// longer has, while other writers' keys stay.
 pub fn stale_keys(
     es: &ExternalSecret,
     existing: &Secret,
     data: &BTreeMap<String, Vec<u8>>,
 ) -> Vec<String> {
-    if !matches!(
-        creation_policy(es),
-        CreationPolicy::Owner | CreationPolicy::Orphan
-    ) {
-        return Vec::new();
-    }
-    secret_data(existing)
-        .into_keys()
+    let candidates: Vec<String> = match creation_policy(es) {
+        CreationPolicy::Owner | CreationPolicy::Orphan => {
+            secret_data(existing).into_keys().collect()
+        }
+        _ => owned_keys(existing, &field_manager(&es.name_any())),
+    };
+    candidates
+        .into_iter()
         .filter(|k| !data.contains_key(k))
         .collect()
+}
+
+/// The data keys `manager` owns in `existing`'s managedFields (`f:data` → `f:<key>`).
+fn owned_keys(existing: &Secret, manager: &str) -> Vec<String> {
+    let present = secret_data(existing);
+    let mut keys: Vec<String> = existing
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| entry.manager.as_deref() == Some(manager))
+        .filter_map(|entry| entry.fields_v1.as_ref())
+        .filter_map(|fields| fields.0.get("f:data")?.as_object().cloned())
+        .flat_map(|data| data.into_iter().map(|(k, _)| k))
+        .filter_map(|k| k.strip_prefix("f:").map(str::to_owned))
+        .filter(|k| present.contains_key(k))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
 }
 
 #[cfg(test)]

@@ -344,8 +344,9 @@ async fn write_secret(
             source,
         })?;
     let mut versions: Vec<String> = written.resource_version().into_iter().collect();
-    if let Some(existing) = existing {
-        let stale = desired::stale_keys(es, existing, data);
+    if existing.is_some() {
+        // From the Secret as applied: keys our own earlier apply owned are gone already.
+        let stale = desired::stale_keys(es, &written, data);
         if !stale.is_empty() {
             // Keys written by someone else are not ours under server-side apply; with Owner and
             // Orphan the Secret must hold exactly the fetched data, so remove them explicitly.

@@ -235,6 +235,27 @@ fn stale_keys_depend_on_the_creation_policy() {
         "target: {creationPolicy: Merge}",
     ));
     assert!(stale_keys(&merge, &existing, &want).is_empty());
+    // With Merge, what this ExternalSecret's field manager wrote before (applied, or updated
+    // by Go ESO) and no longer has goes; another writer's key stays.
+    let mut written = secret_with(
+        &data(&[("user", "a"), ("old", "o"), ("extra", "b")]),
+        None,
+        true,
+    );
+    let owned = |operation: &str, keys: &[&str]| {
+        let data: serde_json::Map<String, serde_json::Value> = keys
+            .iter()
+            .map(|k| (format!("f:{k}"), serde_json::json!({})))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "manager": field_manager("app"), "operation": operation,
+            "fieldsV1": {"f:data": data},
+        }))
+        .unwrap()
+    };
+    written.metadata.managed_fields =
+        Some(vec![owned("Apply", &["user"]), owned("Update", &["old"])]);
+    assert_eq!(stale_keys(&merge, &written, &want), vec!["old".to_string()]);
 }
 
 #[test]
