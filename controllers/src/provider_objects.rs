@@ -206,7 +206,13 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     let started = Instant::now();
     let object = ProviderObject::from_dynamic(kctx.provider.clone(), &obj);
     let identity = object.identity.clone();
-    let changed = kctx.ctx.generations.changed(obj.as_ref());
+    // A store's converted object, just written, holds the store's own spec: its ExternalSecrets
+    // already read through it (and a store change wakes them itself). Announcing it would
+    // refetch every ExternalSecret of every inline store when an operator takes over from Go
+    // ESO, which made none.
+    let converted_just_now = obj.labels().contains_key(api::store::LABEL_CONVERTED_FROM)
+        && obj.metadata.generation == Some(1);
+    let changed = kctx.ctx.generations.changed(obj.as_ref()) && !converted_just_now;
     if changed {
         let _ = kctx.ctx.provider_changed.unbounded_send(identity.clone());
     }
