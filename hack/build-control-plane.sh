@@ -14,15 +14,8 @@ mod="$here/testbin/k8s"
 out=$("$here/testbin-dir.sh" "$K8S_VERSION")
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-# Two builds at once (tests and a benchmark, say) would overwrite each other's files.
-mkdir -p "$(dirname "$out")"
-exec 9>"$out.lock"
-flock 9
-
-if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/etcd" ] && [ -x "$out/kubectl" ]; then
-  echo "control plane $K8S_VERSION already built in $out"
-  exit 0
-fi
+. "$here/testbin-lock.sh"
+testbin_lock "$out" "control plane $K8S_VERSION" kube-apiserver kube-controller-manager etcd kubectl
 start=$(date +%s)
 mkdir -p "$out"
 cd "$mod"

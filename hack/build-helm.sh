@@ -13,14 +13,8 @@ mod="$here/testbin/helm"
 out="${EXTERNAL_SECRETS_TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/external-secrets-rs/testbin}/helm-$HELM_VERSION"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-mkdir -p "$(dirname "$out")"
-exec 9>"$out.lock"
-flock 9
-
-if [ -x "$out/helm" ]; then
-  echo "helm $HELM_VERSION already built in $out"
-  exit 0
-fi
+. "$here/testbin-lock.sh"
+testbin_lock "$out" "helm $HELM_VERSION" helm
 start=$(date +%s)
 mkdir -p "$out"
 cd "$mod"

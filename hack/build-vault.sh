@@ -17,14 +17,8 @@ mod="$here/testbin/vault"
 out="${EXTERNAL_SECRETS_TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/external-secrets-rs/testbin}/vault-$VAULT_VERSION"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-mkdir -p "$(dirname "$out")"
-exec 9>"$out.lock"
-flock 9
-
-if [ -x "$out/vault" ]; then
-  echo "vault $VAULT_VERSION already built in $out"
-  exit 0
-fi
+. "$here/testbin-lock.sh"
+testbin_lock "$out" "vault $VAULT_VERSION" vault
 start=$(date +%s)
 mkdir -p "$out"
 cd "$mod"
