@@ -58,7 +58,7 @@ impl ProviderSchema for Gitlab {
     }
 
     fn apply_referent(&self, spec: Value, caller: Caller, namespace: &str) -> Result<Value> {
-        referent::apply(spec, caller, namespace)
+        referent::REFERENCES.apply(spec, caller, namespace)
     }
 
     fn validate_spec(&self, spec: &Value) -> Result<SpecReport> {
@@ -105,7 +105,7 @@ impl ProviderSchema for Gitlab {
     }
 
     fn credential_refs(&self, spec: &Value, _namespace: &str) -> Vec<CredentialRef> {
-        referent::credential_refs(spec)
+        referent::REFERENCES.credential_refs(spec)
     }
 }
 
@@ -120,7 +120,7 @@ impl ProviderRuntime for Gitlab {
         let spec: GitlabProvider = parse_spec(&request.spec)?;
         let config = Config::from_spec(&spec);
         // A referent cluster store checked on its own has no namespace to read the token in.
-        if !referent::unresolved(&request.spec).is_empty() {
+        if !referent::REFERENCES.unresolved(&request.spec).is_empty() {
             return Ok(Box::new(GitlabSecrets { api: None, config }));
         }
         let token = read_token(&config.token, credentials.as_ref()).await?;

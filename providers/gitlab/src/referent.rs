@@ -1,12 +1,11 @@
 //! Design 007's `ApplyReferent` for GitLab: the access-token Secret and the caProvider object.
 //! The rule is [`provider::referent`]'s, the same for every provider.
 
+use provider::CredentialKind;
 use provider::referent::{Reference, References};
-use provider::{Caller, CredentialKind, CredentialRef, Result};
-use serde_json::Value;
 
 /// ESO spells `SecretRef` with a capital letter.
-const REFERENCES: References = References(&[
+pub(crate) const REFERENCES: References = References(&[
     (
         "/auth/SecretRef/accessToken",
         Reference::Fixed(CredentialKind::Secret),
@@ -14,21 +13,12 @@ const REFERENCES: References = References(&[
     ("/caProvider", Reference::CaProvider),
 ]);
 
-pub(crate) fn apply(spec: Value, caller: Caller, namespace: &str) -> Result<Value> {
-    REFERENCES.apply(spec, caller, namespace)
-}
-
-pub(crate) fn credential_refs(spec: &Value) -> Vec<CredentialRef> {
-    REFERENCES.credential_refs(spec)
-}
-
-pub(crate) fn unresolved(spec: &Value) -> Vec<String> {
-    REFERENCES.unresolved(spec)
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    use provider::{Caller, CredentialRef};
+    use serde_json::Value;
 
     use super::*;
 
@@ -42,7 +32,8 @@ mod tests {
 
     #[test]
     fn a_secret_store_reads_the_token_in_its_own_namespace_only() {
-        let err = apply(spec(), Caller::SecretStore, "team-a")
+        let err = REFERENCES
+            .apply(spec(), Caller::SecretStore, "team-a")
             .unwrap_err()
             .to_string();
         assert!(
@@ -53,7 +44,8 @@ mod tests {
         let mut other = spec();
         other["auth"]["SecretRef"]["accessToken"]["namespace"] = json!("team-b");
         other["caProvider"]["namespace"] = json!("team-a");
-        let err = apply(other, Caller::Provider, "team-a")
+        let err = REFERENCES
+            .apply(other, Caller::Provider, "team-a")
             .unwrap_err()
             .to_string();
         assert!(
@@ -63,13 +55,15 @@ mod tests {
 
         let mut own = spec();
         own["caProvider"]["namespace"] = json!("team-a");
-        let applied = apply(own, Caller::SecretStore, "team-a").unwrap();
+        let applied = REFERENCES
+            .apply(own, Caller::SecretStore, "team-a")
+            .unwrap();
         assert_eq!(
             applied["auth"]["SecretRef"]["accessToken"]["namespace"],
             "team-a"
         );
         assert_eq!(
-            credential_refs(&applied),
+            REFERENCES.credential_refs(&applied),
             vec![
                 CredentialRef {
                     kind: CredentialKind::Secret,
@@ -83,33 +77,39 @@ mod tests {
                 },
             ]
         );
-        assert!(unresolved(&applied).is_empty());
+        assert!(REFERENCES.unresolved(&applied).is_empty());
     }
 
     #[test]
     fn a_cluster_store_keeps_an_explicit_namespace_or_uses_the_consumers() {
         let mut explicit = spec();
         explicit["auth"]["SecretRef"]["accessToken"]["namespace"] = json!("tokens");
-        let applied = apply(explicit, Caller::ClusterSecretStore, "team-b").unwrap();
+        let applied = REFERENCES
+            .apply(explicit, Caller::ClusterSecretStore, "team-b")
+            .unwrap();
         assert_eq!(
             applied["auth"]["SecretRef"]["accessToken"]["namespace"],
             "tokens"
         );
         assert_eq!(applied["caProvider"]["namespace"], "pki");
 
-        let referent = apply(spec(), Caller::ClusterProvider, "team-b").unwrap();
+        let referent = REFERENCES
+            .apply(spec(), Caller::ClusterProvider, "team-b")
+            .unwrap();
         assert_eq!(
             referent["auth"]["SecretRef"]["accessToken"]["namespace"],
             "team-b"
         );
 
         // Validated on its own, a referent store does not know whose token to read yet.
-        let alone = apply(spec(), Caller::ClusterSecretStore, "").unwrap();
+        let alone = REFERENCES
+            .apply(spec(), Caller::ClusterSecretStore, "")
+            .unwrap();
         assert_eq!(
-            unresolved(&alone),
+            REFERENCES.unresolved(&alone),
             vec!["auth.SecretRef.accessToken".to_owned()]
         );
-        let refs = credential_refs(&alone);
+        let refs = REFERENCES.credential_refs(&alone);
         assert_eq!(refs.len(), 1, "{refs:?}");
         assert_eq!(refs[0].name, "ca");
     }

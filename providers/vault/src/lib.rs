@@ -42,7 +42,7 @@ impl ProviderSchema for Vault {
     }
 
     fn apply_referent(&self, spec: Value, caller: Caller, namespace: &str) -> Result<Value> {
-        referent::apply(spec, caller, namespace)
+        referent::REFERENCES.apply(spec, caller, namespace)
     }
 
     fn validate_spec(&self, spec: &Value) -> Result<SpecReport> {
@@ -76,7 +76,7 @@ impl ProviderSchema for Vault {
     }
 
     fn credential_refs(&self, spec: &Value, _namespace: &str) -> Vec<CredentialRef> {
-        referent::credential_refs(spec)
+        referent::REFERENCES.credential_refs(spec)
     }
 }
 
@@ -94,7 +94,7 @@ impl ProviderRuntime for Vault {
         };
         let cas = spec.check_and_set.as_ref().and_then(|c| c.required) == Some(true);
         // A referent cluster store checked on its own has no namespace to read credentials in.
-        let referent = !referent::unresolved(&request.spec).is_empty();
+        let referent = !referent::REFERENCES.unresolved(&request.spec).is_empty();
         let login = match &spec.auth {
             Some(auth) if !referent => login(auth, false)?,
             _ => Login::Anonymous,

@@ -1,12 +1,11 @@
 //! Design 007's `ApplyReferent` for Vault: where its credential references sit. The rule is
 //! [`provider::referent`]'s, the same for every provider.
 
+use provider::CredentialKind;
 use provider::referent::{Reference, References};
-use provider::{Caller, CredentialKind, CredentialRef, Result};
-use serde_json::Value;
 
 /// Where credential references sit in a Vault spec, and what they name.
-const REFERENCES: References = References(&[
+pub(crate) const REFERENCES: References = References(&[
     (
         "/auth/tokenSecretRef",
         Reference::Fixed(CredentialKind::Secret),
@@ -62,21 +61,12 @@ const REFERENCES: References = References(&[
     ("/caProvider", Reference::CaProvider),
 ]);
 
-pub(crate) fn apply(spec: Value, caller: Caller, namespace: &str) -> Result<Value> {
-    REFERENCES.apply(spec, caller, namespace)
-}
-
-pub(crate) fn credential_refs(spec: &Value) -> Vec<CredentialRef> {
-    REFERENCES.credential_refs(spec)
-}
-
-pub(crate) fn unresolved(spec: &Value) -> Vec<String> {
-    REFERENCES.unresolved(spec)
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    use provider::{Caller, CredentialRef};
+    use serde_json::Value;
 
     use super::*;
 
@@ -90,7 +80,7 @@ mod tests {
 
     #[test]
     fn a_secret_store_reads_its_own_namespace_only() {
-        let applied = apply(spec(), Caller::SecretStore, "team-a");
+        let applied = REFERENCES.apply(spec(), Caller::SecretStore, "team-a");
         let err = applied.unwrap_err().to_string();
         assert!(
             err.contains("caProvider.namespace: \"pki\" is not allowed"),
@@ -99,13 +89,15 @@ mod tests {
 
         let mut own = spec();
         own["caProvider"]["namespace"] = json!("team-a");
-        let applied = apply(own, Caller::SecretStore, "team-a").unwrap();
+        let applied = REFERENCES
+            .apply(own, Caller::SecretStore, "team-a")
+            .unwrap();
         assert_eq!(
             applied["auth"]["appRole"]["secretRef"]["namespace"],
             "team-a"
         );
         assert_eq!(
-            credential_refs(&applied),
+            REFERENCES.credential_refs(&applied),
             vec![
                 CredentialRef {
                     kind: CredentialKind::Secret,
@@ -123,7 +115,9 @@ mod tests {
 
     #[test]
     fn a_cluster_store_keeps_explicit_namespaces_and_fills_in_the_consumer() {
-        let applied = apply(spec(), Caller::ClusterSecretStore, "team-b").unwrap();
+        let applied = REFERENCES
+            .apply(spec(), Caller::ClusterSecretStore, "team-b")
+            .unwrap();
         assert_eq!(applied["caProvider"]["namespace"], "pki");
         assert_eq!(
             applied["auth"]["appRole"]["secretRef"]["namespace"],
@@ -131,12 +125,14 @@ mod tests {
         );
 
         // Validated on its own, a referent store does not know whose credentials to read yet.
-        let alone = apply(spec(), Caller::ClusterSecretStore, "").unwrap();
+        let alone = REFERENCES
+            .apply(spec(), Caller::ClusterSecretStore, "")
+            .unwrap();
         assert_eq!(
-            unresolved(&alone),
+            REFERENCES.unresolved(&alone),
             vec!["auth.appRole.secretRef".to_owned()]
         );
-        let refs = credential_refs(&alone);
+        let refs = REFERENCES.credential_refs(&alone);
         assert_eq!(refs.len(), 1, "{refs:?}");
         assert_eq!(refs[0].name, "ca");
     }
