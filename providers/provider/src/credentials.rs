@@ -7,6 +7,8 @@ use std::fmt;
 
 use async_trait::async_trait;
 
+use api::meta::{CaProvider, CaProviderType};
+
 use crate::{Error, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -125,4 +127,29 @@ impl CredentialsReader for StaticCredentials {
                 )
             })
     }
+}
+
+/// The PEM text of ESO's `caBundle` and `caProvider` (key `ca.crt` unless named), in that order:
+/// what a provider's HTTP client trusts. `caProvider`'s namespace was resolved by the referent
+/// rule before the client is built.
+pub async fn ca_pems(
+    ca_bundle: Option<&[u8]>,
+    ca_provider: Option<&CaProvider>,
+    credentials: &dyn CredentialsReader,
+) -> Result<Vec<Vec<u8>>> {
+    let mut pems: Vec<Vec<u8>> = ca_bundle.map(<[u8]>::to_vec).into_iter().collect();
+    if let Some(ca) = ca_provider {
+        let (namespace, key) = (
+            ca.namespace.as_deref().unwrap_or_default(),
+            ca.key.as_deref().unwrap_or("ca.crt"),
+        );
+        pems.push(match ca.type_ {
+            CaProviderType::Secret => credentials.secret_key(namespace, &ca.name, key).await?,
+            CaProviderType::ConfigMap => credentials
+                .config_map_key(namespace, &ca.name, key)
+                .await?
+                .into_bytes(),
+        });
+    }
+    Ok(pems)
 }

@@ -23,7 +23,9 @@ use serde_json::Value;
 
 pub use api::provider_kinds::Descriptor;
 pub use api::providers::Capabilities;
-pub use credentials::{CredentialKind, CredentialRef, CredentialsReader, StaticCredentials};
+pub use credentials::{
+    CredentialKind, CredentialRef, CredentialsReader, StaticCredentials, ca_pems,
+};
 pub use registry::ProviderRegistry;
 
 /// Who asks for a client. It decides which namespace a credential reference without an explicit

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use api::meta::{CaProviderType, SecretKeySelector};
+use api::meta::SecretKeySelector;
 use api::providers::vault::VaultProvider;
 use provider::{CredentialsReader, Error, Result};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -54,23 +54,12 @@ impl Connection {
         credentials: &dyn CredentialsReader,
     ) -> Result<Self> {
         let headers = headers(spec)?;
-        let mut pems = Vec::new();
-        if let Some(bundle) = &spec.ca_bundle {
-            pems.push(bundle.0.clone());
-        }
-        if let Some(ca) = &spec.ca_provider {
-            let (namespace, key) = (
-                ca.namespace.as_deref().unwrap_or_default(),
-                ca.key.as_deref().unwrap_or("ca.crt"),
-            );
-            pems.push(match ca.type_ {
-                CaProviderType::Secret => credentials.secret_key(namespace, &ca.name, key).await?,
-                CaProviderType::ConfigMap => credentials
-                    .config_map_key(namespace, &ca.name, key)
-                    .await?
-                    .into_bytes(),
-            });
-        }
+        let pems = provider::ca_pems(
+            spec.ca_bundle.as_ref().map(|b| b.0.as_slice()),
+            spec.ca_provider.as_ref(),
+            credentials,
+        )
+        .await?;
         let mut roots = Vec::new();
         for pem in pems {
             roots.extend(reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
