@@ -57,34 +57,6 @@ pub trait Converters: Send + Sync + 'static {
     fn needs_conversion(&self, crd_name: &str) -> bool;
 }
 
-/// [`Converters`] as two plain functions.
-#[derive(Clone, Copy, Debug)]
-pub struct FnConverters {
-    pub convert: fn(
-        group: &str,
-        kind: &str,
-        object: serde_json::Value,
-        to_api_version: &str,
-    ) -> Result<serde_json::Value, String>,
-    pub needs_conversion: fn(crd_name: &str) -> bool,
-}
-
-impl Converters for FnConverters {
-    fn convert(
-        &self,
-        group: &str,
-        kind: &str,
-        object: serde_json::Value,
-        to_api_version: &str,
-    ) -> Result<serde_json::Value, String> {
-        (self.convert)(group, kind, object, to_api_version)
-    }
-
-    fn needs_conversion(&self, crd_name: &str) -> bool {
-        (self.needs_conversion)(crd_name)
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Where `POST /convert` is served (the Service's target port).
