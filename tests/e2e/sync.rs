@@ -566,6 +566,16 @@ spec:
   data: [{secretKey: user, remoteRef: {key: user}}]
 "#;
     testenv::apply_yaml_in(&client, &ns, objects, true).await?;
+    // As ESO: another ExternalSecret's Secret is refused whatever the creationPolicy, since
+    // two of them writing one Secret would overwrite each other on every refresh.
+    let rivals = ["Orphan", "Merge", "CreateOrMerge"];
+    for policy in rivals {
+        let rival = format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: rival-{}}}\nspec:\n  secretStoreRef: {{name: fake}}\n  target: {{name: app-secret, creationPolicy: {policy}}}\n  data: [{{secretKey: other, remoteRef: {{key: user}}}}]\n",
+            policy.to_lowercase()
+        );
+        testenv::apply_yaml_in(&client, &ns, &rival, true).await?;
+    }
     let api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     let message = |name: &'static str| {
         let api = api.clone();
@@ -587,12 +597,19 @@ spec:
         typo == "SecretStore \"fakee\" does not exist",
         "message: {typo}"
     );
-    let rival = message("rival").await?;
-    ensure!(
-        rival.contains("spec.target.name")
-            && rival.contains("controlled by ExternalSecret \"app\""),
-        "message: {rival}"
-    );
+    for name in [
+        "rival",
+        "rival-orphan",
+        "rival-merge",
+        "rival-createormerge",
+    ] {
+        let rival = message(name).await?;
+        ensure!(
+            rival.contains("spec.target.name")
+                && rival.contains("controlled by ExternalSecret \"app\""),
+            "{name}: {rival}"
+        );
+    }
     let after = Api::<Secret>::namespaced(client.clone(), &ns)
         .get("app-secret")
         .await?;

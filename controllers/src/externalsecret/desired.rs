@@ -365,20 +365,28 @@ pub fn desired_secret(
     Some(secret)
 }
 
-/// With creationPolicy Owner, the controller owner reference of an existing Secret that points at
-/// another object: two controllers of one Secret would fight, and the API server allows only one.
-pub fn foreign_controller<'a>(
+/// The controller owner reference of an existing Secret that forbids writing it, whatever the
+/// creationPolicy (as ESO): another ExternalSecret's, since two ExternalSecrets writing one Secret
+/// would overwrite each other on every refresh (Merge and CreateOrMerge included); and with Owner,
+/// any other object's, since the API server allows one controller only.
+pub fn ownership_conflict<'a>(
     es: &ExternalSecret,
     existing: &'a Secret,
 ) -> Option<&'a OwnerReference> {
-    if creation_policy(es) != CreationPolicy::Owner {
+    let policy = creation_policy(es);
+    if policy == CreationPolicy::None {
         return None;
     }
     let uid = es.uid();
-    existing
-        .owner_references()
-        .iter()
-        .find(|o| o.controller == Some(true) && Some(&o.uid) != uid.as_ref())
+    existing.owner_references().iter().find(|o| {
+        o.controller == Some(true)
+            && Some(&o.uid) != uid.as_ref()
+            && (policy == CreationPolicy::Owner || is_external_secret(o))
+    })
+}
+
+fn is_external_secret(owner: &OwnerReference) -> bool {
+    owner.kind == "ExternalSecret" && owner.api_version.split('/').next() == Some(api::GROUP)
 }
 
 /// Keys of `existing` this ExternalSecret must remove: with Owner and Orphan the Secret holds

@@ -309,11 +309,16 @@ async fn write_secret(
         return Ok(Written::MissingForMerge);
     }
     if let Some(existing) = existing {
-        if let Some(owner) = desired::foreign_controller(es, existing) {
+        if let Some(owner) = desired::ownership_conflict(es, existing) {
+            let advice = if owner.kind == "ExternalSecret" {
+                "pick another target name: two ExternalSecrets writing one Secret would overwrite each other"
+            } else {
+                "pick another target name, or creationPolicy Merge to add keys to it"
+            };
             return Err(Error::Invalid {
                 field: "spec.target.name".into(),
                 message: format!(
-                    "Secret {target:?} is controlled by {} {:?}; pick another target name, or creationPolicy Merge to add keys to it",
+                    "Secret {target:?} is controlled by {} {:?}; {advice}",
                     owner.kind, owner.name
                 ),
             });

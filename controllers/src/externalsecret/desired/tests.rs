@@ -355,28 +355,60 @@ fn nul_bytes_fail_only_when_asked() {
 
 #[test]
 fn a_secret_controlled_by_another_object_is_refused() {
-    let es_ = es(BASIC);
-    let mut secret = secret_with(&data(&[]), None, true);
-    assert!(foreign_controller(&es_, &secret).is_none());
-    secret.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "external-secrets.io/v1".into(),
-        kind: "ExternalSecret".into(),
+    let with_policy = |policy: &str| {
+        es(&BASIC.replace(
+            "target: {name: app-secret}",
+            &format!("target: {{name: app-secret, creationPolicy: {policy}}}"),
+        ))
+    };
+    let controller = |api_version: &str, kind: &str, uid: &str| OwnerReference {
+        api_version: api_version.into(),
+        kind: kind.into(),
         name: "other".into(),
-        uid: "uid-2".into(),
+        uid: uid.into(),
         controller: Some(true),
         ..Default::default()
-    }]);
-    assert_eq!(
-        foreign_controller(&es_, &secret).map(|o| o.name.as_str()),
-        Some("other")
-    );
-    let merge = es(&BASIC.replace(
-        "target: {name: app-secret}",
-        "target: {name: app-secret, creationPolicy: Merge}",
-    ));
-    assert!(foreign_controller(&merge, &secret).is_none());
-    secret.metadata.owner_references.as_mut().unwrap()[0].uid = "uid-1".into();
-    assert!(foreign_controller(&es_, &secret).is_none());
+    };
+    let mut secret = secret_with(&data(&[]), None, true);
+    // (policy, refused when another ExternalSecret controls it, when a Deployment does)
+    let table = [
+        ("Owner", true, true),
+        ("Orphan", true, false),
+        ("Merge", true, false),
+        ("CreateOrMerge", true, false),
+        ("None", false, false),
+    ];
+    for (policy, by_es, by_other) in table {
+        let es_ = with_policy(policy);
+        secret.metadata.owner_references = None;
+        assert!(ownership_conflict(&es_, &secret).is_none(), "{policy}");
+        secret.metadata.owner_references = Some(vec![controller(
+            "external-secrets.io/v1",
+            "ExternalSecret",
+            "uid-2",
+        )]);
+        assert_eq!(
+            ownership_conflict(&es_, &secret).is_some(),
+            by_es,
+            "{policy}, another ExternalSecret"
+        );
+        secret.metadata.owner_references = Some(vec![controller("apps/v1", "Deployment", "uid-2")]);
+        assert_eq!(
+            ownership_conflict(&es_, &secret).is_some(),
+            by_other,
+            "{policy}, a Deployment"
+        );
+        // Its own owner reference is never a conflict.
+        secret.metadata.owner_references = Some(vec![controller(
+            "external-secrets.io/v1",
+            "ExternalSecret",
+            "uid-1",
+        )]);
+        assert!(
+            ownership_conflict(&es_, &secret).is_none(),
+            "{policy}, itself"
+        );
+    }
 }
 
 #[test]
