@@ -106,6 +106,11 @@ pub struct ExternalSecretSpec {
     #[schemars(regex(pattern = crate::DURATION_PATTERN), extend("default" = "1h"))]
     pub refresh_interval: Option<String>,
 
+    /// When periodic refreshes may run, evaluated in UTC; a refresh that a change of the
+    /// ExternalSecret asks for is never held back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_windows: Option<SyncWindows>,
+
     /// One Secret key per entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Vec<ExternalSecretData>>,
@@ -148,6 +153,41 @@ impl SecretStoreKind {
         }
     }
 }
+
+/// Cron windows that gate periodic refreshes. Every window in the list shares the kind.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncWindows {
+    pub kind: SyncWindowKind,
+    #[schemars(length(min = 1))]
+    pub windows: Vec<SyncWindow>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncWindowKind {
+    /// Periodic refreshes run only while at least one window is open.
+    Allow,
+    /// Periodic refreshes wait while any window is open.
+    Deny,
+}
+
+/// A window opens at each firing of `schedule` and stays open for `duration`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncWindow {
+    /// A five-field cron expression (minute hour day-of-month month day-of-week), or a
+    /// descriptor: `@yearly`, `@annually`, `@monthly`, `@weekly`, `@daily`, `@midnight`,
+    /// `@hourly`, `@every <duration>`.
+    #[schemars(length(min = 1), regex(pattern = SCHEDULE_PATTERN))]
+    pub schedule: String,
+    /// Go duration the window stays open after each firing, such as `8h`.
+    #[schemars(regex(pattern = crate::DURATION_PATTERN))]
+    pub duration: String,
+}
+
+/// ESO's admission pattern for a window's schedule.
+const SCHEDULE_PATTERN: &str = r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly)|@every [^\s]+.*|[^\s]+( [^\s]+){4})$";
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum RefreshPolicy {

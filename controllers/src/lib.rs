@@ -2,6 +2,7 @@
 
 pub mod backoff;
 pub mod context;
+mod cron;
 pub mod duration;
 pub mod events;
 pub mod externalsecret;

@@ -16,7 +16,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use libtest_mimic::Trial;
 use serde_json::json;
 
-use crate::operator::TIMEOUT;
+use crate::operator::{TIMEOUT, sample, scrape};
 use crate::sync::{STORE, wait_secret};
 use crate::{Env, trial};
 
@@ -387,8 +387,32 @@ async fn policies(env: Arc<Env>) -> Result<()> {
     for (name, spec) in cases {
         testenv::apply_yaml_in(&client, &ns, &es(name, spec), true).await?;
     }
+    // Refreshing every second, but a deny window that is always open, and an allow window that
+    // never opens (February 30th): both sync once and then hold, through the store change too.
+    let windows = [
+        (
+            "deny-window",
+            "{kind: deny, windows: [{schedule: '* * * * *', duration: 1h}]}",
+        ),
+        (
+            "allow-window",
+            "{kind: allow, windows: [{schedule: '0 0 30 2 *', duration: 1h}]}",
+        ),
+    ];
+    for (name, windows) in windows {
+        let spec = format!("  syncWindows: {windows}\n");
+        let yaml = es(name, &spec).replace("refreshInterval: 1h", "refreshInterval: 1s");
+        testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    }
     let user = |v: &str| BTreeMap::from([("user".to_owned(), v.as_bytes().to_vec())]);
-    for name in ["periodic", "created-once", "on-change", "immutable"] {
+    for name in [
+        "periodic",
+        "created-once",
+        "on-change",
+        "immutable",
+        "deny-window",
+        "allow-window",
+    ] {
         wait_secret(&client, &ns, name, &user("alice")).await?;
     }
     let mut merged = user("alice");
@@ -418,17 +442,43 @@ async fn policies(env: Arc<Env>) -> Result<()> {
         },
     )
     .await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    for name in ["created-once", "on-change", "immutable"] {
+    let calls = |name: &'static str| {
+        let addr = env.metrics_addr();
+        let ns = ns.clone();
+        async move {
+            let metrics = scrape(addr).await?;
+            let series =
+                format!("externalsecret_sync_calls_total{{name=\"{name}\",namespace=\"{ns}\"}}");
+            sample(&metrics, &series).ok_or_else(|| anyhow!("no {series}"))
+        }
+    };
+    let held_before = calls("deny-window").await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for name in [
+        "created-once",
+        "on-change",
+        "immutable",
+        "deny-window",
+        "allow-window",
+    ] {
         wait_secret(&client, &ns, name, &user("alice")).await?;
     }
+    // Held back until the window closes, not polled every second through it.
+    let held_after = calls("deny-window").await?;
+    ensure!(
+        held_after - held_before <= 1.0,
+        "a held ExternalSecret was reconciled {} times in 3 s",
+        held_after - held_before
+    );
     let force = json!({"metadata": {"annotations": {"force-sync": "1"}}});
-    for name in ["on-change", "created-once"] {
+    for name in ["on-change", "created-once", "deny-window"] {
         externalsecrets
             .patch(name, &PatchParams::default(), &Patch::Merge(&force))
             .await?;
     }
+    // A change of the ExternalSecret is not held by its windows.
     wait_secret(&client, &ns, "on-change", &user("bob")).await?;
+    wait_secret(&client, &ns, "deny-window", &user("bob")).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     wait_secret(&client, &ns, "created-once", &user("alice")).await?;
     deletion_policy_merge(&client, &ns).await

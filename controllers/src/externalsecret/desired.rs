@@ -65,7 +65,7 @@ pub fn refresh_interval(es: &ExternalSecret) -> Result<Duration, String> {
     }
 }
 
-/// ESO's refresh decision (reference §3.2), without sync windows.
+/// ESO's refresh decision (reference §3.2).
 pub fn should_refresh(es: &ExternalSecret, now: Timestamp) -> bool {
     let status = es.status.as_ref();
     let synced = status.and_then(|s| s.synced_resource_version.as_deref());
@@ -78,10 +78,10 @@ pub fn should_refresh(es: &ExternalSecret, now: Timestamp) -> bool {
     let failed = status
         .and_then(|s| api::conditions::find(&s.conditions, api::conditions::READY))
         .is_some_and(|c| c.reason.as_deref() == Some(super::reason::SYNC_ERROR));
-    if failed {
-        return true;
-    }
     let changed = synced != synced_resource_version(es);
+    if failed {
+        return changed || !periodic(es) || windows_allow(es, now);
+    }
     match es.spec.refresh_policy {
         Some(RefreshPolicy::CreatedOnce) => false,
         Some(RefreshPolicy::OnChange) => changed,
@@ -91,7 +91,7 @@ pub fn should_refresh(es: &ExternalSecret, now: Timestamp) -> bool {
             }
             match refresh_interval(es) {
                 Ok(i) if i.is_zero() => false,
-                Ok(i) => refreshed + i <= now,
+                Ok(i) => refreshed + i <= now && windows_allow(es, now),
                 Err(_) => true,
             }
         }
@@ -100,8 +100,13 @@ pub fn should_refresh(es: &ExternalSecret, now: Timestamp) -> bool {
 
 /// Whether a change of the store or provider object refreshes the ExternalSecret at once (our
 /// addition to ESO): only a periodic one, since CreatedOnce asks never to refresh and OnChange
-/// to refresh only when the ExternalSecret itself changes.
-pub fn follows_store_changes(es: &ExternalSecret) -> bool {
+/// to refresh only when the ExternalSecret itself changes, and not while its sync windows hold
+/// periodic refreshes back.
+pub fn follows_store_changes(es: &ExternalSecret, now: Timestamp) -> bool {
+    periodic(es) && windows_allow(es, now)
+}
+
+fn periodic(es: &ExternalSecret) -> bool {
     !matches!(
         es.spec.refresh_policy,
         Some(RefreshPolicy::CreatedOnce | RefreshPolicy::OnChange)
@@ -110,10 +115,7 @@ pub fn follows_store_changes(es: &ExternalSecret) -> bool {
 
 /// Time until the next periodic refresh; `None` when the ExternalSecret never refreshes.
 pub fn requeue_after(es: &ExternalSecret, now: Timestamp) -> Option<Duration> {
-    if matches!(
-        es.spec.refresh_policy,
-        Some(RefreshPolicy::CreatedOnce | RefreshPolicy::OnChange)
-    ) {
+    if !periodic(es) {
         return None;
     }
     let interval = refresh_interval(es).ok().filter(|i| !i.is_zero())?;
@@ -124,7 +126,23 @@ pub fn requeue_after(es: &ExternalSecret, now: Timestamp) -> Option<Duration> {
         .map(|t| t.0)
         .unwrap_or(now);
     let elapsed = now.duration_since(refreshed).unsigned_abs();
-    Some(interval.saturating_sub(elapsed).max(Duration::from_secs(1)))
+    let remaining = interval.saturating_sub(elapsed);
+    if remaining.is_zero()
+        && let Ok(Some(windows)) = super::windows::parse(es)
+        && !windows.allow(now)
+    {
+        return Some(windows.wait(now));
+    }
+    Some(remaining.max(Duration::from_secs(1)))
+}
+
+/// Whether `spec.syncWindows` lets a periodic refresh run at `now`. Unreadable windows were
+/// refused before any refresh decision.
+fn windows_allow(es: &ExternalSecret, now: Timestamp) -> bool {
+    match super::windows::parse(es) {
+        Ok(Some(windows)) => windows.allow(now),
+        _ => true,
+    }
 }
 
 /// Whether the existing Secret still holds what we last wrote. A missing Secret, a missing

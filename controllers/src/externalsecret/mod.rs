@@ -6,6 +6,7 @@ mod fetch;
 pub mod hash;
 mod merge;
 pub(crate) mod triggers;
+mod windows;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -193,7 +194,8 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
         message,
     })?;
     desired::unsupported(es).map_err(|(field, message)| Error::Invalid { field, message })?;
-    let forced = force && desired::follows_store_changes(es);
+    windows::parse(es).map_err(|(field, message)| Error::Invalid { field, message })?;
+    let forced = force && desired::follows_store_changes(es, now);
     if !forced
         && !desired::should_refresh(es, now)
         && desired::secret_is_valid(es, existing.as_ref())

@@ -198,6 +198,52 @@ fn refresh_follows_policy_interval_and_changes() {
 }
 
 #[test]
+fn sync_windows_gate_periodic_refreshes_only() {
+    // 12:00 on a Thursday, inside a deny window open every day from 09:00 to 17:00.
+    let now: Timestamp = "2026-01-01T12:00:00Z".parse().unwrap();
+    let windowed = |policy: &str| {
+        synced(
+            es(&format!(
+                "{BASIC}  syncWindows: {{kind: deny, windows: [{{schedule: '0 9 * * *', duration: 8h}}]}}\n{policy}"
+            )),
+            now - SignedDuration::from_secs(3600),
+        )
+    };
+    let due = windowed("");
+    assert!(!should_refresh(&due, now), "held by the deny window");
+    assert!(!follows_store_changes(&due, now));
+    // Woken when the window closes, not polled through it.
+    assert_eq!(
+        requeue_after(&due, now),
+        Some(Duration::from_secs(5 * 3600 + 1))
+    );
+    assert!(should_refresh(
+        &due,
+        "2026-01-01T17:00:01Z".parse().unwrap()
+    ));
+
+    let mut changed = due.clone();
+    changed.metadata.generation = Some(4);
+    assert!(should_refresh(&changed, now), "a spec change is not held");
+
+    let mut failed = due.clone();
+    failed.status.as_mut().unwrap().conditions = vec![api::conditions::Condition::ready(
+        api::conditions::ConditionStatus::False,
+        "SecretSyncedError",
+        "provider down",
+    )];
+    assert!(
+        !should_refresh(&failed, now),
+        "a retry is a periodic refresh"
+    );
+
+    // The window does not concern refresh policies that are not periodic.
+    let mut on_change = windowed("  refreshPolicy: OnChange\n");
+    on_change.metadata.generation = Some(4);
+    assert!(should_refresh(&on_change, now));
+}
+
+#[test]
 fn secret_validity_detects_hand_edits() {
     let es_ = es(BASIC);
     let d = data(&[("user", "alice")]);

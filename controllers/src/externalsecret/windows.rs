@@ -1,0 +1,150 @@
+//! `spec.syncWindows`: whether a periodic refresh may run now, and when that can next change.
+
+use std::time::Duration;
+
+use api::external_secret::{ExternalSecret, SyncWindowKind};
+use jiff::Timestamp;
+
+use crate::cron::Schedule;
+
+pub struct Windows {
+    kind: SyncWindowKind,
+    windows: Vec<(Schedule, Duration)>,
+}
+
+/// The ExternalSecret's windows, or the field that cannot be read. ESO skips a schedule it
+/// cannot parse; we refuse it, since a skipped deny window would let refreshes through at the
+/// very time the user asked for none.
+pub fn parse(es: &ExternalSecret) -> Result<Option<Windows>, (String, String)> {
+    let Some(spec) = es.spec.sync_windows.as_ref() else {
+        return Ok(None);
+    };
+    let windows = spec
+        .windows
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let field = |name: &str| format!("spec.syncWindows.windows[{i}].{name}");
+            let schedule = Schedule::parse(&w.schedule).map_err(|e| (field("schedule"), e))?;
+            let duration =
+                crate::duration::parse(&w.duration).map_err(|e| (field("duration"), e))?;
+            Ok((schedule, duration))
+        })
+        .collect::<Result<_, (String, String)>>()?;
+    Ok(Some(Windows {
+        kind: spec.kind,
+        windows,
+    }))
+}
+
+impl Windows {
+    /// The start of the window of `schedule` open at `at`, found as ESO does: the first firing
+    /// after `at - duration - 1s`, if it is not after `at` and the window still covers `at`.
+    fn opened(schedule: &Schedule, duration: Duration, at: Timestamp) -> Option<Timestamp> {
+        let from = at.checked_sub(duration + Duration::from_secs(1)).ok()?;
+        let start = schedule.next(from)?;
+        (start <= at && at <= start.checked_add(duration).ok()?).then_some(start)
+    }
+
+    fn any_open(&self, at: Timestamp) -> bool {
+        self.windows
+            .iter()
+            .any(|(s, d)| Self::opened(s, *d, at).is_some())
+    }
+
+    pub fn allow(&self, at: Timestamp) -> bool {
+        match self.kind {
+            SyncWindowKind::Allow => self.any_open(at),
+            SyncWindowKind::Deny => !self.any_open(at),
+        }
+    }
+
+    /// How long until a refresh held back at `at` may be allowed: until the next window opens
+    /// (allow), or until the open ones close (deny). ESO retries with backoff instead, which
+    /// polls all night through a deny window; the time is checked again on waking.
+    pub fn wait(&self, at: Timestamp) -> Duration {
+        let change = match self.kind {
+            SyncWindowKind::Allow => self.windows.iter().filter_map(|(s, _)| s.next(at)).min(),
+            SyncWindowKind::Deny => self
+                .windows
+                .iter()
+                .filter_map(|(s, d)| Self::opened(s, *d, at)?.checked_add(*d).ok())
+                .max()
+                .and_then(|end| end.checked_add(Duration::from_secs(1)).ok()),
+        };
+        change
+            .map(|t| t.duration_since(at).unsigned_abs())
+            .unwrap_or(Duration::from_secs(3600))
+            .max(Duration::from_secs(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn windows(kind: &str, list: &[(&str, &str)]) -> Windows {
+        let items: Vec<String> = list
+            .iter()
+            .map(|(s, d)| format!("{{schedule: '{s}', duration: {d}}}"))
+            .collect();
+        let es: ExternalSecret = serde_yaml::from_str(&format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: w}}\nspec:\n  syncWindows: {{kind: {kind}, windows: [{}]}}\n",
+            items.join(", ")
+        ))
+        .unwrap();
+        parse(&es).unwrap().unwrap()
+    }
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn deny_holds_refreshes_while_a_window_is_open() {
+        // Weekday nights 22:00 to 06:00.
+        let w = windows("deny", &[("0 22 * * 1-5", "8h")]);
+        assert!(w.allow(ts("2026-11-23T21:59:59Z")));
+        assert!(!w.allow(ts("2026-11-23T22:00:00Z")));
+        assert!(!w.allow(ts("2026-11-24T05:59:00Z")));
+        assert!(!w.allow(ts("2026-11-24T06:00:00Z")));
+        assert!(w.allow(ts("2026-11-24T06:00:01Z")));
+        // Saturday night has no window.
+        assert!(w.allow(ts("2026-11-28T23:00:00Z")));
+        assert_eq!(
+            w.wait(ts("2026-11-24T02:00:00Z")),
+            Duration::from_secs(4 * 3600 + 1)
+        );
+    }
+
+    #[test]
+    fn allow_lets_refreshes_through_only_inside_a_window() {
+        let w = windows("allow", &[("0 2 * * *", "1h"), ("30 14 * * sat", "30m")]);
+        assert!(w.allow(ts("2026-11-23T02:30:00Z")));
+        assert!(!w.allow(ts("2026-11-23T03:30:00Z")));
+        assert!(w.allow(ts("2026-11-28T14:45:00Z")));
+        // Held back at 03:30: the next window opens at 02:00 the next day.
+        assert_eq!(
+            w.wait(ts("2026-11-23T03:30:00Z")),
+            Duration::from_secs(22 * 3600 + 30 * 60)
+        );
+    }
+
+    #[test]
+    fn every_is_not_anchored_to_the_clock_as_in_eso() {
+        // The window is one delay wide and opens one delay after any moment: always open.
+        assert!(windows("allow", &[("@every 1h", "1h")]).allow(ts("2026-11-23T10:17:00Z")));
+        assert!(!windows("allow", &[("@every 2h", "1h")]).allow(ts("2026-11-23T10:17:00Z")));
+    }
+
+    #[test]
+    fn unreadable_windows_name_the_field() {
+        let es: ExternalSecret = serde_yaml::from_str(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: w}\nspec:\n  syncWindows: {kind: deny, windows: [{schedule: '@daily', duration: 1h}, {schedule: '61 * * * *', duration: 1h}]}\n",
+        )
+        .unwrap();
+        let (field, message) = parse(&es).err().unwrap();
+        assert_eq!(field, "spec.syncWindows.windows[1].schedule");
+        assert!(message.contains("minute"), "{message}");
+    }
+}
