@@ -205,6 +205,10 @@ struct ControllerArgs {
     /// Kubeconfig to use instead of $KUBECONFIG, ~/.kube/config or the in-cluster account.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// Let ExternalSecrets write ConfigMaps and custom resources (`spec.target.manifest`), which
+    /// are not encrypted at rest; the operator then needs RBAC for those kinds.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    unsafe_allow_generic_targets: bool,
     /// Run the controllers only while holding a Lease, so that one of several replicas works.
     #[arg(long)]
     enable_leader_election: bool,
@@ -385,6 +389,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         namespace: args.namespace,
         concurrency: args.concurrent,
         store_requeue_interval: args.store_requeue_interval,
+        allow_generic_targets: args.unsafe_allow_generic_targets,
     };
     let addresses = controllers::Addresses {
         metrics: Some(args.metrics_addr),

@@ -34,6 +34,11 @@ pub mod reason {
     pub const SECRET_SYNCED_ERROR: &str = "SecretSyncedError";
     pub const SECRET_DELETED: &str = "SecretDeleted";
     pub const SECRET_MISSING: &str = "SecretMissing";
+    /// The same four for a generic target (`spec.target.manifest`).
+    pub const RESOURCE_SYNCED: &str = "ResourceSynced";
+    pub const RESOURCE_SYNCED_ERROR: &str = "ResourceSyncedError";
+    pub const RESOURCE_DELETED: &str = "ResourceDeleted";
+    pub const RESOURCE_MISSING: &str = "ResourceMissing";
 }
 
 /// Condition type ESO sets when the target was deleted because every source disappeared.

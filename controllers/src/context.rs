@@ -14,6 +14,7 @@ use tracing::warn;
 use kube::runtime::controller::Action;
 
 use crate::backoff::Backoff;
+use crate::externalsecret::generic::{GenericTargets, TargetChange};
 use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
 
@@ -27,6 +28,8 @@ pub struct Settings {
     pub concurrency: u16,
     /// Revalidation period of stores without `spec.refreshInterval`.
     pub store_requeue_interval: Duration,
+    /// ExternalSecrets may write ConfigMaps and custom resources (`spec.target.manifest`).
+    pub allow_generic_targets: bool,
 }
 
 impl Default for Settings {
@@ -36,6 +39,7 @@ impl Default for Settings {
             namespace: None,
             concurrency: 4,
             store_requeue_interval: Duration::from_secs(300),
+            allow_generic_targets: false,
         }
     }
 }
@@ -60,6 +64,8 @@ pub struct Context {
     /// name: the watch event of our own write needs no reconcile.
     own_writes: Mutex<HashMap<(String, String), Vec<String>>>,
     recorder: Recorder,
+    /// The kinds ExternalSecrets write besides Secrets.
+    pub generic_targets: GenericTargets,
 }
 
 /// The PushSecret controller's watch cache.
@@ -90,6 +96,7 @@ impl ReadyStore {
 pub const FIELD_MANAGER: &str = "external-secrets";
 
 impl Context {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: kube::Client,
         manager: ClientManager,
@@ -98,11 +105,17 @@ impl Context {
         provider_changed: UnboundedSender<ProviderIdentity>,
         externalsecret_wake: UnboundedSender<ReadyStore>,
         pushsecret_wake: UnboundedSender<ReadyStore>,
+        generic_target_changed: UnboundedSender<TargetChange>,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
             FIELD_MANAGER,
             std::env::var("POD_NAME").ok(),
+        );
+        let generic_targets = GenericTargets::new(
+            settings.allow_generic_targets,
+            settings.namespace.clone(),
+            generic_target_changed,
         );
         Arc::new(Self {
             client,
@@ -117,6 +130,7 @@ impl Context {
             pushsecrets: OnceLock::new(),
             own_writes: Mutex::default(),
             recorder,
+            generic_targets,
         })
     }
 

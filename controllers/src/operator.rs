@@ -64,6 +64,7 @@ impl Operator {
         let (provider_changed, provider_changes) = mpsc::unbounded();
         let (es_wake, es_wakes) = mpsc::unbounded();
         let (ps_wake, pushsecret_wakes) = mpsc::unbounded();
+        let (generic_changed, generic_changes) = mpsc::unbounded();
         Self {
             ctx: Context::new(
                 client,
@@ -73,10 +74,15 @@ impl Operator {
                 provider_changed,
                 es_wake,
                 ps_wake,
+                generic_changed,
             ),
             metrics_registry: Arc::new(registry),
             ready: Arc::default(),
-            externalsecret_triggers: ExternalSecretTriggers::new(provider_changes, es_wakes),
+            externalsecret_triggers: ExternalSecretTriggers::new(
+                provider_changes,
+                es_wakes,
+                generic_changes,
+            ),
             pushsecret_wakes,
         }
     }

@@ -8,6 +8,7 @@ mod control_plane;
 mod crds;
 mod eso_swap;
 mod examples;
+mod generic;
 mod gitlab;
 mod invalid_manifests;
 mod kubectl;
@@ -132,6 +133,7 @@ fn main() -> ExitCode {
         crds::trials,
         eso_swap::trials,
         examples::trials,
+        generic::trials,
         gitlab::trials,
         invalid_manifests::trials,
         kubectl::trials,

@@ -19,6 +19,7 @@ pub fn start(env: &Env) -> Result<controllers::Addresses> {
         env,
         controllers::Settings {
             concurrency: 8,
+            allow_generic_targets: true,
             ..Default::default()
         },
     )

@@ -77,7 +77,12 @@ pub fn should_refresh(es: &ExternalSecret, now: Timestamp) -> bool {
     // backoff) lets a fixed store or provider heal the ExternalSecret without an hour's wait.
     let failed = status
         .and_then(|s| api::conditions::find(&s.conditions, api::conditions::READY))
-        .is_some_and(|c| c.reason.as_deref() == Some(super::reason::SYNC_ERROR));
+        .is_some_and(|c| {
+            matches!(
+                c.reason.as_deref(),
+                Some(super::reason::SYNC_ERROR | super::reason::RESOURCE_SYNCED_ERROR)
+            )
+        });
     let changed = synced != synced_resource_version(es);
     if failed {
         return changed || !periodic(es) || windows_allow(es, now);
@@ -170,13 +175,6 @@ pub fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
 /// Features of the API this operator does not implement yet. Refusing them with a condition that
 /// names the field beats writing a Secret that silently lacks what the user asked for.
 pub fn unsupported(es: &ExternalSecret) -> Result<(), (String, String)> {
-    let target = es.spec.target.as_ref();
-    if target.and_then(|t| t.manifest.as_ref()).is_some() {
-        return Err((
-            "spec.target.manifest".into(),
-            "generic targets are not supported yet".into(),
-        ));
-    }
     let spec = &es.spec;
     // ESO accepts a generator under spec.data but never runs it; silently reading from the
     // default store instead would be worse than saying so.
@@ -383,23 +381,32 @@ pub fn desired_secret(
     Some(secret)
 }
 
-/// The controller owner reference of an existing Secret that forbids writing it, whatever the
+/// The controller owner reference of an existing target that forbids writing it, whatever the
 /// creationPolicy (as ESO): another ExternalSecret's, since two ExternalSecrets writing one Secret
 /// would overwrite each other on every refresh (Merge and CreateOrMerge included); and with Owner,
 /// any other object's, since the API server allows one controller only.
 pub fn ownership_conflict<'a>(
     es: &ExternalSecret,
-    existing: &'a Secret,
+    owners: &'a [OwnerReference],
 ) -> Option<&'a OwnerReference> {
     let policy = creation_policy(es);
     if policy == CreationPolicy::None {
         return None;
     }
     let uid = es.uid();
-    existing.owner_references().iter().find(|o| {
+    owners.iter().find(|o| {
         o.controller == Some(true)
             && Some(&o.uid) != uid.as_ref()
             && (policy == CreationPolicy::Owner || is_external_secret(o))
+    })
+}
+
+/// Whether this ExternalSecret is the controller among `owners`.
+pub fn controlled_by(es: &ExternalSecret, owners: &[OwnerReference]) -> bool {
+    es.uid().is_some_and(|uid| {
+        owners
+            .iter()
+            .any(|o| o.uid == uid && o.controller == Some(true))
     })
 }
 

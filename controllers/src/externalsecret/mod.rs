@@ -3,11 +3,13 @@
 
 pub mod desired;
 mod fetch;
+pub mod generic;
 pub mod hash;
 mod merge;
 pub(crate) mod triggers;
 mod windows;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,6 +32,7 @@ use crate::metrics::labels;
 /// ESO's reasons, under the names this module uses.
 pub mod reason {
     pub use api::external_secret::reason::{
+        RESOURCE_DELETED, RESOURCE_MISSING, RESOURCE_SYNCED, RESOURCE_SYNCED_ERROR,
         SECRET_DELETED as DELETED, SECRET_MISSING as MISSING, SECRET_SYNCED as SYNCED,
         SECRET_SYNCED_ERROR as SYNC_ERROR,
     };
@@ -55,6 +58,25 @@ pub enum Error {
     ReadSecret { name: String, source: kube::Error },
     #[error("could not write target Secret {name:?}: {source}")]
     WriteSecret { name: String, source: kube::Error },
+    #[error("could not read target {kind} {name:?}: {source}")]
+    ReadTarget {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
+    #[error("could not write target {kind} {name:?}: {source}")]
+    WriteTarget {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
+    /// Not terminal: the CRD may be installed later.
+    #[error("spec.target.manifest: {kind} in {api_version} is not served: {message}")]
+    TargetKind {
+        api_version: String,
+        kind: String,
+        message: String,
+    },
     #[error("target Secret {name:?} is immutable and its data would change")]
     Immutable { name: String },
     #[error("could not write status: {0}")]
@@ -73,6 +95,9 @@ impl crate::outcome::ErrorKind for Error {
             Self::TemplateSource(_) => "TemplateSource",
             Self::ReadSecret { .. } => "ReadSecret",
             Self::WriteSecret { .. } => "WriteSecret",
+            Self::ReadTarget { .. } => "ReadTarget",
+            Self::WriteTarget { .. } => "WriteTarget",
+            Self::TargetKind { .. } => "TargetKind",
             Self::Immutable { .. } => "Immutable",
             Self::Status(_) => "Status",
             Self::Finalizer(_) => "Finalizer",
@@ -127,15 +152,12 @@ pub async fn reconcile(
                 .get_or_create(&object_labels)
                 .inc();
             let message = e.to_string();
-            write_status(
-                &es,
-                &ctx,
-                ConditionStatus::False,
-                reason::SYNC_ERROR,
-                &message,
-                false,
-            )
-            .await?;
+            let failed = if generic::manifest(&es).is_some() {
+                reason::RESOURCE_SYNCED_ERROR
+            } else {
+                reason::SYNC_ERROR
+            };
+            write_status(&es, &ctx, ConditionStatus::False, failed, &message, false).await?;
             ctx.event(
                 &es.object_ref(&()),
                 EventType::Warning,
@@ -175,6 +197,9 @@ impl From<clientmanager::Error> for SyncStop {
 }
 
 async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action, SyncStop> {
+    if let Some(manifest) = generic::manifest(es) {
+        return generic::sync(es, ctx, force, manifest).await;
+    }
     let now = Timestamp::now();
     let namespace = es.namespace().unwrap_or_default();
     let target = desired::target_name(es);
@@ -187,14 +212,18 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             source,
         })?;
     if es.meta().deletion_timestamp.is_some() {
-        return finalize(es, ctx, &secrets, existing.as_ref()).await;
+        let ours = |s: &&Secret| desired::controlled_by(es, s.owner_references());
+        return release(es, ctx, || async {
+            match existing.as_ref().filter(ours) {
+                Some(secret) if es.spec.deletion_policy() == DeletionPolicy::Delete => {
+                    delete_owned(es, &secrets, secret).await
+                }
+                _ => Ok(()),
+            }
+        })
+        .await;
     }
-    desired::refresh_interval(es).map_err(|message| Error::Invalid {
-        field: "spec.refreshInterval".into(),
-        message,
-    })?;
-    desired::unsupported(es).map_err(|(field, message)| Error::Invalid { field, message })?;
-    windows::parse(es).map_err(|(field, message)| Error::Invalid { field, message })?;
+    validate(es)?;
     let forced = force && desired::follows_store_changes(es, now);
     if !forced
         && !desired::should_refresh(es, now)
@@ -235,56 +264,90 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
         write_secret(es, ctx, &secrets, existing.as_ref(), &shaped).await?
     };
 
+    report(es, ctx, &written, &Target::SECRET).await?;
+    Ok(requeue(es, now))
+}
+
+/// What is wrong with the spec before anything is fetched.
+fn validate(es: &ExternalSecret) -> Result<(), Error> {
+    desired::refresh_interval(es).map_err(|message| Error::Invalid {
+        field: "spec.refreshInterval".into(),
+        message,
+    })?;
+    desired::unsupported(es).map_err(|(field, message)| Error::Invalid { field, message })?;
+    windows::parse(es).map_err(|(field, message)| Error::Invalid { field, message })?;
+    Ok(())
+}
+
+/// How the status and events speak of the target.
+struct Target<'a> {
+    /// "secret", or the kind and name of a generic target.
+    what: Cow<'a, str>,
+    kind: &'a str,
+    generic: bool,
+}
+
+impl Target<'static> {
+    const SECRET: Target<'static> = Target {
+        what: Cow::Borrowed("secret"),
+        kind: "Secret",
+        generic: false,
+    };
+}
+
+/// The Ready condition and the event for what a sync did, in ESO's reasons.
+async fn report(
+    es: &ExternalSecret,
+    ctx: &Context,
+    written: &Written,
+    target: &Target<'_>,
+) -> Result<(), Error> {
+    let what = &target.what;
+    let pick = |secret: &'static str, resource: &'static str| {
+        if target.generic { resource } else { secret }
+    };
     let (status, reason, message) = match written {
         Written::Deleted | Written::Absent => (
             ConditionStatus::True,
-            reason::DELETED,
-            "secret deleted: the provider returned no data",
+            pick(reason::DELETED, reason::RESOURCE_DELETED),
+            format!("{what} deleted: the provider returned no data"),
         ),
         Written::Retained => (
             ConditionStatus::True,
-            reason::SYNCED,
-            "secret retained: the provider returned no data",
+            pick(reason::SYNCED, reason::RESOURCE_SYNCED),
+            format!("{what} retained: the provider returned no data"),
         ),
         Written::MissingForMerge => (
             ConditionStatus::False,
-            reason::MISSING,
-            "secret will not be created: creationPolicy is Merge and the Secret does not exist",
+            pick(reason::MISSING, reason::RESOURCE_MISSING),
+            format!(
+                "{what} will not be created: creationPolicy is Merge and the {} does not exist",
+                target.kind
+            ),
         ),
-        _ => (ConditionStatus::True, reason::SYNCED, "secret synced"),
+        _ => (
+            ConditionStatus::True,
+            pick(reason::SYNCED, reason::RESOURCE_SYNCED),
+            format!("{what} synced"),
+        ),
     };
-    write_status(es, ctx, status, reason, message, true).await?;
-    match written {
-        Written::Created => {
-            ctx.event(
-                &es.object_ref(&()),
-                EventType::Normal,
-                "Created",
-                "secret created".into(),
-            )
-            .await
-        }
-        Written::Updated => {
-            ctx.event(
-                &es.object_ref(&()),
-                EventType::Normal,
-                "Updated",
-                "secret updated".into(),
-            )
-            .await
-        }
-        Written::Deleted => {
-            ctx.event(
-                &es.object_ref(&()),
-                EventType::Normal,
-                "Deleted",
-                "secret deleted".into(),
-            )
-            .await
-        }
-        _ => {}
+    write_status(es, ctx, status, reason, &message, true).await?;
+    let event = match written {
+        Written::Created => Some(("Created", "created")),
+        Written::Updated => Some(("Updated", "updated")),
+        Written::Deleted => Some(("Deleted", "deleted")),
+        _ => None,
+    };
+    if let Some((reason, done)) = event {
+        ctx.event(
+            &es.object_ref(&()),
+            EventType::Normal,
+            reason,
+            format!("{what} {done}"),
+        )
+        .await;
     }
-    Ok(requeue(es, now))
+    Ok(())
 }
 
 fn requeue(es: &ExternalSecret, now: Timestamp) -> Action {
@@ -311,20 +374,7 @@ async fn write_secret(
         return Ok(Written::MissingForMerge);
     }
     if let Some(existing) = existing {
-        if let Some(owner) = desired::ownership_conflict(es, existing) {
-            let advice = if owner.kind == "ExternalSecret" {
-                "pick another target name: two ExternalSecrets writing one Secret would overwrite each other"
-            } else {
-                "pick another target name, or creationPolicy Merge to add keys to it"
-            };
-            return Err(Error::Invalid {
-                field: "spec.target.name".into(),
-                message: format!(
-                    "Secret {target:?} is controlled by {} {:?}; {advice}",
-                    owner.kind, owner.name
-                ),
-            });
-        }
+        conflict(es, "Secret", &target, existing.owner_references())?;
         let current = desired::secret_data(existing);
         let data_changes = !desired::stale_keys(es, existing, data).is_empty()
             || data.iter().any(|(k, v)| current.get(k) != Some(v));
@@ -379,6 +429,32 @@ async fn write_secret(
     }
     delete_renamed_targets(es, secrets, &target).await?;
     Ok(Written::Created)
+}
+
+/// Refuses a target whose controller forbids writing it (see `desired::ownership_conflict`).
+fn conflict(
+    es: &ExternalSecret,
+    kind: &str,
+    name: &str,
+    owners: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
+) -> Result<(), Error> {
+    let Some(owner) = desired::ownership_conflict(es, owners) else {
+        return Ok(());
+    };
+    let advice = if owner.kind == "ExternalSecret" {
+        format!(
+            "pick another target name: two ExternalSecrets writing one {kind} would overwrite each other"
+        )
+    } else {
+        "pick another target name, or creationPolicy Merge to add keys to it".to_owned()
+    };
+    Err(Error::Invalid {
+        field: "spec.target.name".into(),
+        message: format!(
+            "{kind} {name:?} is controlled by {} {:?}; {advice}",
+            owner.kind, owner.name
+        ),
+    })
 }
 
 /// As ESO: with creationPolicy Owner, a Secret this ExternalSecret created under a former
@@ -447,14 +523,13 @@ fn metadata_matches(existing: &Secret, body: &serde_json::Value) -> bool {
 }
 
 /// An ExternalSecret being deleted that carries Go ESO's cleanup finalizer: clean up as ESO
-/// would (deletionPolicy Delete removes the Secret it manages), then let it go. Without the
-/// finalizer there is nothing to do: an owned Secret goes with garbage collection.
-async fn finalize(
-    es: &ExternalSecret,
-    ctx: &Context,
-    secrets: &Api<Secret>,
-    existing: Option<&Secret>,
-) -> Result<Action, SyncStop> {
+/// would (`cleanup`: deletionPolicy Delete removes the target it manages), then let it go.
+/// Without the finalizer there is nothing to do: an owned target goes with garbage collection.
+async fn release<F, Fut>(es: &ExternalSecret, ctx: &Context, cleanup: F) -> Result<Action, SyncStop>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<(), Error>>,
+{
     if !es
         .finalizers()
         .iter()
@@ -470,18 +545,7 @@ async fn finalize(
     {
         return Err(Skip);
     }
-    let ours = |s: &&Secret| {
-        es.uid().is_some_and(|uid| {
-            s.owner_references()
-                .iter()
-                .any(|o| o.uid == uid && o.controller == Some(true))
-        })
-    };
-    if es.spec.deletion_policy() == DeletionPolicy::Delete
-        && let Some(secret) = existing.filter(ours)
-    {
-        delete_owned(es, secrets, secret).await?;
-    }
+    cleanup().await?;
     let remaining: Vec<String> = es
         .finalizers()
         .iter()
@@ -508,13 +572,7 @@ async fn delete_owned(
     secrets: &Api<Secret>,
     secret: &Secret,
 ) -> Result<(), Error> {
-    let ours = es.uid().is_some_and(|uid| {
-        secret
-            .owner_references()
-            .iter()
-            .any(|o| o.uid == uid && o.controller == Some(true))
-    });
-    if !ours {
+    if !desired::controlled_by(es, secret.owner_references()) {
         return Err(Error::Invalid {
             field: "spec.target.deletionPolicy".into(),
             message: "Delete only removes a Secret this ExternalSecret owns (creationPolicy Owner)"

@@ -22,6 +22,7 @@ use provider::ProviderIdentity;
 
 use crate::context::{Context, ReadyStore};
 use crate::externalsecret::desired::MANAGED_LABEL;
+use crate::externalsecret::generic::TargetChange;
 use crate::outcome::{after_reconcile, error_policy};
 use crate::watch::{fingerprint, scoped};
 
@@ -36,17 +37,20 @@ pub(crate) struct ExternalSecretTriggers {
     forced: Forced,
     provider_changes: UnboundedReceiver<ProviderIdentity>,
     ready_stores: UnboundedReceiver<ReadyStore>,
+    generic_target_changes: UnboundedReceiver<TargetChange>,
 }
 
 impl ExternalSecretTriggers {
     pub(crate) fn new(
         provider_changes: UnboundedReceiver<ProviderIdentity>,
         ready_stores: UnboundedReceiver<ReadyStore>,
+        generic_target_changes: UnboundedReceiver<TargetChange>,
     ) -> Self {
         Self {
             forced: Forced::default(),
             provider_changes,
             ready_stores,
+            generic_target_changes,
         }
     }
 
@@ -108,6 +112,20 @@ impl ExternalSecretTriggers {
             self.provider_changes,
         );
         let woken = wakes(reader.clone(), self.ready_stores);
+        let reader_generic = reader.clone();
+        // A generic target edited by hand: reconciled (not forced), so its data-hash decides.
+        let generic_changes = self.generic_target_changes.flat_map(move |change| {
+            let refs: Vec<_> = reader_generic
+                .state()
+                .iter()
+                .filter(|es| {
+                    es.0.as_ref()
+                        .is_ok_and(|es| super::generic::targets(es, &change))
+                })
+                .map(|es| ObjectRef::from(es.as_ref()))
+                .collect();
+            futures::stream::iter(refs)
+        });
         let template_changes = template_source_changes(
             &client,
             namespace.as_deref(),
@@ -185,6 +203,7 @@ impl ExternalSecretTriggers {
         controller
             .reconcile_on(provider_triggers)
             .reconcile_on(woken)
+            .reconcile_on(generic_changes)
             .reconcile_on(template_changes)
             .graceful_shutdown_on(shutdown)
             .run(

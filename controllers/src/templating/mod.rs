@@ -12,6 +12,7 @@ use api::external_secret::{
 };
 use external_secrets_template::{Funcs, Template as Engine, Value};
 
+pub mod object;
 mod read;
 pub use read::{SourceError, read_sources};
 

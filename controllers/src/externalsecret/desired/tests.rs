@@ -427,20 +427,23 @@ fn a_secret_controlled_by_another_object_is_refused() {
     for (policy, by_es, by_other) in table {
         let es_ = with_policy(policy);
         secret.metadata.owner_references = None;
-        assert!(ownership_conflict(&es_, &secret).is_none(), "{policy}");
+        assert!(
+            ownership_conflict(&es_, secret.owner_references()).is_none(),
+            "{policy}"
+        );
         secret.metadata.owner_references = Some(vec![controller(
             "external-secrets.io/v1",
             "ExternalSecret",
             "uid-2",
         )]);
         assert_eq!(
-            ownership_conflict(&es_, &secret).is_some(),
+            ownership_conflict(&es_, secret.owner_references()).is_some(),
             by_es,
             "{policy}, another ExternalSecret"
         );
         secret.metadata.owner_references = Some(vec![controller("apps/v1", "Deployment", "uid-2")]);
         assert_eq!(
-            ownership_conflict(&es_, &secret).is_some(),
+            ownership_conflict(&es_, secret.owner_references()).is_some(),
             by_other,
             "{policy}, a Deployment"
         );
@@ -451,7 +454,7 @@ fn a_secret_controlled_by_another_object_is_refused() {
             "uid-1",
         )]);
         assert!(
-            ownership_conflict(&es_, &secret).is_none(),
+            ownership_conflict(&es_, secret.owner_references()).is_none(),
             "{policy}, itself"
         );
     }

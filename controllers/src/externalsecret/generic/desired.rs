@@ -1,0 +1,303 @@
+//! Pure: the object a generic target should be, and whether the one that exists is still what
+//! was written, as ESO builds and checks it (`spec.target.manifest`).
+
+use std::collections::BTreeMap;
+
+use api::external_secret::{CreationPolicy, ExternalSecret, ManifestReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::DynamicObject;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::externalsecret::desired::{
+    CREATED_BY_LABEL, DATA_HASH_ANNOTATION, MANAGED_LABEL, creation_policy, target_name,
+};
+use crate::externalsecret::hash;
+use crate::templating::{Sources, TemplateError};
+
+/// The kind to write, unless it is a plain Secret (then the ExternalSecret is an ordinary one).
+pub fn manifest(es: &ExternalSecret) -> Option<&ManifestReference> {
+    es.spec
+        .target
+        .as_ref()
+        .and_then(|t| t.manifest.as_ref())
+        .filter(|m| !(m.api_version == "v1" && m.kind == "Secret"))
+}
+
+/// What ESO hashes: `spec` when the object has one, else `data`.
+pub fn content(object: &Value) -> Option<&Value> {
+    ["spec", "data"]
+        .into_iter()
+        .filter_map(|field| object.get(field))
+        .find(|v| !v.is_null())
+}
+
+/// Whether `existing` still holds what was written: the managed label and a data-hash of its
+/// content. Orphan targets are never checked, as in ESO.
+pub fn is_valid(es: &ExternalSecret, existing: Option<&DynamicObject>) -> bool {
+    if creation_policy(es) == CreationPolicy::Orphan {
+        return true;
+    }
+    let Some(existing) = existing else {
+        return false;
+    };
+    existing.labels().get(MANAGED_LABEL).map(String::as_str) == Some("true")
+        && content(&existing.data).is_some_and(|c| {
+            existing.annotations().get(DATA_HASH_ANNOTATION) == Some(&hash::object_hash(c))
+        })
+}
+
+/// The object to write. With Merge and CreateOrMerge the existing object is the base, so what
+/// others wrote stays; otherwise it is built afresh, as ESO does.
+pub fn desired_object(
+    es: &ExternalSecret,
+    manifest: &ManifestReference,
+    fetched: BTreeMap<String, Vec<u8>>,
+    sources: &Sources,
+    existing: Option<&DynamicObject>,
+) -> Result<DynamicObject, TemplateError> {
+    let policy = creation_policy(es);
+    let base = existing.filter(|_| {
+        matches!(
+            policy,
+            CreationPolicy::Merge | CreationPolicy::CreateOrMerge
+        )
+    });
+    let mut object = match base {
+        Some(existing) => {
+            let mut object = serde_json::to_value(existing).expect("an object serializes");
+            // Left out, the API server keeps them; sent back, they would be ours to keep right.
+            if let Some(meta) = object["metadata"].as_object_mut() {
+                meta.remove("managedFields");
+            }
+            object
+        }
+        None => {
+            let content = if matches!(manifest.kind.as_str(), "ConfigMap" | "Secret") {
+                "data"
+            } else {
+                "spec"
+            };
+            let mut object = json!({
+                "apiVersion": manifest.api_version,
+                "kind": manifest.kind,
+                "metadata": {"name": target_name(es), "namespace": es.namespace()},
+            });
+            object[content] = json!({});
+            object
+        }
+    };
+    let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+    // ESO copies the template's labels and annotations as written (it renders them only for
+    // Secrets), else the ExternalSecret's own.
+    let (labels, annotations) = match template {
+        Some(t) => {
+            let meta = t.metadata.clone().unwrap_or_default();
+            (
+                meta.labels.unwrap_or_default(),
+                meta.annotations.unwrap_or_default(),
+            )
+        }
+        None => (es.labels().clone(), es.annotations().clone()),
+    };
+    extend(&mut object, "labels", labels);
+    extend(&mut object, "annotations", annotations);
+    extend(
+        &mut object,
+        "labels",
+        BTreeMap::from([(MANAGED_LABEL.to_owned(), "true".to_owned())]),
+    );
+    let strings = || -> serde_json::Map<String, Value> {
+        fetched
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Value::String(String::from_utf8_lossy(v).into_owned()),
+                )
+            })
+            .collect()
+    };
+    match template {
+        Some(template) => crate::templating::object::render_into(
+            "spec.target.template",
+            template,
+            &fetched,
+            sources,
+            &mut object,
+        )?,
+        None if manifest.kind == "ConfigMap" => object["data"] = Value::Object(strings()),
+        None => {
+            if !object["spec"].is_object() {
+                object["spec"] = json!({});
+            }
+            object["spec"]["data"] = Value::Object(strings());
+        }
+    }
+    let digest = content(&object)
+        .map(hash::object_hash)
+        .ok_or_else(|| TemplateError {
+            field: "spec.target.manifest".into(),
+            message: "the target has neither spec nor data to hold the fetched values".into(),
+        })?;
+    extend(
+        &mut object,
+        "annotations",
+        BTreeMap::from([(DATA_HASH_ANNOTATION.to_owned(), digest)]),
+    );
+    let mut object: DynamicObject = serde_json::from_value(object).map_err(|e| TemplateError {
+        field: "spec.target.template".into(),
+        message: format!("the rendered object is not a Kubernetes object: {e}"),
+    })?;
+    own(es, &mut object);
+    Ok(object)
+}
+
+fn extend(object: &mut Value, field: &str, entries: BTreeMap<String, String>) {
+    if !object["metadata"][field].is_object() {
+        object["metadata"][field] = json!({});
+    }
+    let map = object["metadata"][field]
+        .as_object_mut()
+        .expect("made a map above");
+    map.extend(entries.into_iter().map(|(k, v)| (k, Value::String(v))));
+}
+
+/// ESO's ownership: with Owner, this ExternalSecret is the controller and the created-by label
+/// is set; with any other policy, both are taken off if they were ours.
+fn own(es: &ExternalSecret, object: &mut DynamicObject) {
+    let uid = es.uid();
+    let mut owners: Vec<OwnerReference> = object
+        .owner_references()
+        .iter()
+        .filter(|o| Some(&o.uid) != uid.as_ref())
+        .cloned()
+        .collect();
+    let labels = object.labels_mut();
+    if creation_policy(es) == CreationPolicy::Owner {
+        owners.extend(es.controller_owner_ref(&()));
+        labels.insert(
+            CREATED_BY_LABEL.to_owned(),
+            hash::created_by(&es.namespace().unwrap_or_default(), &es.name_any()),
+        );
+    } else {
+        labels.remove(CREATED_BY_LABEL);
+    }
+    object.metadata.owner_references = (!owners.is_empty()).then_some(owners);
+}
+
+/// Whether writing `desired` over `existing` would change nothing the target is made of: its
+/// content, and the labels, annotations and owners we set.
+pub fn unchanged(existing: &DynamicObject, desired: &DynamicObject) -> bool {
+    let fields = |o: &DynamicObject| -> Value {
+        let mut rest = o.data.clone();
+        if let Some(map) = rest.as_object_mut() {
+            map.remove("status");
+        }
+        rest
+    };
+    let subset = |want: &BTreeMap<String, String>, have: &BTreeMap<String, String>| {
+        want.iter().all(|(k, v)| have.get(k) == Some(v))
+    };
+    fields(existing) == fields(desired)
+        && subset(desired.labels(), existing.labels())
+        && subset(desired.annotations(), existing.annotations())
+        && existing.owner_references() == desired.owner_references()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn es(target: &str) -> ExternalSecret {
+        let mut es: ExternalSecret = serde_yaml::from_str(&format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: app, namespace: team, labels: {{team: a}}}}\nspec:\n  secretStoreRef: {{name: fake}}\n  target: {target}\n"
+        ))
+        .unwrap();
+        es.metadata.uid = Some("uid-1".into());
+        es
+    }
+
+    fn fetched() -> BTreeMap<String, Vec<u8>> {
+        BTreeMap::from([
+            ("host".to_owned(), b"db".to_vec()),
+            ("port".to_owned(), b"5432".to_vec()),
+        ])
+    }
+
+    fn build(es: &ExternalSecret, existing: Option<&DynamicObject>) -> DynamicObject {
+        let manifest = manifest(es).unwrap().clone();
+        desired_object(es, &manifest, fetched(), &Sources::default(), existing).unwrap()
+    }
+
+    #[test]
+    fn a_configmap_gets_the_data_as_strings_and_esos_metadata() {
+        let es = es("{name: app-config, manifest: {apiVersion: v1, kind: ConfigMap}}");
+        let cm = build(&es, None);
+        let value = serde_json::to_value(&cm).unwrap();
+        assert_eq!(value["data"], json!({"host": "db", "port": "5432"}));
+        assert_eq!(value["metadata"]["name"], "app-config");
+        assert_eq!(value["metadata"]["namespace"], "team");
+        assert_eq!(value["metadata"]["labels"]["team"], "a");
+        assert_eq!(value["metadata"]["labels"][MANAGED_LABEL], "true");
+        assert_eq!(
+            value["metadata"]["annotations"][DATA_HASH_ANNOTATION],
+            hash::object_hash(&json!({"host": "db", "port": "5432"})).as_str()
+        );
+        assert_eq!(cm.owner_references()[0].uid, "uid-1");
+        assert!(is_valid(&es, Some(&cm)));
+        let mut edited = cm.clone();
+        edited.data["data"]["host"] = json!("elsewhere");
+        assert!(!is_valid(&es, Some(&edited)), "a hand edit is reverted");
+        assert!(!is_valid(&es, None));
+        assert!(unchanged(&cm, &build(&es, Some(&cm))));
+        assert!(!unchanged(&edited, &build(&es, Some(&edited))));
+    }
+
+    #[test]
+    fn a_custom_resource_gets_spec_data_unless_templated() {
+        let es_ =
+            es("{name: app, manifest: {apiVersion: argoproj.io/v1alpha1, kind: Application}}");
+        let app = serde_json::to_value(build(&es_, None)).unwrap();
+        assert_eq!(app["spec"], json!({"data": {"host": "db", "port": "5432"}}));
+        let templated = es(
+            "{name: app, manifest: {apiVersion: config.example.com/v1, kind: AppConfig}, template: {metadata: {labels: {app: '{{ .host }}'}}, templateFrom: [{literal: 'port: {{ .port }}', target: spec.database}]}}",
+        );
+        let config = serde_json::to_value(build(&templated, None)).unwrap();
+        assert_eq!(config["spec"], json!({"database": {"port": 5432}}));
+        // As written: ESO does not render a generic target's metadata.
+        assert_eq!(config["metadata"]["labels"]["app"], "{{ .host }}");
+        assert!(config["metadata"]["labels"].get("team").is_none());
+    }
+
+    #[test]
+    fn merge_keeps_what_others_wrote_and_takes_no_ownership() {
+        let es_ = es(
+            "{name: shared, creationPolicy: Merge, manifest: {apiVersion: config.example.com/v1, kind: AppConfig}, template: {templateFrom: [{literal: 'host: {{ .host }}', target: spec.database}]}}",
+        );
+        let existing: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "config.example.com/v1", "kind": "AppConfig",
+            "metadata": {"name": "shared", "namespace": "team", "labels": {"theirs": "x"},
+                         "resourceVersion": "7", "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"database": {"pool": 5}, "replicas": 2},
+        }))
+        .unwrap();
+        let merged = build(&es_, Some(&existing));
+        let value = serde_json::to_value(&merged).unwrap();
+        assert_eq!(
+            value["spec"],
+            json!({"database": {"pool": 5, "host": "db"}, "replicas": 2})
+        );
+        assert_eq!(value["metadata"]["labels"]["theirs"], "x");
+        assert_eq!(value["metadata"]["resourceVersion"], "7");
+        assert!(value["metadata"].get("managedFields").is_none());
+        assert!(merged.owner_references().is_empty());
+        assert!(!merged.labels().contains_key(CREATED_BY_LABEL));
+    }
+
+    #[test]
+    fn a_manifest_naming_a_secret_is_an_ordinary_target() {
+        assert!(manifest(&es("{manifest: {apiVersion: v1, kind: Secret}}")).is_none());
+        assert!(manifest(&es("{manifest: {apiVersion: v1, kind: ConfigMap}}")).is_some());
+    }
+}

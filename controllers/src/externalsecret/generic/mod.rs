@@ -1,0 +1,299 @@
+//! Generic targets (`spec.target.manifest`): an ExternalSecret that writes a ConfigMap or any
+//! namespaced custom resource instead of a Secret. Off unless the operator runs with
+//! `--unsafe-allow-generic-targets`, as in ESO: such objects are not encrypted at rest.
+
+pub mod desired;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use api::external_secret::{CreationPolicy, DeletionPolicy, ExternalSecret, ManifestReference};
+use futures::StreamExt;
+use futures::channel::mpsc::UnboundedSender;
+use jiff::Timestamp;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use kube::core::PartialObjectMeta;
+use kube::discovery::Scope;
+use kube::runtime::controller::Action;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use tracing::{debug, warn};
+
+pub use desired::manifest;
+
+use super::desired::{MANAGED_LABEL, creation_policy, field_manager, target_name};
+use super::{Error, SyncStop, Target, Written, conflict, report, requeue, validate};
+use crate::context::Context;
+
+/// A generic target that changed: its group and kind, namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TargetChange {
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The kinds generic targets use: found once through discovery, and watched once any target of
+/// the kind is written, so that a hand edit is reverted at once (ESO's drift detection).
+pub struct GenericTargets {
+    enabled: bool,
+    namespace: Option<String>,
+    resources: Mutex<HashMap<GroupVersionKind, ApiResource>>,
+    watched: Mutex<HashSet<GroupVersionKind>>,
+    changes: UnboundedSender<TargetChange>,
+}
+
+impl GenericTargets {
+    pub fn new(
+        enabled: bool,
+        namespace: Option<String>,
+        changes: UnboundedSender<TargetChange>,
+    ) -> Self {
+        Self {
+            enabled,
+            namespace,
+            resources: Mutex::default(),
+            watched: Mutex::default(),
+            changes,
+        }
+    }
+
+    /// The served resource of `manifest`'s kind; only namespaced kinds can be targets.
+    async fn resource(
+        &self,
+        client: &kube::Client,
+        manifest: &ManifestReference,
+    ) -> Result<ApiResource, Error> {
+        let (group, version) = match manifest.api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", manifest.api_version.as_str()),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, &manifest.kind);
+        if let Some(found) = self.lock_resources().get(&gvk) {
+            return Ok(found.clone());
+        }
+        let (resource, capabilities) =
+            kube::discovery::pinned_kind(client, &gvk)
+                .await
+                .map_err(|e| Error::TargetKind {
+                    api_version: manifest.api_version.clone(),
+                    kind: manifest.kind.clone(),
+                    message: e.to_string(),
+                })?;
+        if capabilities.scope != Scope::Namespaced {
+            return Err(Error::Invalid {
+                field: "spec.target.manifest".into(),
+                message: format!(
+                    "{} is cluster-scoped; a target lives in the ExternalSecret's namespace",
+                    manifest.kind
+                ),
+            });
+        }
+        self.lock_resources().insert(gvk, resource.clone());
+        Ok(resource)
+    }
+
+    fn lock_resources(&self) -> std::sync::MutexGuard<'_, HashMap<GroupVersionKind, ApiResource>> {
+        self.resources
+            .lock()
+            .expect("generic target kinds poisoned")
+    }
+
+    /// Starts watching the managed objects of `resource`'s kind, once.
+    fn watch(&self, client: &kube::Client, resource: &ApiResource) {
+        let gvk = GroupVersionKind::gvk(&resource.group, &resource.version, &resource.kind);
+        if !self
+            .watched
+            .lock()
+            .expect("watched generic kinds poisoned")
+            .insert(gvk)
+        {
+            return;
+        }
+        let api: Api<PartialObjectMeta<DynamicObject>> = match &self.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+            None => Api::all_with(client.clone(), resource),
+        };
+        let changes = self.changes.clone();
+        let (group, kind) = (resource.group.clone(), resource.kind.clone());
+        tokio::spawn(async move {
+            watcher(
+                api,
+                watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")),
+            )
+            .default_backoff()
+            .touched_objects()
+            .for_each(|object: Result<PartialObjectMeta<DynamicObject>, _>| {
+                if let Ok(object) = object {
+                    let _ = changes.unbounded_send(TargetChange {
+                        group: group.clone(),
+                        kind: kind.clone(),
+                        namespace: object.namespace().unwrap_or_default(),
+                        name: object.name_any(),
+                    });
+                }
+                futures::future::ready(())
+            })
+            .await;
+        });
+    }
+}
+
+/// Whether `es` writes the generic target that changed.
+pub fn targets(es: &ExternalSecret, change: &TargetChange) -> bool {
+    manifest(es).is_some_and(|m| {
+        let group = m.api_version.split_once('/').map_or("", |(g, _)| g);
+        group == change.group
+            && m.kind == change.kind
+            && es.namespace().as_deref() == Some(change.namespace.as_str())
+            && target_name(es) == change.name
+    })
+}
+
+/// ESO's reconcile of a generic target, on the same refresh rules as a Secret.
+pub(super) async fn sync(
+    es: &ExternalSecret,
+    ctx: &Context,
+    force: bool,
+    manifest: &ManifestReference,
+) -> Result<Action, SyncStop> {
+    let now = Timestamp::now();
+    let targets = &ctx.generic_targets;
+    if !targets.enabled {
+        return Err(Error::Invalid {
+            field: "spec.target.manifest".into(),
+            message: "generic targets are disabled; start the operator with --unsafe-allow-generic-targets (chart value genericTargets.enabled)".into(),
+        }
+        .into());
+    }
+    let namespace = es.namespace().unwrap_or_default();
+    let name = target_name(es);
+    let resource = targets.resource(&ctx.client, manifest).await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
+    let existing = api
+        .get_opt(&name)
+        .await
+        .map_err(|source| Error::ReadTarget {
+            kind: manifest.kind.clone(),
+            name: name.clone(),
+            source,
+        })?;
+    if es.meta().deletion_timestamp.is_some() {
+        return super::release(es, ctx, || async {
+            match existing.as_ref().filter(|o| owned(es, o)) {
+                Some(_) if es.spec.deletion_policy() == DeletionPolicy::Delete => {
+                    delete(&api, &manifest.kind, &name).await
+                }
+                _ => Ok(()),
+            }
+        })
+        .await;
+    }
+    validate(es)?;
+    let policy = creation_policy(es);
+    if policy != CreationPolicy::None {
+        targets.watch(&ctx.client, &resource);
+    }
+    let forced = force && super::desired::follows_store_changes(es, now);
+    if !forced
+        && !super::desired::should_refresh(es, now)
+        && desired::is_valid(es, existing.as_ref())
+    {
+        debug!("nothing to refresh");
+        return Ok(requeue(es, now));
+    }
+    let fetched = super::fetch::fetch(es, ctx).await?;
+    let deletion = es.spec.deletion_policy();
+    let written = if fetched.is_empty() && deletion != DeletionPolicy::Merge {
+        match (deletion, &existing) {
+            (DeletionPolicy::Delete, _) if policy != CreationPolicy::Owner => {
+                return Err(Error::Invalid {
+                    field: "spec.target.deletionPolicy".into(),
+                    message: "Delete only removes a target this ExternalSecret owns (creationPolicy Owner)".into(),
+                }
+                .into());
+            }
+            (DeletionPolicy::Delete, Some(object)) if owned(es, object) => {
+                delete(&api, &manifest.kind, &name).await?;
+                Written::Deleted
+            }
+            (DeletionPolicy::Delete, _) => Written::Absent,
+            _ => Written::Retained,
+        }
+    } else {
+        let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+        let sources = crate::templating::read_sources(&ctx.client, &namespace, template)
+            .await
+            .map_err(Error::from)?;
+        let object = desired::desired_object(es, manifest, fetched, &sources, existing.as_ref())
+            .map_err(Error::from)?;
+        write(es, &api, manifest, existing.as_ref(), object).await?
+    };
+    let what = format!("{} {name:?}", manifest.kind);
+    let target = Target {
+        what: what.into(),
+        kind: &manifest.kind,
+        generic: true,
+    };
+    report(es, ctx, &written, &target).await?;
+    Ok(requeue(es, now))
+}
+
+async fn write(
+    es: &ExternalSecret,
+    api: &Api<DynamicObject>,
+    manifest: &ManifestReference,
+    existing: Option<&DynamicObject>,
+    mut object: DynamicObject,
+) -> Result<Written, Error> {
+    let name = target_name(es);
+    let params = PostParams {
+        field_manager: Some(field_manager(&es.name_any())),
+        ..PostParams::default()
+    };
+    let failed = |source| Error::WriteTarget {
+        kind: manifest.kind.clone(),
+        name: name.clone(),
+        source,
+    };
+    match (creation_policy(es), existing) {
+        (CreationPolicy::None, _) => Ok(Written::Unchanged),
+        (CreationPolicy::Merge, None) => Ok(Written::MissingForMerge),
+        (_, None) => {
+            api.create(&params, &object).await.map_err(failed)?;
+            Ok(Written::Created)
+        }
+        (_, Some(existing)) => {
+            conflict(es, &manifest.kind, &name, existing.owner_references())?;
+            if desired::unchanged(existing, &object) {
+                return Ok(Written::Unchanged);
+            }
+            // A replace, as ESO's update: the target holds exactly what was rendered (with Merge
+            // and CreateOrMerge, rendered over the object as it was).
+            object.metadata.resource_version = existing.resource_version();
+            object.metadata.uid = existing.uid();
+            api.replace(&name, &params, &object).await.map_err(failed)?;
+            Ok(Written::Updated)
+        }
+    }
+}
+
+fn owned(es: &ExternalSecret, object: &DynamicObject) -> bool {
+    super::desired::controlled_by(es, object.owner_references())
+}
+
+async fn delete(api: &Api<DynamicObject>, kind: &str, name: &str) -> Result<(), Error> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => {
+            warn!(kind, name, error = %source, "could not delete the generic target");
+            Err(Error::WriteTarget {
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                source,
+            })
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! Generic targets (`spec.target.manifest`): ConfigMaps and custom resources written from ESO's
+//! documented manifests, hand edits reverted, Merge over what others wrote, and the switch that
+//! keeps the feature off.
+
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow, ensure};
+use api::external_secret::ExternalSecret;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use libtest_mimic::Trial;
+use serde_json::{Value, json};
+
+use crate::operator::{TIMEOUT, wait_ready};
+use crate::{Env, trial};
+
+pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
+    vec![
+        trial("generic::configmaps_as_eso_documents_them", env, configmaps),
+        trial(
+            "generic::custom_resources_with_paths_and_merge",
+            env,
+            custom_resources,
+        ),
+        trial("generic::off_unless_the_operator_allows_it", env, disabled),
+    ]
+}
+
+const STORE: &str = r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: vault-backend}
+spec:
+  provider:
+    fake:
+      data:
+      - {key: config/database/host, value: db.internal}
+      - {key: config/api/endpoint, value: "https://api.internal"}
+      - {key: features/new-ui, value: "true"}
+      - {key: features/beta-api, value: "false"}
+      - {key: database/host, value: db.internal}
+      - {key: database/port, value: "5432"}
+      - {key: database/username, value: app}
+      - {key: database/password, value: s3cret}
+"#;
+
+/// ESO's "Basic ConfigMap" and "Metadata and Labels" examples, unchanged but for the store.
+async fn configmaps(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "generic-cm").await?;
+    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
+    let manifests = r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata:
+  name: application-config
+spec:
+  refreshInterval: 1h0m0s
+  secretStoreRef:
+    name: vault-backend
+    kind: SecretStore
+  target:
+    name: app-config
+    manifest:
+      apiVersion: v1
+      kind: ConfigMap
+  data:
+  - secretKey: database-host
+    remoteRef:
+      key: config/database/host
+  - secretKey: api-endpoint
+    remoteRef:
+      key: config/api/endpoint
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata:
+  name: labeled-config
+spec:
+  refreshInterval: 1h0m0s
+  secretStoreRef:
+    name: vault-backend
+    kind: SecretStore
+  target:
+    name: labeled-configmap
+    manifest:
+      apiVersion: v1
+      kind: ConfigMap
+    template:
+      engineVersion: v2
+      metadata:
+        labels:
+          app: myapp
+          environment: production
+        annotations:
+          description: "Managed by External Secrets Operator"
+      data:
+        config.json: |
+          {
+            "feature_flags": {
+              "new_ui": {{ .featureNewUI }},
+              "beta_api": {{ .featureBetaAPI }}
+            }
+          }
+  data:
+  - secretKey: featureNewUI
+    remoteRef:
+      key: features/new-ui
+  - secretKey: featureBetaAPI
+    remoteRef:
+      key: features/beta-api
+"#;
+    testenv::apply_yaml_in(&client, &ns, manifests, true).await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let basic = json!({"database-host": "db.internal", "api-endpoint": "https://api.internal"});
+    let cm = wait_data(&config_maps, "app-config", &basic).await?;
+    ensure!(
+        cm.labels().get("reconcile.external-secrets.io/managed") == Some(&"true".to_owned()),
+        "labels: {:?}",
+        cm.labels()
+    );
+    ensure!(
+        cm.annotations()
+            .contains_key("reconcile.external-secrets.io/data-hash"),
+        "annotations: {:?}",
+        cm.annotations()
+    );
+    ensure!(
+        cm.owner_references()
+            .iter()
+            .any(|o| o.kind == "ExternalSecret" && o.name == "application-config"),
+        "owners: {:?}",
+        cm.owner_references()
+    );
+    let es: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    wait_ready(
+        "ExternalSecret application-config",
+        "True",
+        "ResourceSynced",
+        || async { Ok(serde_json::to_value(es.get("application-config").await?)?) },
+    )
+    .await?;
+    let labeled = wait_data(
+        &config_maps,
+        "labeled-configmap",
+        &json!({"config.json": "{\n  \"feature_flags\": {\n    \"new_ui\": true,\n    \"beta_api\": false\n  }\n}\n"}),
+    )
+    .await?;
+    ensure!(
+        labeled.labels().get("app") == Some(&"myapp".to_owned())
+            && labeled.labels().get("environment") == Some(&"production".to_owned())
+            && labeled.annotations().get("description")
+                == Some(&"Managed by External Secrets Operator".to_owned()),
+        "metadata: {:?}",
+        labeled.metadata
+    );
+
+    // Drift detection: a hand edit is reverted without waiting for the refresh interval.
+    config_maps
+        .patch(
+            "app-config",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"database-host": "evil.example.com"}})),
+        )
+        .await?;
+    wait_data(&config_maps, "app-config", &basic).await?;
+    Ok(())
+}
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: appconfigs.config.example.com}
+spec:
+  group: config.example.com
+  scope: Namespaced
+  names: {kind: AppConfig, plural: appconfigs, singular: appconfig}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+fn app_configs(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "config.example.com".into(),
+        version: "v1".into(),
+        api_version: "config.example.com/v1".into(),
+        kind: "AppConfig".into(),
+        plural: "appconfigs".into(),
+    };
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+/// ESO's "Advanced Path Targeting" example, a custom resource without a template (values under
+/// `spec.data`), and CreateOrMerge into a resource that holds fields of its own.
+async fn custom_resources(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    testenv::apply_yaml(&client, CRD, true).await?;
+    testenv::wait_for_crd_established(&client, "appconfigs.config.example.com", TIMEOUT).await?;
+    let ns = testenv::create_namespace(&client, "generic-cr").await?;
+    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
+    let theirs = "apiVersion: config.example.com/v1\nkind: AppConfig\nmetadata: {name: shared}\nspec: {replicas: 3, database: {pool: 10}}\n";
+    testenv::apply_yaml_in(&client, &ns, theirs, true).await?;
+    let manifests = r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata:
+  name: custom-resource-config
+spec:
+  refreshInterval: 1h0m0s
+  secretStoreRef:
+    name: vault-backend
+    kind: SecretStore
+  target:
+    name: app-settings
+    manifest:
+      apiVersion: config.example.com/v1
+      kind: AppConfig
+    template:
+      engineVersion: v2
+      templateFrom:
+      - literal: |
+          host: {{ .dbHost }}
+          port: {{ .dbPort }}
+          credentials:
+            username: {{ .dbUser }}
+            password: {{ .dbPassword }}
+        target: spec.database
+      - literal: |
+          level: info
+          format: json
+        target: spec.logging
+  data:
+  - secretKey: dbHost
+    remoteRef:
+      key: database/host
+  - secretKey: dbPort
+    remoteRef:
+      key: database/port
+  - secretKey: dbUser
+    remoteRef:
+      key: database/username
+  - secretKey: dbPassword
+    remoteRef:
+      key: database/password
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata:
+  name: plain
+spec:
+  secretStoreRef: {name: vault-backend}
+  target:
+    name: plain
+    manifest: {apiVersion: config.example.com/v1, kind: AppConfig}
+  data:
+  - secretKey: host
+    remoteRef: {key: database/host}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata:
+  name: merger
+spec:
+  secretStoreRef: {name: vault-backend}
+  target:
+    name: shared
+    creationPolicy: CreateOrMerge
+    manifest: {apiVersion: config.example.com/v1, kind: AppConfig}
+    template:
+      templateFrom:
+      - literal: 'host: {{ .host }}'
+        target: spec.database
+  data:
+  - secretKey: host
+    remoteRef: {key: database/host}
+"#;
+    testenv::apply_yaml_in(&client, &ns, manifests, true).await?;
+    let api = app_configs(&client, &ns);
+    wait_spec(
+        &api,
+        "app-settings",
+        &json!({
+            "database": {"host": "db.internal", "port": 5432,
+                         "credentials": {"username": "app", "password": "s3cret"}},
+            "logging": {"level": "info", "format": "json"},
+        }),
+    )
+    .await?;
+    wait_spec(&api, "plain", &json!({"data": {"host": "db.internal"}})).await?;
+    let shared = wait_spec(
+        &api,
+        "shared",
+        &json!({"replicas": 3, "database": {"pool": 10, "host": "db.internal"}}),
+    )
+    .await?;
+    ensure!(
+        shared.owner_references().is_empty(),
+        "CreateOrMerge took ownership: {:?}",
+        shared.owner_references()
+    );
+
+    // In sync: a further reconcile (forced by a label on the ExternalSecret) writes nothing.
+    let before = api.get("app-settings").await?.resource_version();
+    let es: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    es.patch(
+        "custom-resource-config",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+    )
+    .await?;
+    testenv::wait_for(TIMEOUT, "the label to be synced", || async {
+        let status = serde_json::to_value(es.get("custom-resource-config").await?)?;
+        let version = status["status"]["syncedResourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let current = es.get("custom-resource-config").await?;
+        let want = controllers::externalsecret::desired::synced_resource_version(&current);
+        if version == want {
+            Ok(())
+        } else {
+            Err(anyhow!("synced {version}, want {want}"))
+        }
+    })
+    .await?;
+    let after = api.get("app-settings").await?.resource_version();
+    ensure!(before == after, "an unchanged target was rewritten");
+    Ok(())
+}
+
+/// An operator without `--unsafe-allow-generic-targets` refuses the target by name.
+async fn disabled(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "generic-off").await?;
+    let class = format!("class-{ns}");
+    crate::operator::start_with(
+        &env,
+        controllers::Settings {
+            controller_class: class.clone(),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        },
+    )?;
+    let manifests = format!(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: classy}}\nspec:\n  controller: {class}\n  provider: {{fake: {{data: [{{key: k, value: v}}]}}}}\n---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: generic}}\nspec:\n  secretStoreRef: {{name: classy}}\n  target: {{manifest: {{apiVersion: v1, kind: ConfigMap}}}}\n  data: [{{secretKey: k, remoteRef: {{key: k}}}}]\n"
+    );
+    testenv::apply_yaml_in(&client, &ns, &manifests, true).await?;
+    let es: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let status = wait_ready(
+        "ExternalSecret generic",
+        "False",
+        "ResourceSyncedError",
+        || async { Ok(serde_json::to_value(es.get("generic").await?)?) },
+    )
+    .await?;
+    let message = status["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    ensure!(
+        message.contains("spec.target.manifest")
+            && message.contains("--unsafe-allow-generic-targets"),
+        "message: {message}"
+    );
+    ensure!(
+        Api::<ConfigMap>::namespaced(client.clone(), &ns)
+            .get_opt("generic")
+            .await?
+            .is_none(),
+        "a ConfigMap was written"
+    );
+    Ok(())
+}
+
+async fn wait_data(api: &Api<ConfigMap>, name: &str, want: &Value) -> Result<ConfigMap> {
+    testenv::wait_for(
+        TIMEOUT,
+        &format!("ConfigMap {name} to hold the expected data"),
+        || async {
+            let cm = api.get(name).await?;
+            let have = serde_json::to_value(&cm.data)?;
+            if &have == want {
+                Ok(cm)
+            } else {
+                Err(anyhow!(
+                    "holds keys {:?}",
+                    cm.data.as_ref().map(|d| d.keys().collect::<Vec<_>>())
+                ))
+            }
+        },
+    )
+    .await
+}
+
+async fn wait_spec(api: &Api<DynamicObject>, name: &str, want: &Value) -> Result<DynamicObject> {
+    testenv::wait_for(
+        TIMEOUT,
+        &format!("AppConfig {name} to hold the expected spec"),
+        || async {
+            let object = api.get(name).await?;
+            if &object.data["spec"] == want {
+                Ok(object)
+            } else {
+                Err(anyhow!(
+                    "spec has fields {:?}",
+                    object.data["spec"]
+                        .as_object()
+                        .map(|m| m.keys().collect::<Vec<_>>())
+                ))
+            }
+        },
+    )
+    .await
+}
