@@ -484,8 +484,9 @@ async fn policies(env: Arc<Env>) -> Result<()> {
     deletion_policy_merge(&client, &ns).await
 }
 
-/// deletionPolicy Merge: when the provider has nothing left, this ExternalSecret's keys leave
-/// the Secret and another writer's stay.
+/// The three deletionPolicies side by side when the provider has nothing left: Retain keeps
+/// the Secret's bytes, Delete removes the Secret, Merge removes this ExternalSecret's keys and
+/// keeps another writer's.
 async fn deletion_policy_merge(client: &kube::Client, ns: &str) -> Result<()> {
     let store = |data: &str| {
         format!(
@@ -495,12 +496,62 @@ async fn deletion_policy_merge(client: &kube::Client, ns: &str) -> Result<()> {
     testenv::apply_yaml_in(client, ns, &store("[{key: user, value: alice}]"), true).await?;
     let others = "apiVersion: v1\nkind: Secret\nmetadata: {name: merge-deletion}\nstringData: {theirs: kept}\n";
     testenv::apply_yaml_in(client, ns, others, true).await?;
-    let es = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: merge-deletion}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: emptied}\n  target: {creationPolicy: Merge, deletionPolicy: Merge}\n  dataFrom: [{find: {name: {regexp: '^user$'}}}]\n";
-    testenv::apply_yaml_in(client, ns, es, true).await?;
+    let es = |name: &str, target: &str| {
+        format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: {name}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: emptied}}\n  target: {target}\n  dataFrom: [{{find: {{name: {{regexp: '^user$'}}}}}}]\n"
+        )
+    };
+    for (name, target) in [
+        (
+            "merge-deletion",
+            "{creationPolicy: Merge, deletionPolicy: Merge}",
+        ),
+        ("retain-deletion", "{deletionPolicy: Retain}"),
+        ("delete-deletion", "{deletionPolicy: Delete}"),
+    ] {
+        testenv::apply_yaml_in(client, ns, &es(name, target), true).await?;
+    }
     let theirs = ("theirs".to_owned(), b"kept".to_vec());
-    let both = BTreeMap::from([theirs.clone(), ("user".to_owned(), b"alice".to_vec())]);
+    let user = ("user".to_owned(), b"alice".to_vec());
+    let both = BTreeMap::from([theirs.clone(), user.clone()]);
     wait_secret(client, ns, "merge-deletion", &both).await?;
+    let retained = wait_secret(
+        client,
+        ns,
+        "retain-deletion",
+        &BTreeMap::from([user.clone()]),
+    )
+    .await?;
+    wait_secret(client, ns, "delete-deletion", &BTreeMap::from([user])).await?;
     testenv::apply_yaml_in(client, ns, &store("[{key: other, value: x}]"), true).await?;
     wait_secret(client, ns, "merge-deletion", &BTreeMap::from([theirs])).await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    gone(&secrets, "delete-deletion").await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), ns);
+    for (name, reason) in [
+        ("retain-deletion", "SecretSynced"),
+        ("delete-deletion", "SecretDeleted"),
+    ] {
+        testenv::wait_for(TIMEOUT, &format!("{name} to report no data"), || async {
+            let es = serde_json::to_value(externalsecrets.get(name).await?)?;
+            let ready = &es["status"]["conditions"][0];
+            if ready["status"] == "True"
+                && ready["reason"] == reason
+                && ready["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("the provider returned no data"))
+            {
+                Ok(())
+            } else {
+                Err(anyhow!("{name}: {ready}"))
+            }
+        })
+        .await?;
+    }
+    let kept = secrets.get("retain-deletion").await?;
+    ensure!(
+        kept.metadata.resource_version == retained.metadata.resource_version,
+        "deletionPolicy Retain rewrote the Secret"
+    );
     Ok(())
 }

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use api::external_secret::{CreationPolicy, DecodingStrategy, ExternalSecret, RefreshPolicy};
+use api::external_secret::{
+    CreationPolicy, DecodingStrategy, DeletionPolicy, ExternalSecret, RefreshPolicy,
+};
 use base64::Engine;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
@@ -399,6 +401,84 @@ pub fn ownership_conflict<'a>(
             && Some(&o.uid) != uid.as_ref()
             && (policy == CreationPolicy::Owner || is_external_secret(o))
     })
+}
+
+/// What a sync does with its target, decided from the two policies, whether the provider
+/// returned any data, and the target's owners (`None`: it does not exist). Shared by Secrets
+/// and generic targets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Create or update the target.
+    Write,
+    /// Nothing fetched and deletionPolicy Delete: remove the target we control.
+    Delete,
+    /// As Delete, with no target to remove.
+    Absent,
+    /// Nothing fetched and deletionPolicy Retain: keep the target as it is.
+    Retain,
+    /// creationPolicy Merge and no target: wait for someone to create it.
+    WaitForTarget,
+    /// creationPolicy None: write nothing.
+    Nothing,
+}
+
+/// `kind` and `name` only word the refusal: `(field, message)`.
+pub fn plan(
+    es: &ExternalSecret,
+    fetched_nothing: bool,
+    existing: Option<&[OwnerReference]>,
+    kind: &str,
+    name: &str,
+) -> Result<Step, (String, String)> {
+    let policy = creation_policy(es);
+    if fetched_nothing {
+        match es.spec.deletion_policy() {
+            DeletionPolicy::Retain => return Ok(Step::Retain),
+            // As ESO: only a target of creationPolicy Owner is ever deleted; a stricter check of
+            // ours: only one this ExternalSecret controls (an adopted one becomes so on its
+            // first write).
+            DeletionPolicy::Delete => {
+                let refused = |why: &str| {
+                    Err((
+                        "spec.target.deletionPolicy".to_owned(),
+                        format!("Delete only removes a {kind} this ExternalSecret owns: {why}"),
+                    ))
+                };
+                return match existing {
+                    _ if policy != CreationPolicy::Owner => refused("creationPolicy must be Owner"),
+                    None => Ok(Step::Absent),
+                    Some(owners) if controlled_by(es, owners) => Ok(Step::Delete),
+                    Some(_) => refused(&format!("{kind} {name:?} is not controlled by it")),
+                };
+            }
+            // The target keeps what others wrote and loses ours.
+            DeletionPolicy::Merge => {}
+        }
+    }
+    match (policy, existing) {
+        (CreationPolicy::None, _) => Ok(Step::Nothing),
+        (CreationPolicy::Merge, None) => Ok(Step::WaitForTarget),
+        (_, None) => Ok(Step::Write),
+        (_, Some(owners)) => match ownership_conflict(es, owners) {
+            None => Ok(Step::Write),
+            Some(owner) => {
+                let advice = if owner.kind == "ExternalSecret" {
+                    format!(
+                        "pick another target name: two ExternalSecrets writing one {kind} would overwrite each other"
+                    )
+                } else {
+                    "pick another target name, or creationPolicy Merge to add keys to it".to_owned()
+                };
+                Err((
+                    "spec.target.name".to_owned(),
+                    format!(
+                        "{kind} {name:?} is controlled by {} {:?}; {advice}",
+                        owner.kind, owner.name
+                    ),
+                ))
+            }
+        },
+    }
 }
 
 /// Whether this ExternalSecret is the controller among `owners`.

@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use api::conditions::{Condition, ConditionStatus, READY, set_condition};
 use api::external_secret::{CreationPolicy, DeletionPolicy, ExternalSecret, ExternalSecretStatus};
+use desired::Step;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -234,36 +235,37 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
     }
 
     let fetched = fetch::fetch(es, ctx).await?;
-    let deletion = es.spec.deletion_policy();
-    let written = if fetched.is_empty() && deletion != DeletionPolicy::Merge {
-        match deletion {
-            DeletionPolicy::Delete => match &existing {
-                Some(secret) => {
-                    delete_owned(es, &secrets, secret).await?;
-                    Written::Deleted
-                }
-                // Nothing to delete: the status says so, but no event claims a deletion.
-                None => Written::Absent,
-            },
-            _ => Written::Retained,
+    let owners = existing.as_ref().map(|s| s.owner_references());
+    let written = match desired::plan(es, fetched.is_empty(), owners, "Secret", &target)
+        .map_err(|(field, message)| Error::Invalid { field, message })?
+    {
+        Step::Delete => {
+            if let Some(secret) = &existing {
+                delete_owned(es, &secrets, secret).await?;
+            }
+            Written::Deleted
         }
-    } else {
-        let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
-        let sources = crate::templating::read_sources(&ctx.client, &namespace, template)
-            .await
+        Step::Absent => Written::Absent,
+        Step::Retain => Written::Retained,
+        Step::WaitForTarget => Written::MissingForMerge,
+        Step::Nothing => Written::Unchanged,
+        Step::Write => {
+            let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+            let sources = crate::templating::read_sources(&ctx.client, &namespace, template)
+                .await
+                .map_err(Error::from)?;
+            let shaped = crate::templating::shape(
+                "spec.target.template",
+                template,
+                fetched,
+                &sources,
+                es.labels(),
+                es.annotations(),
+            )
             .map_err(Error::from)?;
-        let shaped = crate::templating::shape(
-            "spec.target.template",
-            template,
-            fetched,
-            &sources,
-            es.labels(),
-            es.annotations(),
-        )
-        .map_err(Error::from)?;
-        write_secret(es, ctx, &secrets, existing.as_ref(), &shaped).await?
+            write_secret(es, ctx, &secrets, existing.as_ref(), &shaped).await?
+        }
     };
-
     report(es, ctx, &written, &Target::SECRET).await?;
     Ok(requeue(es, now))
 }
@@ -364,17 +366,12 @@ async fn write_secret(
     existing: Option<&Secret>,
     shaped: &crate::templating::Shaped,
 ) -> Result<Written, Error> {
-    let policy = desired::creation_policy(es);
     let target = desired::target_name(es);
     let data = &shaped.data;
     let Some(body) = desired::desired_secret(es, shaped, existing) else {
         return Ok(Written::Unchanged);
     };
-    if existing.is_none() && policy == CreationPolicy::Merge {
-        return Ok(Written::MissingForMerge);
-    }
     if let Some(existing) = existing {
-        conflict(es, "Secret", &target, existing.owner_references())?;
         let current = desired::secret_data(existing);
         let data_changes = !desired::stale_keys(es, existing, data).is_empty()
             || data.iter().any(|(k, v)| current.get(k) != Some(v));
@@ -429,32 +426,6 @@ async fn write_secret(
     }
     delete_renamed_targets(es, secrets, &target).await?;
     Ok(Written::Created)
-}
-
-/// Refuses a target whose controller forbids writing it (see `desired::ownership_conflict`).
-fn conflict(
-    es: &ExternalSecret,
-    kind: &str,
-    name: &str,
-    owners: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
-) -> Result<(), Error> {
-    let Some(owner) = desired::ownership_conflict(es, owners) else {
-        return Ok(());
-    };
-    let advice = if owner.kind == "ExternalSecret" {
-        format!(
-            "pick another target name: two ExternalSecrets writing one {kind} would overwrite each other"
-        )
-    } else {
-        "pick another target name, or creationPolicy Merge to add keys to it".to_owned()
-    };
-    Err(Error::Invalid {
-        field: "spec.target.name".into(),
-        message: format!(
-            "{kind} {name:?} is controlled by {} {:?}; {advice}",
-            owner.kind, owner.name
-        ),
-    })
 }
 
 /// As ESO: with creationPolicy Owner, a Secret this ExternalSecret created under a former

@@ -478,3 +478,88 @@ fn keys_that_convert_to_the_same_key_are_an_error() {
         ["a_U002f_b", "a_U003a_b", "c"]
     );
 }
+
+/// Every creationPolicy × deletionPolicy, with and without fetched data, against each state the
+/// target can be in. W write, D delete, A nothing to delete, R retain, M wait for a Merge target,
+/// N write nothing; refused: n (spec.target.name), d (spec.target.deletionPolicy). Combinations
+/// the CRD's rules refuse are here too, for objects stored before those rules existed.
+#[test]
+fn every_policy_combination() {
+    let owner = |api_version: &str, kind: &str, uid: &str| OwnerReference {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: "x".into(),
+        uid: uid.into(),
+        controller: Some(true),
+        ..Default::default()
+    };
+    let states: [Option<Vec<OwnerReference>>; 5] = [
+        None,
+        Some(vec![owner(
+            "external-secrets.io/v1",
+            "ExternalSecret",
+            "uid-1",
+        )]),
+        Some(vec![]),
+        Some(vec![owner(
+            "external-secrets.io/v1",
+            "ExternalSecret",
+            "uid-2",
+        )]),
+        Some(vec![owner("apps/v1", "Deployment", "uid-3")]),
+    ];
+    // Columns: with data, then with nothing fetched; each for a target that is missing, ours,
+    // unowned, another ExternalSecret's, another controller's.
+    let table = [
+        ("Owner", "Retain", "WWWnn RRRRR"),
+        ("Owner", "Delete", "WWWnn ADddd"),
+        ("Owner", "Merge", "WWWnn WWWnn"),
+        ("Orphan", "Retain", "WWWnW RRRRR"),
+        ("Orphan", "Delete", "WWWnW ddddd"),
+        ("Orphan", "Merge", "WWWnW WWWnW"),
+        ("Merge", "Retain", "MWWnW RRRRR"),
+        ("Merge", "Delete", "MWWnW ddddd"),
+        ("Merge", "Merge", "MWWnW MWWnW"),
+        ("None", "Retain", "NNNNN RRRRR"),
+        ("None", "Delete", "NNNNN ddddd"),
+        ("None", "Merge", "NNNNN NNNNN"),
+        ("CreateOrMerge", "Retain", "WWWnW RRRRR"),
+        ("CreateOrMerge", "Delete", "WWWnW ddddd"),
+        ("CreateOrMerge", "Merge", "WWWnW WWWnW"),
+    ];
+    for (creation, deletion, want) in table {
+        let es_ = es(&BASIC.replace(
+            "target: {name: app-secret}",
+            &format!(
+                "target: {{name: app-secret, creationPolicy: {creation}, deletionPolicy: {deletion}}}"
+            ),
+        ));
+        let cells: Vec<char> = want.chars().filter(|c| *c != ' ').collect();
+        for (i, fetched_nothing) in [false, true].into_iter().enumerate() {
+            for (j, state) in states.iter().enumerate() {
+                let got = match plan(
+                    &es_,
+                    fetched_nothing,
+                    state.as_deref(),
+                    "Secret",
+                    "app-secret",
+                ) {
+                    Ok(Step::Write) => 'W',
+                    Ok(Step::Delete) => 'D',
+                    Ok(Step::Absent) => 'A',
+                    Ok(Step::Retain) => 'R',
+                    Ok(Step::WaitForTarget) => 'M',
+                    Ok(Step::Nothing) => 'N',
+                    Err((field, _)) if field == "spec.target.name" => 'n',
+                    Err((field, _)) if field == "spec.target.deletionPolicy" => 'd',
+                    Err((field, message)) => panic!("{field}: {message}"),
+                };
+                assert_eq!(
+                    got,
+                    cells[i * 5 + j],
+                    "creationPolicy {creation}, deletionPolicy {deletion}, nothing fetched: {fetched_nothing}, target state {j}"
+                );
+            }
+        }
+    }
+}

@@ -21,8 +21,9 @@ use tracing::{debug, warn};
 
 pub use desired::manifest;
 
+use super::desired::Step;
 use super::desired::{MANAGED_LABEL, creation_policy, field_manager, target_name};
-use super::{Error, SyncStop, Target, Written, conflict, report, requeue, validate};
+use super::{Error, SyncStop, Target, Written, report, requeue, validate};
 use crate::context::Context;
 
 /// A generic target that changed: its group and kind, namespace and name.
@@ -204,31 +205,28 @@ pub(super) async fn sync(
         return Ok(requeue(es, now));
     }
     let fetched = super::fetch::fetch(es, ctx).await?;
-    let deletion = es.spec.deletion_policy();
-    let written = if fetched.is_empty() && deletion != DeletionPolicy::Merge {
-        match (deletion, &existing) {
-            (DeletionPolicy::Delete, _) if policy != CreationPolicy::Owner => {
-                return Err(Error::Invalid {
-                    field: "spec.target.deletionPolicy".into(),
-                    message: "Delete only removes a target this ExternalSecret owns (creationPolicy Owner)".into(),
-                }
-                .into());
-            }
-            (DeletionPolicy::Delete, Some(object)) if owned(es, object) => {
-                delete(&api, &manifest.kind, &name).await?;
-                Written::Deleted
-            }
-            (DeletionPolicy::Delete, _) => Written::Absent,
-            _ => Written::Retained,
+    let owners = existing.as_ref().map(|o| o.owner_references());
+    let written = match super::desired::plan(es, fetched.is_empty(), owners, &manifest.kind, &name)
+        .map_err(|(field, message)| Error::Invalid { field, message })?
+    {
+        Step::Delete => {
+            delete(&api, &manifest.kind, &name).await?;
+            Written::Deleted
         }
-    } else {
-        let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
-        let sources = crate::templating::read_sources(&ctx.client, &namespace, template)
-            .await
-            .map_err(Error::from)?;
-        let object = desired::desired_object(es, manifest, fetched, &sources, existing.as_ref())
-            .map_err(Error::from)?;
-        write(es, &api, manifest, existing.as_ref(), object).await?
+        Step::Absent => Written::Absent,
+        Step::Retain => Written::Retained,
+        Step::WaitForTarget => Written::MissingForMerge,
+        Step::Nothing => Written::Unchanged,
+        Step::Write => {
+            let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+            let sources = crate::templating::read_sources(&ctx.client, &namespace, template)
+                .await
+                .map_err(Error::from)?;
+            let object =
+                desired::desired_object(es, manifest, fetched, &sources, existing.as_ref())
+                    .map_err(Error::from)?;
+            write(es, &api, manifest, existing.as_ref(), object).await?
+        }
     };
     let what = format!("{} {name:?}", manifest.kind);
     let target = Target {
@@ -257,15 +255,12 @@ async fn write(
         name: name.clone(),
         source,
     };
-    match (creation_policy(es), existing) {
-        (CreationPolicy::None, _) => Ok(Written::Unchanged),
-        (CreationPolicy::Merge, None) => Ok(Written::MissingForMerge),
-        (_, None) => {
+    match existing {
+        None => {
             api.create(&params, &object).await.map_err(failed)?;
             Ok(Written::Created)
         }
-        (_, Some(existing)) => {
-            conflict(es, &manifest.kind, &name, existing.owner_references())?;
+        Some(existing) => {
             if desired::unchanged(existing, &object) {
                 return Ok(Written::Unchanged);
             }
