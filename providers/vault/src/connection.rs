@@ -9,6 +9,8 @@ use provider::{CredentialsReader, Error, Result};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use vaultrs::client::{VaultClient, VaultClientSettingsBuilder};
 
+use crate::rest::Rest;
+
 #[derive(Clone)]
 pub(crate) struct Connection {
     address: String,
@@ -17,6 +19,7 @@ pub(crate) struct Connection {
     login_http: reqwest::Client,
     namespace: Option<String>,
     auth_namespace: Option<String>,
+    rest: Rest,
 }
 
 fn selector_key<'a>(s: &'a SecretKeySelector, default: &'a str) -> &'a str {
@@ -97,9 +100,14 @@ impl Connection {
                 .map_err(|e| Error::InvalidSpec(format!("cannot build an HTTP client: {e}")))
         };
         let namespace = spec.namespace.clone().filter(|n| !n.is_empty());
+        let http = build(tls_identity)?;
+        let address = spec.server.trim_end_matches('/').to_owned();
+        let base = reqwest::Url::parse(&address)
+            .map_err(|e| Error::InvalidSpec(format!("server: {e}")))?;
         Ok(Self {
-            address: spec.server.trim_end_matches('/').to_owned(),
-            http: build(tls_identity)?,
+            rest: Rest::new(base, http.clone(), namespace.clone(), consistent(spec)),
+            address,
+            http,
             login_http: build(login_identity)?,
             auth_namespace: spec
                 .auth
@@ -109,6 +117,11 @@ impl Connection {
                 .or_else(|| namespace.clone()),
             namespace,
         })
+    }
+
+    /// Secret operations, on our own HTTP calls.
+    pub(crate) fn rest(&self) -> &Rest {
+        &self.rest
     }
 
     /// A client for secret operations with `token`.
@@ -142,7 +155,13 @@ impl Connection {
     }
 }
 
-/// `headers`, plus the consistency header of `forwardInconsistent`.
+/// As ESO: either consistency option keeps read-after-write states.
+fn consistent(spec: &VaultProvider) -> bool {
+    spec.read_your_writes == Some(true) || spec.forward_inconsistent == Some(true)
+}
+
+/// `headers`, plus the header of `forwardInconsistent`, which ESO sends only together with
+/// `readYourWrites`.
 fn headers(spec: &VaultProvider) -> Result<HeaderMap> {
     let mut map = HeaderMap::new();
     for (name, value) in spec.headers.iter().flatten() {
@@ -152,7 +171,7 @@ fn headers(spec: &VaultProvider) -> Result<HeaderMap> {
             HeaderValue::from_str(value).map_err(|e| bad(e.to_string()))?,
         );
     }
-    if spec.forward_inconsistent == Some(true) {
+    if spec.forward_inconsistent == Some(true) && spec.read_your_writes == Some(true) {
         map.insert(
             "X-Vault-Inconsistent",
             HeaderValue::from_static("forward-active-node"),

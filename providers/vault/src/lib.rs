@@ -4,6 +4,7 @@
 mod connection;
 mod kv;
 mod referent;
+mod rest;
 mod session;
 
 use std::collections::BTreeMap;
@@ -20,11 +21,10 @@ use provider::{
     SpecReport, Validation, parse_spec,
 };
 use serde_json::{Map, Value, json};
-use vaultrs::client::VaultClient;
-use vaultrs::error::ClientError;
 
 use crate::connection::Connection;
 use crate::kv::{Kv, Location, MANAGED_BY, MANAGED_BY_US, V1_METADATA_KEY};
+use crate::rest::{Authed, CallError};
 use crate::session::{Jwt, Login, Logins, SecretKey, Session};
 
 #[derive(Default)]
@@ -326,16 +326,18 @@ impl VaultSecrets {
     /// Runs `call` with a valid token; once more after a fresh login if Vault refuses the token.
     async fn call<T, F, Fut>(&self, call: F) -> Result<T>
     where
-        F: Fn(Arc<VaultClient>) -> Fut,
-        Fut: Future<Output = Result<T, ClientError>>,
+        F: Fn(Authed) -> Fut,
+        Fut: Future<Output = Result<T, CallError>>,
     {
         let session = self.session()?;
         let api = session.api().await?;
-        match call(api.clone()).await {
-            Err(ClientError::APIError { code: 403, .. }) => {
+        match call(session.rest().with_token(&api.settings.token)).await {
+            Err(CallError::Status { code: 403, .. }) => {
                 session.refused(&api).await;
                 let api = session.api().await?;
-                call(api).await.map_err(backend)
+                call(session.rest().with_token(&api.settings.token))
+                    .await
+                    .map_err(backend)
             }
             other => other.map_err(backend),
         }
@@ -354,30 +356,37 @@ impl VaultSecrets {
                     .map_err(|_| Error::Backend(format!("version {v:?} is not a number")))
             })
             .transpose()?;
-        let (mount, path) = (at.mount.clone(), at.path.clone());
-        let data: Option<Map<String, Value>> = match self.kv.version {
-            VaultKvVersion::V2 => absent_as_none(
-                self.call(|api| {
-                    let (mount, path) = (mount.clone(), path.clone());
-                    async move {
-                        match version {
-                            Some(v) => {
-                                vaultrs::kv2::read_version(api.as_ref(), &mount, &path, v).await
-                            }
-                            None => vaultrs::kv2::read(api.as_ref(), &mount, &path).await,
-                        }
-                    }
-                })
-                .await,
-            )?,
-            VaultKvVersion::V1 => absent_as_none(
-                self.call(|api| {
-                    let (mount, path) = (mount.clone(), path.clone());
-                    async move { vaultrs::kv1::get(api.as_ref(), &mount, &path).await }
-                })
-                .await,
-            )?,
+        let (mount, path) = (at.mount.as_str(), at.path.as_str());
+        let v2 = self.kv.version == VaultKvVersion::V2;
+        let url = if v2 {
+            rest::path(&[mount, "data", path])
+        } else {
+            rest::path(&[mount, path])
         };
+        let query: Vec<(&str, String)> = version
+            .map(|v| ("version", v.to_string()))
+            .into_iter()
+            .collect();
+        let body = absent_as_none(
+            self.call(|vault| {
+                let (url, query) = (url.clone(), query.clone());
+                async move { vault.read(&url, &query).await }
+            })
+            .await,
+        )?;
+        // v2 wraps the secret in `data.data`; a deleted or destroyed version has none.
+        let data = body.and_then(|mut b| {
+            let data = b["data"].take();
+            let data = if v2 {
+                data.get("data").cloned().unwrap_or_default()
+            } else {
+                data
+            };
+            match data {
+                Value::Object(map) => Some(map),
+                _ => None,
+            }
+        });
         Ok(data)
     }
 
@@ -416,14 +425,19 @@ impl VaultSecrets {
         &self,
         at: &Location,
     ) -> Result<Option<vaultrs::api::kv2::responses::ReadSecretMetadataResponse>> {
-        let (mount, path) = (at.mount.clone(), at.path.clone());
-        absent_as_none(
-            self.call(|api| {
-                let (mount, path) = (mount.clone(), path.clone());
-                async move { vaultrs::kv2::read_metadata(api.as_ref(), &mount, &path).await }
+        let url = rest::path(&[&at.mount, "metadata", &at.path]);
+        let body = absent_as_none(
+            self.call(|vault| {
+                let url = url.clone();
+                async move { vault.read(&url, &[]).await }
             })
             .await,
-        )
+        )?;
+        body.map(|mut b| {
+            serde_json::from_value(b["data"].take())
+                .map_err(|e| Error::Backend(format!("Vault's secret metadata: {e}")))
+        })
+        .transpose()
     }
 
     async fn write(
@@ -432,84 +446,46 @@ impl VaultSecrets {
         data: Map<String, Value>,
         current: Option<u64>,
     ) -> Result<()> {
-        let (mount, path) = (at.mount.clone(), at.path.clone());
-        match self.kv.version {
+        let (mount, path) = (at.mount.as_str(), at.path.as_str());
+        let (url, body) = match self.kv.version {
             VaultKvVersion::V2 => {
-                let custom = std::collections::HashMap::from([(
-                    MANAGED_BY.to_owned(),
-                    MANAGED_BY_US.to_owned(),
-                )]);
-                self.call(|api| {
-                    let (mount, path, custom) = (mount.clone(), path.clone(), custom.clone());
-                    async move {
-                        let mut opts =
-                            vaultrs::api::kv2::requests::SetSecretMetadataRequest::builder();
-                        opts.custom_metadata(custom);
-                        vaultrs::kv2::set_metadata(api.as_ref(), &mount, &path, Some(&mut opts))
-                            .await
-                    }
+                let metadata = rest::path(&[mount, "metadata", path]);
+                let custom = json!({"custom_metadata": {MANAGED_BY: MANAGED_BY_US}});
+                self.call(|vault| {
+                    let (metadata, custom) = (metadata.clone(), custom.clone());
+                    async move { vault.write(&metadata, &custom).await }
                 })
                 .await?;
-                let cas = self.cas.then(|| current.unwrap_or(0));
-                self.call(|api| {
-                    let (mount, path, data) = (mount.clone(), path.clone(), data.clone());
-                    async move {
-                        let options = vaultrs::api::kv2::requests::SetSecretRequestOptions {
-                            cas: cas.map_or(0, |c| c as u32),
-                        };
-                        if cas.is_some() {
-                            vaultrs::kv2::set_with_options(
-                                api.as_ref(),
-                                &mount,
-                                &path,
-                                &data,
-                                options,
-                            )
-                            .await
-                            .map(|_| ())
-                        } else {
-                            vaultrs::kv2::set(api.as_ref(), &mount, &path, &data)
-                                .await
-                                .map(|_| ())
-                        }
-                    }
-                })
-                .await
+                let mut body = json!({"data": data});
+                if self.cas {
+                    body["options"] = json!({"cas": current.unwrap_or(0)});
+                }
+                (rest::path(&[mount, "data", path]), body)
             }
             VaultKvVersion::V1 => {
                 let mut data = data;
                 data.insert(V1_METADATA_KEY.into(), json!({MANAGED_BY: MANAGED_BY_US}));
-                self.call(|api| {
-                    let (mount, path, data) = (mount.clone(), path.clone(), data.clone());
-                    async move {
-                        let data: std::collections::HashMap<&str, Value> =
-                            data.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-                        vaultrs::kv1::set(api.as_ref(), &mount, &path, &data).await
-                    }
-                })
-                .await
+                (rest::path(&[mount, path]), Value::Object(data))
             }
-        }
+        };
+        self.call(|vault| {
+            let (url, body) = (url.clone(), body.clone());
+            async move { vault.write(&url, &body).await }
+        })
+        .await
     }
 
     async fn remove(&self, at: &Location) -> Result<()> {
-        let (mount, path) = (at.mount.clone(), at.path.clone());
-        let result = match self.kv.version {
-            VaultKvVersion::V2 => {
-                self.call(|api| {
-                    let (mount, path) = (mount.clone(), path.clone());
-                    async move { vaultrs::kv2::delete_metadata(api.as_ref(), &mount, &path).await }
-                })
-                .await
-            }
-            VaultKvVersion::V1 => {
-                self.call(|api| {
-                    let (mount, path) = (mount.clone(), path.clone());
-                    async move { vaultrs::kv1::delete(api.as_ref(), &mount, &path).await }
-                })
-                .await
-            }
+        let url = match self.kv.version {
+            VaultKvVersion::V2 => rest::path(&[&at.mount, "metadata", &at.path]),
+            VaultKvVersion::V1 => rest::path(&[&at.mount, &at.path]),
         };
+        let result = self
+            .call(|vault| {
+                let url = url.clone();
+                async move { vault.delete(&url).await }
+            })
+            .await;
         match result {
             Err(Error::NoSecret) => Ok(()),
             other => other,
@@ -519,34 +495,19 @@ impl VaultSecrets {
     /// The mount exists and is a KV engine of the configured version. Asks the endpoint the
     /// Vault CLI uses for this, which any token with a capability under the mount may read.
     async fn check_mount(&self, mount: &str) -> Result<()> {
-        let api = self.session()?.api().await?;
-        let mut request = api
-            .http
-            .http
-            .get(format!(
-                "{}/v1/sys/internal/ui/mounts/{}",
-                api.settings.address.as_str().trim_end_matches('/'),
-                mount.trim_matches('/')
-            ))
-            .header("X-Vault-Token", &api.middle.token);
-        if let Some(ns) = &api.middle.namespace {
-            request = request.header("X-Vault-Namespace", ns);
-        }
-        let answer = request
-            .send()
+        let url = rest::path(&["sys/internal/ui/mounts", mount]);
+        let body = self
+            .call(|vault| {
+                let url = url.clone();
+                async move { vault.read(&url, &[]).await }
+            })
             .await
-            .map_err(|e| Error::Backend(format!("Vault: {e}")))?;
-        let status = answer.status();
-        if !status.is_success() {
-            return Err(Error::Backend(format!(
-                "path: mount {mount:?} is not there or this token may not use it (Vault answered {})",
-                status.as_u16()
-            )));
-        }
-        let body: Value = answer
-            .json()
-            .await
-            .map_err(|e| Error::Backend(format!("Vault: {e}")))?;
+            .map_err(|e| match e {
+                Error::NoSecret => Error::Backend(format!(
+                    "path: mount {mount:?} is not there or this token may not use it (Vault answered 404)"
+                )),
+                other => other,
+            })?;
         let data = &body["data"];
         let kind = data["type"].as_str().unwrap_or_default();
         let version = data["options"]["version"].as_str().unwrap_or("1");
@@ -600,26 +561,22 @@ impl VaultSecrets {
         let mut found = Vec::new();
         let mut folders = vec![prefix.trim_matches('/').to_owned()];
         while let Some(folder) = folders.pop() {
-            let (mount, dir) = (mount.to_owned(), folder.clone());
-            let keys: Vec<String> = match absent_as_none(
-                self.call(|api| {
-                    let (mount, dir) = (mount.clone(), dir.clone());
-                    let v2 = self.kv.version == VaultKvVersion::V2;
-                    async move {
-                        if v2 {
-                            vaultrs::kv2::list(api.as_ref(), &mount, &dir).await
-                        } else {
-                            vaultrs::kv1::list(api.as_ref(), &mount, &dir)
-                                .await
-                                .map(|l| l.data.keys)
-                        }
-                    }
+            let url = match self.kv.version {
+                VaultKvVersion::V2 => rest::path(&[mount, "metadata", &folder, ""]),
+                VaultKvVersion::V1 => rest::path(&[mount, &folder, ""]),
+            };
+            let listed = absent_as_none(
+                self.call(|vault| {
+                    let url = url.clone();
+                    async move { vault.list(&url).await }
                 })
                 .await,
-            )? {
-                Some(keys) => keys,
-                None => continue,
+            )?;
+            let Some(mut listed) = listed else {
+                continue;
             };
+            let keys: Vec<String> = serde_json::from_value(listed["data"]["keys"].take())
+                .map_err(|e| Error::Backend(format!("Vault's listing: {e}")))?;
             for key in keys {
                 let full = if folder.is_empty() {
                     key.clone()
@@ -638,13 +595,10 @@ impl VaultSecrets {
 }
 
 /// Vault's answers as the contract's errors; a missing secret stays distinct.
-fn backend(e: ClientError) -> Error {
+fn backend(e: CallError) -> Error {
     match e {
-        ClientError::APIError { code: 404, .. } => Error::NoSecret,
-        ClientError::APIError { code, errors } => {
-            Error::Backend(format!("Vault answered {code}: {}", errors.join("; ")))
-        }
-        other => Error::Backend(format!("Vault: {other}")),
+        CallError::Status { code: 404, .. } => Error::NoSecret,
+        other => Error::Backend(other.to_string()),
     }
 }
 
@@ -796,7 +750,7 @@ impl SecretsClient for VaultSecrets {
         if self.session.is_none() {
             return Ok(Validation::Unknown);
         }
-        self.call(|api| async move { vaultrs::token::lookup_self(api.as_ref()).await.map(|_| ()) })
+        self.call(|vault| async move { vault.read("auth/token/lookup-self", &[]).await.map(drop) })
             .await?;
         if let Some(mount) = &self.kv.mount {
             self.check_mount(mount).await?;

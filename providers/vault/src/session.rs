@@ -140,6 +140,10 @@ impl Session {
         }
     }
 
+    pub(crate) fn rest(&self) -> &crate::rest::Rest {
+        self.connection.rest()
+    }
+
     /// A client carrying a valid token.
     pub(crate) async fn api(&self) -> Result<Arc<VaultClient>> {
         let mut slot = self.token.lock().await;
