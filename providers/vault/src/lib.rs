@@ -62,11 +62,6 @@ impl ProviderSchema for Vault {
                 "auth is not set: requests go to Vault without a token, which Vault refuses unless its policies allow anonymous access".to_owned(),
             );
         }
-        if spec.read_your_writes == Some(true) {
-            warnings.push(
-                "readYourWrites is not implemented yet: reads on a performance standby may miss earlier writes".to_owned(),
-            );
-        }
         if spec.version == Some(VaultKvVersion::V1)
             && spec.check_and_set.as_ref().and_then(|c| c.required) == Some(true)
         {

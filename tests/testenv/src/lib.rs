@@ -12,6 +12,7 @@ mod pki;
 mod process;
 pub use process::terminate;
 mod quickstart;
+mod standby;
 mod vault;
 
 use std::future::Future;
@@ -32,6 +33,7 @@ pub use apply::{
 };
 pub use pki::{CertificateAuthority, IssuedCertificate};
 pub use quickstart::{VAULT_QUICKSTART, approle_reader, vault_quickstart};
+pub use standby::{SeenRequest, VaultStandby, replication_state};
 pub use vault::{
     AuditedRequest, JwtRole, KubernetesRole, KvV2Secret, KvVersion, TokenOptions, VAULT_VERSION,
     VaultServer, service_account_token, vault_binary,
