@@ -118,7 +118,7 @@ where
     Ok(serde_json::to_value(api.get(name).await?)?)
 }
 
-fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
+pub fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
     secret
         .data
         .clone()

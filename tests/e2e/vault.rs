@@ -55,6 +55,7 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             read_your_writes,
         ),
+        trial("vault::esos_documented_manifests", env, documented),
         trial("vault::referent_cluster_store", env, referent_cluster_store),
         trial(
             "vault::credentials_outside_the_namespace_are_refused",
@@ -918,6 +919,243 @@ spec:
                 .all(|r| r.index.is_empty() && r.inconsistent.is_none()),
         "a store without readYourWrites requires no state: {plain:?}"
     );
+    Ok(())
+}
+
+/// ESO's documented Vault manifests (tests/eso-docs-vault: the example store and ExternalSecret,
+/// one store per login method, the cert ClusterSecretStore, the PushSecret) as they are written,
+/// but for the server's address and the namespaces. Vault gets what the documents assume: the
+/// roles, users and role id they name, a secret `foo` with `my-value` and a `dev` label.
+async fn documented(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let policy = r#"
+path "secret/data/foo" { capabilities = ["read"] }
+path "secret/metadata/foo" { capabilities = ["read"] }
+path "secret/data/vault/*" { capabilities = ["create", "read", "update", "delete"] }
+path "secret/metadata/vault/*" { capabilities = ["create", "read", "update", "delete"] }
+"#;
+    vault.write_policy("eso-docs", policy).await?;
+    vault
+        .write_kv_v2(KV2, "foo", &json!({"my-value": "s3cr3t"}))
+        .await?;
+    vault
+        .write_kv_v2_metadata(
+            KV2,
+            "foo",
+            &BTreeMap::from([("dev".to_owned(), "alice".to_owned())]),
+        )
+        .await?;
+    let token_options = TokenOptions::policies(&["eso-docs"]);
+    let token = |id: Option<&'static str>| async move {
+        let mut body = json!({"policies": ["eso-docs"], "no_parent": true});
+        if let Some(id) = id {
+            body["id"] = json!(id);
+        }
+        let answer = vault
+            .api(http::Method::POST, "auth/token/create", Some(&body))
+            .await?
+            .context("a token")?;
+        anyhow::Ok(
+            answer["auth"]["client_token"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    };
+    // The example's Secret holds the dev server's usual root token, "root".
+    token(Some("root")).await?;
+    vault
+        .create_approle_role("approle", "eso-docs", &token_options)
+        .await?;
+    vault
+        .api(
+            http::Method::POST,
+            "auth/approle/role/eso-docs/role-id",
+            Some(&json!({"role_id": "db02de05-fa39-4855-059b-67221c5c2f63"})),
+        )
+        .await?;
+    for mount in ["userpass", "ldap"] {
+        vault
+            .create_userpass_user(mount, "username", "pa55word", &token_options)
+            .await?;
+    }
+
+    let as_documented = |file: &str, ns: &str| -> Result<String> {
+        Ok(
+            std::fs::read_to_string(Env::path(format!("tests/eso-docs-vault/{file}")))?
+                .replace("https://vault.acme.org", vault.address())
+                .replace("http://my.vault.server:8200", vault.address())
+                .replace("https://vault.example.com", vault.tls_address())
+                .replace("namespace: example", &format!("namespace: {ns}"))
+                .replace("namespace: default", &format!("namespace: {ns}"))
+                .replace(
+                    "namespace: \"external-secrets\"",
+                    &format!("namespace: {ns}"),
+                ),
+        )
+    };
+    let secret = |name: &str, data: &[(&str, &str)]| {
+        serde_yaml::to_string(&json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+            "stringData": data.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        }))
+    };
+    let mut namespaces = Vec::new();
+    for (store, credentials) in [
+        ("example-store.yaml", None),
+        ("token-store.yaml", Some("vault-token")),
+        ("approle-store.yaml", Some("secret-id")),
+        ("kubernetes-store.yaml", Some("vault")),
+        ("ldap-store.yaml", Some("ldap-password")),
+        ("userpass-store.yaml", Some("password")),
+        ("jwt-store.yaml", Some("jwt-token")),
+    ] {
+        let ns = testenv::create_namespace(&client, "vault-docs").await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+        let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "my-sa"}}))?;
+        accounts.create(&PostParams::default(), &sa).await?;
+        let value = match credentials {
+            None => None,
+            Some("vault-token") => Some(token(None).await?),
+            Some("secret-id") => Some(vault.approle_secret_id("approle", "eso-docs").await?),
+            Some("vault" | "jwt-token") => Some(
+                testenv::service_account_token(
+                    &client,
+                    &ns,
+                    "my-sa",
+                    &["vault"],
+                    Duration::from_secs(3600),
+                )
+                .await?,
+            ),
+            Some(_) => Some("pa55word".to_owned()),
+        };
+        if let (Some(key), Some(value)) = (credentials, value) {
+            testenv::apply_yaml_in(&client, &ns, &secret("my-secret", &[(key, &value)])?, true)
+                .await?;
+        }
+        let role = TokenOptions::policies(&["eso-docs"]);
+        match store {
+            "kubernetes-store.yaml" => {
+                vault
+                    .create_kubernetes_role(
+                        "kubernetes",
+                        "demo",
+                        &KubernetesRole {
+                            service_account_names: vec!["my-sa".into()],
+                            namespaces: vec![ns.clone()],
+                            audience: Some("vault".into()),
+                        },
+                        &role,
+                    )
+                    .await?
+            }
+            "jwt-store.yaml" => {
+                vault
+                    .create_jwt_role(
+                        "jwt",
+                        "vault-jwt-role",
+                        &JwtRole {
+                            audiences: vec!["vault".into()],
+                            subject: Some(format!("system:serviceaccount:{ns}:my-sa")),
+                            claims: None,
+                        },
+                        &role,
+                    )
+                    .await?
+            }
+            _ => {}
+        }
+        testenv::apply_yaml_in(&client, &ns, &as_documented(store, &ns)?, true).await?;
+        testenv::apply_yaml_in(
+            &client,
+            &ns,
+            &as_documented("example-externalsecret.yaml", &ns)?,
+            true,
+        )
+        .await?;
+        namespaces.push((store, ns));
+    }
+
+    // The cert ClusterSecretStore, read from a namespace of its own.
+    let ns = testenv::create_namespace(&client, "vault-docs-cert").await?;
+    let ca = testenv::CertificateAuthority::new("documented cert login")?;
+    let issued = ca.issue_client("external-secrets", None)?;
+    vault
+        .create_cert_role("cert", "eso-docs", &ca.cert_pem(), &token_options)
+        .await?;
+    let objects = serde_yaml::to_string(&json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "vault-tls-cert"},
+        "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": issued.cert_pem, "tls.key": issued.key_pem},
+    }))? + "---\n"
+        + &serde_yaml::to_string(&json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "vault-ca-bundle"},
+            "data": {"ca.crt": vault.ca_pem()},
+        }))?;
+    testenv::apply_yaml_in(&client, &ns, &objects, true).await?;
+    let store = as_documented("cert-store.yaml", &ns)?.replace(
+        "name: vault-cert-auth",
+        &format!("name: vault-cert-auth-{ns}"),
+    );
+    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    let es = as_documented("example-externalsecret.yaml", &ns)?.replace(
+        "    name: vault-backend\n    kind: SecretStore",
+        &format!("    name: vault-cert-auth-{ns}\n    kind: ClusterSecretStore"),
+    );
+    testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    namespaces.push(("cert-store.yaml", ns));
+
+    for (store, ns) in &namespaces {
+        let synced = testenv::wait_for(TIMEOUT, &format!("{store}: example-sync"), || async {
+            let secret = Api::<Secret>::namespaced(client.clone(), ns)
+                .get("example-sync")
+                .await?;
+            let data = crate::sync::data_of(&secret);
+            match (data.get("foobar"), data.get("developer")) {
+                (Some(f), Some(d)) if f == b"s3cr3t" && d == b"alice" => Ok(data),
+                _ => Err(anyhow!("keys {:?}", data.keys().collect::<Vec<_>>())),
+            }
+        })
+        .await?;
+        let tags: Value = serde_json::from_slice(synced.get("tags").context("tags")?)?;
+        ensure!(
+            tags["dev"] == "alice" && tags["current_version"] == "1",
+            "{store}: tags {tags}"
+        );
+    }
+
+    // The documented PushSecret, through a token store of the name it refers to.
+    let ns = testenv::create_namespace(&client, "vault-docs-push").await?;
+    let store = format!(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: vault-secretstore}}\nspec:\n  provider:\n    vault:\n      server: {}\n      path: secret\n      auth: {{tokenSecretRef: {{name: pusher, key: token}}}}\n",
+        vault.address()
+    );
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &secret("pusher", &[("token", &token(None).await?)])?,
+        true,
+    )
+    .await?;
+    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    testenv::apply_yaml_in(&client, &ns, &as_documented("pushsecret.yaml", &ns)?, true).await?;
+    for (path, want) in [
+        ("vault/secret1", json!({"foo": "bar"})),
+        ("vault/secret2", json!({"foo": "bar"})),
+    ] {
+        testenv::wait_for(TIMEOUT, &format!("{path} pushed"), || async {
+            match vault.read_kv_v2(KV2, path, None).await? {
+                Some(s) if Value::Object(s.data.clone()) == want => Ok(()),
+                other => Err(anyhow!(
+                    "{:?}",
+                    other.map(|s| s.data.keys().cloned().collect::<Vec<_>>())
+                )),
+            }
+        })
+        .await?;
+    }
     Ok(())
 }
 
