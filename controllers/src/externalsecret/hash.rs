@@ -32,80 +32,25 @@ pub fn data_hash(data: &BTreeMap<String, Vec<u8>>) -> String {
     sha3_hex(&text)
 }
 
-/// The data-hash of a generic target: Go's `%+v` of the object's `spec` (or `data`) as decoded
-/// from JSON, `map[k:v]` with keys sorted, `[a b]` for lists, `<nil>` for null.
+/// The data-hash of a generic target: Go's `%+v` of the object's `spec` (or `data`) as
+/// Kubernetes decodes it (integers as int64, other numbers as float64), maps with keys sorted.
 pub fn object_hash(value: &serde_json::Value) -> String {
-    let mut text = String::new();
-    go_print(value, &mut text);
-    sha3_hex(&text)
+    sha3_hex(&external_secrets_template::gofmt::sprint_value(&as_go(value)))
 }
 
-fn go_print(value: &serde_json::Value, out: &mut String) {
+fn as_go(value: &serde_json::Value) -> external_secrets_template::Value {
+    use external_secrets_template::Value as Go;
     use serde_json::Value;
     match value {
-        Value::Null => out.push_str("<nil>"),
-        Value::Bool(b) => {
-            let _ = write!(out, "{b}");
-        }
-        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => {
-                let _ = write!(out, "{i}");
-            }
-            (_, Some(u), _) => {
-                let _ = write!(out, "{u}");
-            }
-            (_, _, Some(f)) => out.push_str(&go_float(f)),
-            _ => {}
+        Value::Null => Go::Nil,
+        Value::Bool(b) => Go::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Go::Int(i),
+            None => Go::Float(n.as_f64().unwrap_or_default()),
         },
-        Value::String(s) => out.push_str(s),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                go_print(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push_str("map[");
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(' ');
-                }
-                out.push_str(key);
-                out.push(':');
-                go_print(&map[key], out);
-            }
-            out.push(']');
-        }
-    }
-}
-
-/// Go's `%v` of a float64: the shortest digits, in exponent form below 1e-4 and from 1e6 on.
-fn go_float(f: f64) -> String {
-    if !f.is_finite() {
-        return if f.is_nan() {
-            "NaN".into()
-        } else if f > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        };
-    }
-    let scientific = format!("{f:e}");
-    let (mantissa, exponent) = scientific
-        .split_once('e')
-        .expect("Rust's {:e} always has an exponent");
-    let exponent: i32 = exponent.parse().expect("a decimal exponent");
-    if f != 0.0 && !(-4..6).contains(&exponent) {
-        let sign = if exponent < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exponent.abs())
-    } else {
-        format!("{f}")
+        Value::String(s) => Go::String(s.clone()),
+        Value::Array(items) => Go::List(items.iter().map(as_go).collect()),
+        Value::Object(map) => Go::Map(map.iter().map(|(k, v)| (k.clone(), as_go(v))).collect()),
     }
 }
 
@@ -144,8 +89,7 @@ mod tests {
             "m": 1.5, "n": null, "o": ["a", 1, {"z": "y", "a": true}], "": "empty",
             "sp ace": "x y"
         });
-        let mut text = String::new();
-        go_print(&value, &mut text);
+        let text = external_secrets_template::gofmt::sprint_value(&as_go(&value));
         assert_eq!(
             text,
             "map[:empty f:1.2345675e+06 g:123456.5 h:0.0001 i:5432 k:1e-05 l:1e+21 m:1.5 n:<nil> o:[a 1 map[a:true z:y]] sp ace:x y]"

@@ -236,38 +236,49 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
 
     let fetched = fetch::fetch(es, ctx).await?;
     let owners = existing.as_ref().map(|s| s.owner_references());
-    let written = match desired::plan(es, fetched.is_empty(), owners, "Secret", &target)
-        .map_err(|(field, message)| Error::Invalid { field, message })?
-    {
+    let step = desired::plan(es, fetched.is_empty(), owners, "Secret", &target)
+        .map_err(|(field, message)| Error::Invalid { field, message })?;
+    let delete = async {
+        match &existing {
+            Some(secret) => delete_owned(es, &secrets, secret).await,
+            None => Ok(()),
+        }
+    };
+    let write = async {
+        let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+        let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
+        let shaped = crate::templating::shape(
+            "spec.target.template",
+            template,
+            fetched,
+            &sources,
+            es.labels(),
+            es.annotations(),
+        )?;
+        write_secret(es, ctx, &secrets, existing.as_ref(), &shaped).await
+    };
+    let written = carry_out(step, delete, write).await?;
+    report(es, ctx, &written, &Target::SECRET).await?;
+    Ok(requeue(es, now))
+}
+
+/// Does what `step` says: `delete` and `write` run only for their step.
+async fn carry_out(
+    step: Step,
+    delete: impl std::future::Future<Output = Result<(), Error>>,
+    write: impl std::future::Future<Output = Result<Written, Error>>,
+) -> Result<Written, Error> {
+    Ok(match step {
         Step::Delete => {
-            if let Some(secret) = &existing {
-                delete_owned(es, &secrets, secret).await?;
-            }
+            delete.await?;
             Written::Deleted
         }
         Step::Absent => Written::Absent,
         Step::Retain => Written::Retained,
         Step::WaitForTarget => Written::MissingForMerge,
         Step::Nothing => Written::Unchanged,
-        Step::Write => {
-            let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
-            let sources = crate::templating::read_sources(&ctx.client, &namespace, template)
-                .await
-                .map_err(Error::from)?;
-            let shaped = crate::templating::shape(
-                "spec.target.template",
-                template,
-                fetched,
-                &sources,
-                es.labels(),
-                es.annotations(),
-            )
-            .map_err(Error::from)?;
-            write_secret(es, ctx, &secrets, existing.as_ref(), &shaped).await?
-        }
-    };
-    report(es, ctx, &written, &Target::SECRET).await?;
-    Ok(requeue(es, now))
+        Step::Write => write.await?,
+    })
 }
 
 /// What is wrong with the spec before anything is fetched.

@@ -21,9 +21,8 @@ use tracing::{debug, warn};
 
 pub use desired::manifest;
 
-use super::desired::Step;
 use super::desired::{MANAGED_LABEL, creation_policy, field_manager, target_name};
-use super::{Error, SyncStop, Target, Written, report, requeue, validate};
+use super::{Error, SyncStop, Target, Written, carry_out, report, requeue, validate};
 use crate::context::Context;
 
 /// A generic target that changed: its group and kind, namespace and name.
@@ -206,28 +205,15 @@ pub(super) async fn sync(
     }
     let fetched = super::fetch::fetch(es, ctx).await?;
     let owners = existing.as_ref().map(|o| o.owner_references());
-    let written = match super::desired::plan(es, fetched.is_empty(), owners, &manifest.kind, &name)
-        .map_err(|(field, message)| Error::Invalid { field, message })?
-    {
-        Step::Delete => {
-            delete(&api, &manifest.kind, &name).await?;
-            Written::Deleted
-        }
-        Step::Absent => Written::Absent,
-        Step::Retain => Written::Retained,
-        Step::WaitForTarget => Written::MissingForMerge,
-        Step::Nothing => Written::Unchanged,
-        Step::Write => {
-            let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
-            let sources = crate::templating::read_sources(&ctx.client, &namespace, template)
-                .await
-                .map_err(Error::from)?;
-            let object =
-                desired::desired_object(es, manifest, fetched, &sources, existing.as_ref())
-                    .map_err(Error::from)?;
-            write(es, &api, manifest, existing.as_ref(), object).await?
-        }
+    let step = super::desired::plan(es, fetched.is_empty(), owners, &manifest.kind, &name)
+        .map_err(|(field, message)| Error::Invalid { field, message })?;
+    let write = async {
+        let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+        let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
+        let object = desired::desired_object(es, manifest, fetched, &sources, existing.as_ref())?;
+        write(es, &api, manifest, existing.as_ref(), object).await
     };
+    let written = carry_out(step, delete(&api, &manifest.kind, &name), write).await?;
     let what = format!("{} {name:?}", manifest.kind);
     let target = Target {
         what: what.into(),
