@@ -5,9 +5,10 @@
 //! PushSecret becomes Ready and its store then holds exactly what the documentation says it
 //! pushes.
 //!
-//! The expectations follow the documentation, which is written for providers that return found
-//! keys as they are (Vault, AWS). ESO's own Fake provider is the exception: it converts found keys
-//! (`/` to `_`) before `rewrite` runs, so `rewrite` sources written with `/` would not match there.
+//! The expectations follow the documentation, written for real providers, where ESO's own Fake
+//! provider departs from it: ESO's Fake converts found keys (`/` to `_`) before `rewrite` runs, so
+//! `rewrite` sources written with `/` do not match there, and stores an empty value for a push of
+//! the whole Secret, which the docs say is pushed as one JSON object.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -387,6 +388,16 @@ fn docs() -> Vec<Doc> {
                     ("sans-json", fixture!("expected/leaf.sans")),
                 ],
             ),
+        ),
+        // The page reads `username` and `surname` from the extracted JSON.
+        doc(
+            manifest!("gcpsm-data-from-external-secret"),
+            Store::Fake(&[(
+                "all-keys-example-secret",
+                r#"{"username": "walter", "surname": "white"}"#,
+            )]),
+            "",
+            secret(OPAQUE, &[("username", "walter"), ("surname", "white")]),
         ),
         doc(
             manifest!("gcpsm-docker-config-externalsecret"),
