@@ -237,8 +237,10 @@ async fn esos_finalizers(env: Arc<Env>) -> Result<()> {
 
 /// Secrets exactly as Go ESO writes them (managed label, created-by for Owner, data-hash of the
 /// final data, controller owner reference for Owner, its field manager, Update not apply) with
-/// the ExternalSecret status it leaves: this operator adopts every one without a write or a
-/// provider call. An ExternalSecret without a Secret beside them proves the operator ran.
+/// the ExternalSecret status and cleanup finalizer it leaves, for every creationPolicy and every
+/// deletionPolicy: this operator adopts every one without a write (to the Secret or the
+/// ExternalSecret) or a provider call. An ExternalSecret without a Secret beside them proves the
+/// operator ran.
 async fn adopted_without_a_write(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "eso-fixtures").await?;
@@ -259,31 +261,65 @@ async fn adopted_without_a_write(env: Arc<Env>) -> Result<()> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let alice = || BTreeMap::from([("user".to_owned(), b"alice".to_vec())]);
     let templated = || BTreeMap::from([("dsn".to_owned(), b"alice@db".to_vec())]);
-    // (name, creationPolicy, template, data ESO writes, a key someone else wrote before)
+    // (name, creationPolicy, template, data ESO writes, a key someone else wrote before,
+    // deletionPolicy)
     let cases = [
-        ("owner", "Owner", false, alice(), false),
-        ("owner-templated", "Owner", true, templated(), false),
-        ("orphan", "Orphan", false, alice(), false),
-        ("orphan-templated", "Orphan", true, templated(), false),
-        ("merge", "Merge", false, alice(), true),
-        ("merge-templated", "Merge", true, templated(), true),
-        ("create-or-merge", "CreateOrMerge", false, alice(), true),
+        ("owner", "Owner", false, alice(), false, None),
+        ("owner-templated", "Owner", true, templated(), false, None),
+        ("orphan", "Orphan", false, alice(), false, None),
+        ("orphan-templated", "Orphan", true, templated(), false, None),
+        ("merge", "Merge", false, alice(), true, None),
+        ("merge-templated", "Merge", true, templated(), true, None),
+        (
+            "create-or-merge",
+            "CreateOrMerge",
+            false,
+            alice(),
+            true,
+            None,
+        ),
         (
             "create-or-merge-templated",
             "CreateOrMerge",
             true,
             templated(),
             false,
+            None,
+        ),
+        ("retain", "Owner", false, alice(), false, Some("Retain")),
+        ("delete", "Owner", false, alice(), false, Some("Delete")),
+        (
+            "delete-templated",
+            "Owner",
+            true,
+            templated(),
+            false,
+            Some("Delete"),
+        ),
+        ("merge-keys", "Merge", false, alice(), true, Some("Merge")),
+        (
+            "orphan-merge-keys",
+            "Orphan",
+            true,
+            templated(),
+            false,
+            Some("Merge"),
         ),
     ];
-    for (name, policy, template, ours, others) in cases {
+    let fixtures = cases.len();
+    for (name, policy, template, ours, others, deletion) in cases {
         let template = if template {
             ", template: {data: {dsn: '{{ .user }}@db'}}"
         } else {
             ""
         };
+        let deletion = deletion
+            .map(|d| format!(", deletionPolicy: {d}"))
+            .unwrap_or_default();
+        // Go ESO puts its cleanup finalizer on every ExternalSecret it reconciles.
         let yaml = format!(
-            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: {name}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: fake}}\n  target: {{name: {name}, creationPolicy: {policy}{template}}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: {name}, finalizers: [{}]}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: fake}}\n  target: {{name: {name}, creationPolicy: {policy}{template}{deletion}}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n",
+            api::external_secret::FINALIZER
         );
         testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
         let es = externalsecrets.get(name).await?;
@@ -334,7 +370,18 @@ async fn adopted_without_a_write(env: Arc<Env>) -> Result<()> {
     let control = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: control}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: fake}\n  data: [{secretKey: user, remoteRef: {key: user}}]\n";
     testenv::apply_yaml_in(&client, &ns, control, true).await?;
     let before = crate::restart::secret_versions(&secrets).await?;
-    ensure!(before.len() == 8, "{} fixture Secrets", before.len());
+    ensure!(before.len() == fixtures, "{} fixture Secrets", before.len());
+    let es_versions = || async {
+        let list = externalsecrets.list(&Default::default()).await?;
+        anyhow::Ok(
+            list.items
+                .into_iter()
+                .map(|es| (es.metadata.name, es.metadata.resource_version))
+                .filter(|(name, _)| name.as_deref() != Some("control"))
+                .collect::<BTreeMap<_, _>>(),
+        )
+    };
+    let es_before = es_versions().await?;
 
     let operator = crate::restart::Operator::start(&env, &ns, &class)?;
     wait_secret(&client, &ns, "control", &alice()).await?;
@@ -353,6 +400,13 @@ async fn adopted_without_a_write(env: Arc<Env>) -> Result<()> {
         .map(|(name, _)| name)
         .collect();
     ensure!(rewritten.is_empty(), "rewritten: {rewritten:?}");
+    let es_after = es_versions().await?;
+    let touched: Vec<_> = es_before
+        .iter()
+        .filter(|(name, version)| es_after.get(*name) != Some(version))
+        .map(|(name, _)| name)
+        .collect();
+    ensure!(touched.is_empty(), "ExternalSecrets written: {touched:?}");
     operator.stop();
     Ok(())
 }

@@ -6,6 +6,7 @@
 
 mod control_plane;
 mod crds;
+mod eso_docs;
 mod eso_swap;
 mod examples;
 mod generic;
@@ -131,6 +132,7 @@ fn main() -> ExitCode {
         sync::trials,
         control_plane::trials,
         crds::trials,
+        eso_docs::trials,
         eso_swap::trials,
         examples::trials,
         generic::trials,
