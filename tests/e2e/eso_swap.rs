@@ -458,6 +458,10 @@ async fn policies(env: Arc<Env>) -> Result<()> {
         let yaml = es(name, &spec).replace("refreshInterval: 1h", "refreshInterval: 1s");
         testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
     }
+    // As ESO, a deny window whose schedule cannot be read holds nothing back (ESO's CRD lets
+    // minute 61 through); here it is also named in a warning.
+    let typo = "  syncWindows: {kind: deny, windows: [{schedule: '61 * * * *', duration: 1h}]}\n";
+    testenv::apply_yaml_in(&client, &ns, &es("typo-window", typo), true).await?;
     let user = |v: &str| BTreeMap::from([("user".to_owned(), v.as_bytes().to_vec())]);
     for name in [
         "periodic",
@@ -466,9 +470,23 @@ async fn policies(env: Arc<Env>) -> Result<()> {
         "immutable",
         "deny-window",
         "allow-window",
+        "typo-window",
     ] {
         wait_secret(&client, &ns, name, &user("alice")).await?;
     }
+    testenv::wait_for(
+        TIMEOUT,
+        "the unreadable window to be named in an event",
+        || async {
+            let reasons = crate::operator::event_reasons(&client, &ns, "typo-window").await?;
+            if reasons.iter().any(|r| r == "InvalidSyncWindow") {
+                Ok(())
+            } else {
+                Err(anyhow!("events: {reasons:?}"))
+            }
+        },
+    )
+    .await?;
     let mut merged = user("alice");
     merged.insert("theirs".to_owned(), b"kept".to_vec());
     wait_secret(&client, &ns, "create-or-merge", &merged).await?;
@@ -485,6 +503,7 @@ async fn policies(env: Arc<Env>) -> Result<()> {
 
     testenv::apply_yaml_in(&client, &ns, &store("bob"), true).await?;
     wait_secret(&client, &ns, "periodic", &user("bob")).await?;
+    wait_secret(&client, &ns, "typo-window", &user("bob")).await?;
     crate::operator::wait_ready(
         "ExternalSecret immutable",
         "False",

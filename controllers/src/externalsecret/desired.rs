@@ -135,7 +135,7 @@ pub fn requeue_after(es: &ExternalSecret, now: Timestamp) -> Option<Duration> {
     let elapsed = now.duration_since(refreshed).unsigned_abs();
     let remaining = interval.saturating_sub(elapsed);
     if remaining.is_zero()
-        && let Ok(Some(windows)) = super::windows::parse(es)
+        && let Some(windows) = super::windows::parse(es)
         && !windows.allow(now)
     {
         return Some(windows.wait(now));
@@ -143,13 +143,9 @@ pub fn requeue_after(es: &ExternalSecret, now: Timestamp) -> Option<Duration> {
     Some(remaining.max(Duration::from_secs(1)))
 }
 
-/// Whether `spec.syncWindows` lets a periodic refresh run at `now`. Unreadable windows were
-/// refused before any refresh decision.
+/// Whether `spec.syncWindows` lets a periodic refresh run at `now`.
 fn windows_allow(es: &ExternalSecret, now: Timestamp) -> bool {
-    match super::windows::parse(es) {
-        Ok(Some(windows)) => windows.allow(now),
-        _ => true,
-    }
+    super::windows::parse(es).is_none_or(|w| w.allow(now))
 }
 
 /// Whether the existing Secret still holds what we last wrote. A missing Secret, a missing

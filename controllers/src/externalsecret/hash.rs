@@ -35,7 +35,9 @@ pub fn data_hash(data: &BTreeMap<String, Vec<u8>>) -> String {
 /// The data-hash of a generic target: Go's `%+v` of the object's `spec` (or `data`) as
 /// Kubernetes decodes it (integers as int64, other numbers as float64), maps with keys sorted.
 pub fn object_hash(value: &serde_json::Value) -> String {
-    sha3_hex(&external_secrets_template::gofmt::sprint_value(&as_go(value)))
+    sha3_hex(&external_secrets_template::gofmt::sprint_value(&as_go(
+        value,
+    )))
 }
 
 fn as_go(value: &serde_json::Value) -> external_secrets_template::Value {

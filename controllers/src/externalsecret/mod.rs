@@ -288,7 +288,6 @@ fn validate(es: &ExternalSecret) -> Result<(), Error> {
         message,
     })?;
     desired::unsupported(es).map_err(|(field, message)| Error::Invalid { field, message })?;
-    windows::parse(es).map_err(|(field, message)| Error::Invalid { field, message })?;
     Ok(())
 }
 
@@ -345,6 +344,16 @@ async fn report(
         ),
     };
     write_status(es, ctx, status, reason, &message, true).await?;
+    // ESO only logs these, at debug level; a user has to see why a window never applies.
+    for (field, why) in windows::ignored(es) {
+        ctx.event(
+            &es.object_ref(&()),
+            EventType::Warning,
+            "InvalidSyncWindow",
+            format!("{field}: {why}; the window is ignored"),
+        )
+        .await;
+    }
     let event = match written {
         Written::Created => Some(("Created", "created")),
         Written::Updated => Some(("Updated", "updated")),

@@ -12,29 +12,48 @@ pub struct Windows {
     windows: Vec<(Schedule, Duration)>,
 }
 
-/// The ExternalSecret's windows, or the field that cannot be read. ESO skips a schedule it
-/// cannot parse; we refuse it, since a skipped deny window would let refreshes through at the
-/// very time the user asked for none.
-pub fn parse(es: &ExternalSecret) -> Result<Option<Windows>, (String, String)> {
-    let Some(spec) = es.spec.sync_windows.as_ref() else {
-        return Ok(None);
-    };
+/// The ExternalSecret's windows. As ESO, a window whose schedule cannot be read is left out, so
+/// that a typo does not hold a deny-listed ExternalSecret back for good; `ignored` names each
+/// such field and why, for a warning.
+pub fn parse(es: &ExternalSecret) -> Option<Windows> {
+    let spec = es.spec.sync_windows.as_ref()?;
     let windows = spec
         .windows
         .iter()
-        .enumerate()
-        .map(|(i, w)| {
-            let field = |name: &str| format!("spec.syncWindows.windows[{i}].{name}");
-            let schedule = Schedule::parse(&w.schedule).map_err(|e| (field("schedule"), e))?;
-            let duration =
-                crate::duration::parse(&w.duration).map_err(|e| (field("duration"), e))?;
-            Ok((schedule, duration))
+        .filter_map(|w| {
+            Some((
+                Schedule::parse(&w.schedule).ok()?,
+                crate::duration::parse(&w.duration).ok()?,
+            ))
         })
-        .collect::<Result<_, (String, String)>>()?;
-    Ok(Some(Windows {
+        .collect();
+    Some(Windows {
         kind: spec.kind,
         windows,
-    }))
+    })
+}
+
+/// The windows `parse` leaves out: `(field, reason)`.
+pub fn ignored(es: &ExternalSecret) -> Vec<(String, String)> {
+    let Some(spec) = es.spec.sync_windows.as_ref() else {
+        return Vec::new();
+    };
+    spec.windows
+        .iter()
+        .enumerate()
+        .flat_map(|(i, w)| {
+            let field = |name: &str| format!("spec.syncWindows.windows[{i}].{name}");
+            [
+                Schedule::parse(&w.schedule)
+                    .err()
+                    .map(|e| (field("schedule"), e)),
+                crate::duration::parse(&w.duration)
+                    .err()
+                    .map(|e| (field("duration"), e)),
+            ]
+        })
+        .flatten()
+        .collect()
 }
 
 impl Windows {
@@ -93,7 +112,7 @@ mod tests {
             items.join(", ")
         ))
         .unwrap();
-        parse(&es).unwrap().unwrap()
+        parse(&es).unwrap()
     }
 
     fn ts(s: &str) -> Timestamp {
@@ -138,13 +157,15 @@ mod tests {
     }
 
     #[test]
-    fn unreadable_windows_name_the_field() {
+    fn unreadable_windows_are_left_out_and_named() {
         let es: ExternalSecret = serde_yaml::from_str(
-            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: w}\nspec:\n  syncWindows: {kind: deny, windows: [{schedule: '@daily', duration: 1h}, {schedule: '61 * * * *', duration: 1h}]}\n",
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: w}\nspec:\n  syncWindows: {kind: deny, windows: [{schedule: '61 * * * *', duration: 1h}]}\n",
         )
         .unwrap();
-        let (field, message) = parse(&es).err().unwrap();
-        assert_eq!(field, "spec.syncWindows.windows[1].schedule");
+        let (field, message) = ignored(&es).pop().unwrap();
+        assert_eq!(field, "spec.syncWindows.windows[0].schedule");
         assert!(message.contains("minute"), "{message}");
+        // A deny window that cannot be read holds nothing back.
+        assert!(parse(&es).unwrap().allow(ts("2026-11-23T10:00:00Z")));
     }
 }
