@@ -43,75 +43,24 @@ spec:
       - {key: database/port, value: "5432"}
       - {key: database/username, value: app}
       - {key: database/password, value: s3cret}
+      - {key: database/hostname, value: db.internal}
+      - {key: database/name, value: app}
+      - key: argocd/applications/my-app
+        value: '{"project": "default", "repoURL": "https://git.example.com/app.git"}'
 "#;
 
-/// ESO's "Basic ConfigMap" and "Metadata and Labels" examples, unchanged but for the store.
+/// ESO's ConfigMap examples (basic, templated, with metadata), as documented.
 async fn configmaps(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "generic-cm").await?;
     testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
-    let manifests = r#"
-apiVersion: external-secrets.io/v1
-kind: ExternalSecret
-metadata:
-  name: application-config
-spec:
-  refreshInterval: 1h0m0s
-  secretStoreRef:
-    name: vault-backend
-    kind: SecretStore
-  target:
-    name: app-config
-    manifest:
-      apiVersion: v1
-      kind: ConfigMap
-  data:
-  - secretKey: database-host
-    remoteRef:
-      key: config/database/host
-  - secretKey: api-endpoint
-    remoteRef:
-      key: config/api/endpoint
----
-apiVersion: external-secrets.io/v1
-kind: ExternalSecret
-metadata:
-  name: labeled-config
-spec:
-  refreshInterval: 1h0m0s
-  secretStoreRef:
-    name: vault-backend
-    kind: SecretStore
-  target:
-    name: labeled-configmap
-    manifest:
-      apiVersion: v1
-      kind: ConfigMap
-    template:
-      engineVersion: v2
-      metadata:
-        labels:
-          app: myapp
-          environment: production
-        annotations:
-          description: "Managed by External Secrets Operator"
-      data:
-        config.json: |
-          {
-            "feature_flags": {
-              "new_ui": {{ .featureNewUI }},
-              "beta_api": {{ .featureBetaAPI }}
-            }
-          }
-  data:
-  - secretKey: featureNewUI
-    remoteRef:
-      key: features/new-ui
-  - secretKey: featureBetaAPI
-    remoteRef:
-      key: features/beta-api
-"#;
-    testenv::apply_yaml_in(&client, &ns, manifests, true).await?;
+    let manifests = [
+        include_str!("../eso-docs/manifest-basic-configmap.yaml"),
+        include_str!("../eso-docs/manifest-labeled-configmap.yaml"),
+        include_str!("../eso-docs/manifest-templated-configmap.yaml"),
+    ]
+    .join("---\n");
+    testenv::apply_yaml_in(&client, &ns, &manifests, true).await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let basic = json!({"database-host": "db.internal", "api-endpoint": "https://api.internal"});
     let cm = wait_data(&config_maps, "app-config", &basic).await?;
@@ -156,6 +105,13 @@ spec:
         labeled.metadata
     );
 
+    wait_data(
+        &config_maps,
+        "database-config",
+        &json!({"database.yaml": "host: db.internal\nport: 5432\ndatabase: app\nconnection_string: \"postgresql://user:s3cret@db.internal:5432/app\"\n"}),
+    )
+    .await?;
+
     // Drift detection: a hand edit is reverted without waiting for the refresh interval.
     config_maps
         .patch(
@@ -168,89 +124,8 @@ spec:
     Ok(())
 }
 
-const CRD: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: appconfigs.config.example.com}
-spec:
-  group: config.example.com
-  scope: Namespaced
-  names: {kind: AppConfig, plural: appconfigs, singular: appconfig}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-"#;
-
-fn app_configs(client: &Client, ns: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "config.example.com".into(),
-        version: "v1".into(),
-        api_version: "config.example.com/v1".into(),
-        kind: "AppConfig".into(),
-        plural: "appconfigs".into(),
-    };
-    Api::namespaced_with(client.clone(), ns, &resource)
-}
-
-/// ESO's "Advanced Path Targeting" example, a custom resource without a template (values under
-/// `spec.data`), and CreateOrMerge into a resource that holds fields of its own.
-async fn custom_resources(env: Arc<Env>) -> Result<()> {
-    let client = env.client().await;
-    testenv::apply_yaml(&client, CRD, true).await?;
-    testenv::wait_for_crd_established(&client, "appconfigs.config.example.com", TIMEOUT).await?;
-    let ns = testenv::create_namespace(&client, "generic-cr").await?;
-    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
-    let theirs = "apiVersion: config.example.com/v1\nkind: AppConfig\nmetadata: {name: shared}\nspec: {replicas: 3, database: {pool: 10}}\n";
-    testenv::apply_yaml_in(&client, &ns, theirs, true).await?;
-    let manifests = r#"
-apiVersion: external-secrets.io/v1
-kind: ExternalSecret
-metadata:
-  name: custom-resource-config
-spec:
-  refreshInterval: 1h0m0s
-  secretStoreRef:
-    name: vault-backend
-    kind: SecretStore
-  target:
-    name: app-settings
-    manifest:
-      apiVersion: config.example.com/v1
-      kind: AppConfig
-    template:
-      engineVersion: v2
-      templateFrom:
-      - literal: |
-          host: {{ .dbHost }}
-          port: {{ .dbPort }}
-          credentials:
-            username: {{ .dbUser }}
-            password: {{ .dbPassword }}
-        target: spec.database
-      - literal: |
-          level: info
-          format: json
-        target: spec.logging
-  data:
-  - secretKey: dbHost
-    remoteRef:
-      key: database/host
-  - secretKey: dbPort
-    remoteRef:
-      key: database/port
-  - secretKey: dbUser
-    remoteRef:
-      key: database/username
-  - secretKey: dbPassword
-    remoteRef:
-      key: database/password
----
+/// Ours beside the documented ones: no template, and CreateOrMerge over fields of others.
+const OURS: &str = r#"
 apiVersion: external-secrets.io/v1
 kind: ExternalSecret
 metadata:
@@ -282,8 +157,73 @@ spec:
   - secretKey: host
     remoteRef: {key: database/host}
 "#;
-    testenv::apply_yaml_in(&client, &ns, manifests, true).await?;
-    let api = app_configs(&client, &ns);
+
+/// A namespaced kind `kind` (plural `plural`) in `group`, version v1alpha1 or v1, whose spec
+/// holds anything: what a generic target needs of a custom resource.
+struct Kind {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+}
+
+const APP_CONFIG: Kind = Kind {
+    group: "config.example.com",
+    version: "v1",
+    kind: "AppConfig",
+    plural: "appconfigs",
+};
+const APPLICATION: Kind = Kind {
+    group: "argoproj.io",
+    version: "v1alpha1",
+    kind: "Application",
+    plural: "applications",
+};
+
+impl Kind {
+    async fn install(&self, client: &Client) -> Result<()> {
+        let Kind {
+            group,
+            version,
+            kind,
+            plural,
+        } = self;
+        let crd = format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {plural}.{group}}}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{kind: {kind}, plural: {plural}}}\n  versions:\n  - name: {version}\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n"
+        );
+        testenv::apply_yaml(client, &crd, true).await?;
+        testenv::wait_for_crd_established(client, &format!("{plural}.{group}"), TIMEOUT).await
+    }
+
+    fn api(&self, client: &Client, ns: &str) -> Api<DynamicObject> {
+        let resource = ApiResource {
+            group: self.group.into(),
+            version: self.version.into(),
+            api_version: format!("{}/{}", self.group, self.version),
+            kind: self.kind.into(),
+            plural: self.plural.into(),
+        };
+        Api::namespaced_with(client.clone(), ns, &resource)
+    }
+}
+
+/// ESO's "Advanced Path Targeting" and Argo CD Application examples, a custom resource without
+/// a template (values under `spec.data`), and CreateOrMerge into one that holds fields of its own.
+async fn custom_resources(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    APP_CONFIG.install(&client).await?;
+    APPLICATION.install(&client).await?;
+    let ns = testenv::create_namespace(&client, "generic-cr").await?;
+    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
+    let theirs = "apiVersion: config.example.com/v1\nkind: AppConfig\nmetadata: {name: shared}\nspec: {replicas: 3, database: {pool: 10}}\n";
+    testenv::apply_yaml_in(&client, &ns, theirs, true).await?;
+    let manifests = format!(
+        "{}---\n{}---\n{OURS}",
+        include_str!("../eso-docs/manifest-advanced-path.yaml"),
+        include_str!("../eso-docs/manifest-argocd-app.yaml"),
+    );
+    testenv::apply_yaml_in(&client, &ns, &manifests, true).await?;
+    let api = APP_CONFIG.api(&client, &ns);
     wait_spec(
         &api,
         "app-settings",
@@ -292,6 +232,13 @@ spec:
                          "credentials": {"username": "app", "password": "s3cret"}},
             "logging": {"level": "info", "format": "json"},
         }),
+    )
+    .await?;
+    // Without a template, ESO puts the values under spec.data, an Argo CD Application too.
+    wait_spec(
+        &APPLICATION.api(&client, &ns),
+        "my-application",
+        &json!({"data": {"project": "default", "repoURL": "https://git.example.com/app.git"}}),
     )
     .await?;
     wait_spec(&api, "plain", &json!({"data": {"host": "db.internal"}})).await?;
