@@ -433,6 +433,7 @@ async fn policies(env: Arc<Env>) -> Result<()> {
         ("on-change", "  refreshPolicy: OnChange\n"),
         ("immutable", "  target: {immutable: true}\n"),
         ("none", "  target: {creationPolicy: None}\n"),
+        ("orphan", "  target: {creationPolicy: Orphan}\n"),
         (
             "create-or-merge",
             "  target: {creationPolicy: CreateOrMerge}\n",
@@ -500,6 +501,22 @@ async fn policies(env: Arc<Env>) -> Result<()> {
         secrets.get_opt("none").await?.is_none(),
         "creationPolicy None wrote a Secret"
     );
+    // Orphan: written without an owner, so it outlives its ExternalSecret; Owner: collected
+    // with it.
+    let orphan = wait_secret(&client, &ns, "orphan", &user("alice")).await?;
+    ensure!(
+        orphan
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty(),
+        "an Orphan target has an owner"
+    );
+    let owned = secrets.get("periodic").await?;
+    ensure!(
+        owned.metadata.owner_references.unwrap_or_default().len() == 1,
+        "an Owner target has its ExternalSecret as owner"
+    );
 
     testenv::apply_yaml_in(&client, &ns, &store("bob"), true).await?;
     wait_secret(&client, &ns, "periodic", &user("bob")).await?;
@@ -554,6 +571,13 @@ async fn policies(env: Arc<Env>) -> Result<()> {
     wait_secret(&client, &ns, "deny-window", &user("bob")).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     wait_secret(&client, &ns, "created-once", &user("alice")).await?;
+    for name in ["orphan", "periodic"] {
+        externalsecrets
+            .delete(name, &DeleteParams::default())
+            .await?;
+    }
+    gone(&secrets, "periodic").await?;
+    wait_secret(&client, &ns, "orphan", &user("bob")).await?;
     deletion_policy_merge(&client, &ns).await
 }
 
