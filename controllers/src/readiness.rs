@@ -17,6 +17,8 @@ pub mod reason {
     pub const VALIDATION_FAILED: &str = "ValidationFailed";
     pub const VALIDATION_UNKNOWN: &str = "ValidationUnknown";
     pub const PROVIDER_NOT_INSTALLED: &str = "ProviderNotInstalled";
+    /// The kind's CRD is there, its controller not yet (it waits for RBAC to list and watch it).
+    pub const PROVIDER_NOT_WATCHED: &str = "ProviderNotWatched";
 }
 
 /// The one way a store or provider reconcile fails: its status (or, being deleted, its
@@ -63,11 +65,18 @@ impl Readiness {
     pub fn from_manager(e: clientmanager::Error) -> Self {
         match e {
             clientmanager::Error::ProviderNotInstalled { .. }
-            | clientmanager::Error::ProviderNotWatched { .. } => Self {
-                // Starting the kind's controller also triggers a resync; this is the fallback.
-                requeue: Some(Duration::from_secs(30)),
-                ..Self::failed(reason::PROVIDER_NOT_INSTALLED, e.to_string())
-            },
+            | clientmanager::Error::ProviderNotWatched { .. } => {
+                let reason = if matches!(e, clientmanager::Error::ProviderNotWatched { .. }) {
+                    reason::PROVIDER_NOT_WATCHED
+                } else {
+                    reason::PROVIDER_NOT_INSTALLED
+                };
+                Self {
+                    // Starting the kind's controller also triggers a resync; this is the fallback.
+                    requeue: Some(Duration::from_secs(30)),
+                    ..Self::failed(reason, e.to_string())
+                }
+            }
             e => Self::failed(reason::INVALID_PROVIDER_CONFIG, e.to_string()),
         }
     }
