@@ -179,6 +179,22 @@ fn with_warnings(message: &str, warnings: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn a_kind_not_installed_and_one_not_watched_yet_are_told_apart() {
+        let installed = super::Readiness::from_manager(clientmanager::Error::ProviderNotWatched {
+            kind: "Gitlab".into(),
+            crd: "gitlabs.providers.external-secrets.io".into(),
+        });
+        assert_eq!(installed.reason, "ProviderNotWatched");
+        let missing = super::Readiness::from_manager(clientmanager::Error::ProviderNotInstalled {
+            kind: "Gitlab".into(),
+            crd: "gitlabs.providers.external-secrets.io".into(),
+            chart_value: "providers.gitlab.enabled".into(),
+        });
+        assert_eq!(missing.reason, "ProviderNotInstalled");
+        assert!(missing.message.contains("providers.gitlab.enabled"));
+    }
+
+    #[test]
     fn warnings_reach_the_valid_message() {
         assert_eq!(
             super::with_warnings("store validated", &[]),
