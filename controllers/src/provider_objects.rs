@@ -13,11 +13,8 @@ use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{ProviderObject, StoreKind};
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -128,31 +125,22 @@ async fn wait_for_permission(kctx: &KindContext) {
         (Some(ns), false) => Some(ns.clone()),
         _ => None,
     };
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(kctx.ctx.client.clone());
     let allowed = |verb: &'static str| {
-        let review = SelfSubjectAccessReview {
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(kctx.resource.group.clone()),
-                    resource: Some(kctx.resource.plural.clone()),
-                    verb: Some(verb.to_owned()),
-                    namespace: namespace.clone(),
-                    ..ResourceAttributes::default()
-                }),
-                ..SelfSubjectAccessReviewSpec::default()
-            },
-            ..SelfSubjectAccessReview::default()
+        let attributes = access_review::ResourceAttributes {
+            group: Some(kctx.resource.group.clone()),
+            resource: Some(kctx.resource.plural.clone()),
+            verb: Some(verb.to_owned()),
+            namespace: namespace.clone(),
+            ..Default::default()
         };
-        let reviews = reviews.clone();
         async move {
-            match reviews.create(&PostParams::default(), &review).await {
-                Ok(answer) => answer.status.is_some_and(|s| s.allowed),
+            access_review::allowed(&kctx.ctx.client, attributes)
+                .await
                 // Cannot ask: start, and let the watch report what it meets.
-                Err(e) => {
+                .unwrap_or_else(|e| {
                     warn!(error = %e, "could not check the permission to watch a provider kind");
                     true
-                }
-            }
+                })
         }
     };
     let mut told = false;

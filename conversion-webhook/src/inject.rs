@@ -6,12 +6,9 @@
 //! bundle over the newer one: the newer one still holds the CA of the certificate it serves.
 
 use base64::Engine;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::certs::{Material, certificates};
@@ -136,24 +133,14 @@ async fn ensure_one(
 /// Whether this identity may patch the CRD `name`; `true` when that cannot be asked, so the
 /// patch itself reports what is wrong.
 async fn may_patch(client: &kube::Client, name: &str) -> bool {
-    let review = SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                group: Some("apiextensions.k8s.io".to_owned()),
-                resource: Some("customresourcedefinitions".to_owned()),
-                verb: Some("patch".to_owned()),
-                name: Some(name.to_owned()),
-                ..ResourceAttributes::default()
-            }),
-            ..SelfSubjectAccessReviewSpec::default()
-        },
-        ..SelfSubjectAccessReview::default()
+    let attributes = access_review::ResourceAttributes {
+        group: Some("apiextensions.k8s.io".to_owned()),
+        resource: Some("customresourcedefinitions".to_owned()),
+        verb: Some("patch".to_owned()),
+        name: Some(name.to_owned()),
+        ..Default::default()
     };
-    match Api::<SelfSubjectAccessReview>::all(client.clone())
-        .create(&PostParams::default(), &review)
+    access_review::allowed(client, attributes)
         .await
-    {
-        Ok(answer) => answer.status.is_some_and(|s| s.allowed),
-        Err(_) => true,
-    }
+        .unwrap_or(true)
 }
