@@ -84,6 +84,17 @@ pub fn desired_object(
                 "metadata": {"name": target_name(es), "namespace": es.namespace()},
             });
             object[content] = json!({});
+            // Written afresh, as ESO does, but not at the cost of what other controllers hold
+            // on to: a replace would drop their finalizers and owner references (ESO's does).
+            if let Some(existing) = existing {
+                let meta = &existing.metadata;
+                if let Some(finalizers) = meta.finalizers.as_ref().filter(|f| !f.is_empty()) {
+                    object["metadata"]["finalizers"] = json!(finalizers);
+                }
+                if let Some(owners) = meta.owner_references.as_ref().filter(|o| !o.is_empty()) {
+                    object["metadata"]["ownerReferences"] = json!(owners);
+                }
+            }
             object
         }
     };
@@ -199,10 +210,19 @@ pub fn unchanged(existing: &DynamicObject, desired: &DynamicObject) -> bool {
     let subset = |want: &BTreeMap<String, String>, have: &BTreeMap<String, String>| {
         want.iter().all(|(k, v)| have.get(k) == Some(v))
     };
+    let owners = |o: &DynamicObject| -> Vec<String> {
+        let mut uids: Vec<String> = o
+            .owner_references()
+            .iter()
+            .map(|r| format!("{}/{:?}", r.uid, r.controller))
+            .collect();
+        uids.sort();
+        uids
+    };
     fields(existing) == fields(desired)
         && subset(desired.labels(), existing.labels())
         && subset(desired.annotations(), existing.annotations())
-        && existing.owner_references() == desired.owner_references()
+        && owners(existing) == owners(desired)
 }
 
 #[cfg(test)]
@@ -293,6 +313,45 @@ mod tests {
         assert!(value["metadata"].get("managedFields").is_none());
         assert!(merged.owner_references().is_empty());
         assert!(!merged.labels().contains_key(CREATED_BY_LABEL));
+    }
+
+    #[test]
+    fn others_finalizers_and_owners_survive_a_fresh_write() {
+        let es_ =
+            es("{name: app, manifest: {apiVersion: argoproj.io/v1alpha1, kind: Application}}");
+        let existing: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "app", "namespace": "team", "labels": {"theirs": "x"},
+                         "finalizers": ["resources-finalizer.argocd.argoproj.io"],
+                         "ownerReferences": [
+                            {"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "u-9"},
+                            {"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+                             "name": "app", "uid": "uid-1", "controller": true}]},
+            "spec": {"data": {"host": "old"}},
+        }))
+        .unwrap();
+        let app = build(&es_, Some(&existing));
+        assert_eq!(
+            app.metadata.finalizers.as_deref(),
+            Some(&["resources-finalizer.argocd.argoproj.io".to_owned()][..])
+        );
+        let owners: Vec<&str> = app
+            .owner_references()
+            .iter()
+            .map(|o| o.uid.as_str())
+            .collect();
+        assert_eq!(owners, ["u-9", "uid-1"], "the other owner kept, ours once");
+        // Written afresh otherwise: labels of others go, as in ESO.
+        assert!(!app.labels().contains_key("theirs"));
+        // The same owners in another order are no change.
+        let mut reordered = app.clone();
+        reordered
+            .metadata
+            .owner_references
+            .as_mut()
+            .unwrap()
+            .reverse();
+        assert!(unchanged(&reordered, &app));
     }
 
     #[test]
