@@ -75,9 +75,29 @@ pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Conditio
     conditions.iter().find(|c| c.type_ == type_)
 }
 
+/// Whether `conditions` already hold `condition` (type, status, reason and message): a failure
+/// that repeats on every retry is news once, not an event per retry.
+pub fn holds(conditions: &[Condition], condition: &Condition) -> bool {
+    find(conditions, &condition.type_).is_some_and(|c| {
+        c.status == condition.status
+            && c.reason == condition.reason
+            && c.message == condition.message
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeated_condition_is_held_and_a_changed_one_is_not() {
+        let failed = Condition::ready(ConditionStatus::False, "SecretSyncedError", "down");
+        let conditions = vec![failed.clone()];
+        assert!(holds(&conditions, &failed));
+        let other = Condition::ready(ConditionStatus::False, "SecretSyncedError", "refused");
+        assert!(!holds(&conditions, &other));
+        assert!(!holds(&[], &failed));
+    }
 
     #[test]
     fn transition_time_moves_only_on_flip() {

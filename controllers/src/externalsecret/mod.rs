@@ -158,14 +158,24 @@ pub async fn reconcile(
             } else {
                 reason::SYNC_ERROR
             };
+            // Each retry of the same failure would be another request to the API server (a
+            // series update); a provider that is down for long would make that a storm.
+            let repeat = es.status.as_ref().is_some_and(|s| {
+                api::conditions::holds(
+                    &s.conditions,
+                    &Condition::ready(ConditionStatus::False, failed, message.as_str()),
+                )
+            });
             write_status(&es, &ctx, ConditionStatus::False, failed, &message, false).await?;
-            ctx.event(
-                &es.object_ref(&()),
-                EventType::Warning,
-                "UpdateFailed",
-                message,
-            )
-            .await;
+            if !repeat {
+                ctx.event(
+                    &es.object_ref(&()),
+                    EventType::Warning,
+                    "UpdateFailed",
+                    message,
+                )
+                .await;
+            }
             if e.is_terminal() {
                 Ok(Action::await_change())
             } else {

@@ -171,15 +171,28 @@ async fn failed(
     synced: Option<Synced>,
 ) -> Result<Action, Error> {
     let message = e.to_string();
+    // A failure repeated on every retry is one event, not one request per retry.
+    let repeat = ps.status.as_ref().is_some_and(|s| {
+        api::conditions::holds(
+            &s.conditions,
+            &api::conditions::Condition::ready(
+                api::conditions::ConditionStatus::False,
+                reason::ERRORED,
+                message.as_str(),
+            ),
+        )
+    });
     let report = Report::not_ready(reason::ERRORED, message.clone(), synced);
     write_status(ctx, api, ps, report).await?;
-    ctx.event(
-        &ps.object_ref(&()),
-        EventType::Warning,
-        reason::ERRORED,
-        message,
-    )
-    .await;
+    if !repeat {
+        ctx.event(
+            &ps.object_ref(&()),
+            EventType::Warning,
+            reason::ERRORED,
+            message,
+        )
+        .await;
+    }
     match e {
         Error::Invalid { .. } => Ok(Action::await_change()),
         e => Err(e),
