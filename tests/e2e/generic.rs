@@ -297,7 +297,7 @@ async fn disabled(env: Arc<Env>) -> Result<()> {
         },
     )?;
     let manifests = format!(
-        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: classy}}\nspec:\n  controller: {class}\n  provider: {{fake: {{data: [{{key: k, value: v}}]}}}}\n---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: generic}}\nspec:\n  secretStoreRef: {{name: classy}}\n  target: {{manifest: {{apiVersion: v1, kind: ConfigMap}}}}\n  data: [{{secretKey: k, remoteRef: {{key: k}}}}]\n"
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: classy}}\nspec:\n  controller: {class}\n  provider: {{fake: {{data: [{{key: k, value: v}}]}}}}\n---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: generic, finalizers: [externalsecrets.external-secrets.io/externalsecret-cleanup]}}\nspec:\n  secretStoreRef: {{name: classy}}\n  target: {{manifest: {{apiVersion: v1, kind: ConfigMap}}}}\n  data: [{{secretKey: k, remoteRef: {{key: k}}}}]\n"
     );
     testenv::apply_yaml_in(&client, &ns, &manifests, true).await?;
     let es: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
@@ -323,7 +323,16 @@ async fn disabled(env: Arc<Env>) -> Result<()> {
             .is_none(),
         "a ConfigMap was written"
     );
-    Ok(())
+    // Left by Go ESO, its finalizer does not keep the ExternalSecret: there is nothing to
+    // clean up.
+    es.delete("generic", &Default::default()).await?;
+    testenv::wait_for(TIMEOUT, "the ExternalSecret to be deleted", || async {
+        match es.get_opt("generic").await? {
+            None => Ok(()),
+            Some(_) => Err(anyhow!("still there")),
+        }
+    })
+    .await
 }
 
 async fn wait_data(api: &Api<ConfigMap>, name: &str, want: &Value) -> Result<ConfigMap> {

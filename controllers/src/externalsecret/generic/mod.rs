@@ -160,7 +160,12 @@ pub(super) async fn sync(
 ) -> Result<Action, SyncStop> {
     let now = Timestamp::now();
     let targets = &ctx.generic_targets;
+    let deleting = es.meta().deletion_timestamp.is_some();
     if !targets.enabled {
+        // As ESO: nothing to clean up then, and ESO's finalizer must not keep it.
+        if deleting {
+            return super::release(es, ctx, || async { Ok(()) }).await;
+        }
         return Err(Error::Invalid {
             field: "spec.target.manifest".into(),
             message: "generic targets are disabled; start the operator with --unsafe-allow-generic-targets (chart value genericTargets.enabled)".into(),
@@ -169,7 +174,12 @@ pub(super) async fn sync(
     }
     let namespace = es.namespace().unwrap_or_default();
     let name = target_name(es);
-    let resource = targets.resource(&ctx.client, manifest).await?;
+    let resource = match targets.resource(&ctx.client, manifest).await {
+        Ok(resource) => resource,
+        // A kind that is not served holds no target to clean up.
+        Err(_) if deleting => return super::release(es, ctx, || async { Ok(()) }).await,
+        Err(e) => return Err(e.into()),
+    };
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
     let existing = api
         .get_opt(&name)
@@ -179,7 +189,7 @@ pub(super) async fn sync(
             name: name.clone(),
             source,
         })?;
-    if es.meta().deletion_timestamp.is_some() {
+    if deleting {
         return super::release(es, ctx, || async {
             match existing.as_ref().filter(|o| owned(es, o)) {
                 Some(_) if es.spec.deletion_policy() == DeletionPolicy::Delete => {
