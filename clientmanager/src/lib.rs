@@ -7,6 +7,7 @@
 //! credentials come from (watched, not read per call), so any of those changing yields a fresh
 //! client and closes the old one.
 
+mod breaker;
 mod cache;
 mod conditions;
 mod convert;
@@ -392,7 +393,9 @@ impl ClientManager {
             close(old).await;
         }
         debug!(provider = kind, name = %slot.provider.name, namespace, "building secrets client");
-        let client: Arc<dyn SecretsClient> = Arc::from(
+        // Held back while its provider is unavailable (breaker.rs): one question per wait
+        // instead of one per ExternalSecret retry.
+        let client: Arc<dyn SecretsClient> = Arc::new(breaker::Guarded::new(
             provider
                 .new_client(
                     ClientRequest {
@@ -408,7 +411,7 @@ impl ClientManager {
                     }),
                 )
                 .await?,
-        );
+        ));
         let replaced = self
             .cache
             .lock()

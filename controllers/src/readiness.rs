@@ -134,6 +134,11 @@ pub async fn check(
     let validated = handle.client.validate().await;
     ctx.metrics
         .provider_call(provider.descriptor().kind, "Validate", validated.is_ok());
+    // A provider that cannot be reached is asked again soon (its client answers for it while it
+    // waits, so this costs nothing): the ExternalSecrets of a store that is not Ready wait for
+    // it to turn Ready, which the store's usual interval would put off for minutes.
+    let requeue =
+        matches!(validated, Err(provider::Error::Unavailable(_))).then_some(UNAVAILABLE_RETRY);
     let (status, reason, message) = match validated {
         Ok(Validation::Ready) => (
             ConditionStatus::True,
@@ -162,9 +167,11 @@ pub async fn check(
         reason,
         message,
         capabilities,
-        requeue: None,
+        requeue,
     }
 }
+
+const UNAVAILABLE_RETRY: Duration = Duration::from_secs(5);
 
 /// A Ready message carrying the provider's warnings, so they are seen without an admission
 /// webhook.

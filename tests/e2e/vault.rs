@@ -56,6 +56,7 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             read_your_writes,
         ),
         trial("vault::esos_documented_manifests", env, documented),
+        trial("vault::a_sealed_vault_is_asked_once_per_wait", env, sealed),
         trial("vault::referent_cluster_store", env, referent_cluster_store),
         trial(
             "vault::credentials_outside_the_namespace_are_refused",
@@ -920,6 +921,70 @@ spec:
         "a store without readYourWrites requires no state: {plain:?}"
     );
     Ok(())
+}
+
+/// 60 ExternalSecrets on one store whose Vault becomes sealed (503 from the standby) while the
+/// store stays Ready: their shared client answers for Vault while it waits, so Vault is asked a
+/// few times, not once per ExternalSecret and retry; once unsealed, they all sync again.
+async fn sealed(env: Arc<Env>) -> Result<()> {
+    const COUNT: usize = 60;
+    let (vault, client, ns, role_id) = approle_namespace(&env, "vault-sealed").await?;
+    vault
+        .write_kv_v2(KV2, &format!("{ns}/s"), &json!({"v": "before"}))
+        .await?;
+    let standby = testenv::VaultStandby::start(vault.address()).await?;
+    let store =
+        approle_store(vault, "vault", &role_id, "v2").replace(vault.address(), &standby.address());
+    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    for i in 0..COUNT {
+        let es = format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: vault}}\n  data: [{{secretKey: v, remoteRef: {{key: {ns}/s, property: v}}}}]\n"
+        );
+        testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    }
+    let all_hold = |want: &'static str| {
+        let client = client.clone();
+        let ns = ns.clone();
+        async move {
+            for i in 0..COUNT {
+                wait_secret(&client, &ns, &format!("es-{i}"), &bytes(&[("v", want)])).await?;
+            }
+            anyhow::Ok(())
+        }
+    };
+    all_hold("before").await?;
+    standby.set_down(true);
+    let before = standby.seen().len();
+    // Each ExternalSecret is asked to sync now (force-sync), and retries on its own backoff.
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let force = json!({"metadata": {"annotations": {"force-sync": "1"}}});
+    for i in 0..COUNT {
+        externalsecrets
+            .patch(
+                &format!("es-{i}"),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&force),
+            )
+            .await?;
+    }
+    for i in 0..COUNT {
+        let name = format!("es-{i}");
+        wait_ready(&name, "False", "SecretSyncedError", || async {
+            Ok(serde_json::to_value(externalsecrets.get(&name).await?)?)
+        })
+        .await?;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let asked = standby.seen().len() - before;
+    ensure!(
+        asked < COUNT,
+        "Vault was asked {asked} times while sealed, by {COUNT} ExternalSecrets"
+    );
+    standby.set_down(false);
+    vault
+        .write_kv_v2(KV2, &format!("{ns}/s"), &json!({"v": "after"}))
+        .await?;
+    all_hold("after").await
 }
 
 /// ESO's documented Vault manifests (tests/eso-docs-vault: the example store and ExternalSecret,

@@ -92,7 +92,10 @@ impl ApiError {
 
 impl From<ApiError> for Error {
     fn from(e: ApiError) -> Self {
-        Error::Backend(e.to_string())
+        match e.status() {
+            None | Some(500..=599) => Error::Unavailable(e.to_string()),
+            Some(_) => Error::Backend(e.to_string()),
+        }
     }
 }
 

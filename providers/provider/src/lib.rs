@@ -56,6 +56,10 @@ pub enum Error {
     Credentials { reference: String, reason: String },
     #[error("{0}")]
     Backend(String),
+    /// The provider could not be reached or answered that it cannot serve now (a transport
+    /// error, a 5xx such as a sealed Vault): asking again at once is pointless.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("{operation} is not supported by the {provider} provider")]
     Unsupported { provider: String, operation: String },
 }

@@ -593,6 +593,10 @@ impl VaultSecrets {
 fn backend(e: CallError) -> Error {
     match e {
         CallError::Status { code: 404, .. } => Error::NoSecret,
+        CallError::Status {
+            code: 500..=599, ..
+        }
+        | CallError::Transport(_) => Error::Unavailable(e.to_string()),
         other => Error::Backend(other.to_string()),
     }
 }

@@ -242,7 +242,16 @@ impl Session {
             }
         };
         let method = self.login.method();
-        let auth = auth.map_err(|e| Error::Backend(format!("Vault {method} login failed: {e}")))?;
+        let auth = auth.map_err(|e| {
+            let message = format!("Vault {method} login failed: {e}");
+            match crate::rest::CallError::from(e) {
+                crate::rest::CallError::Status {
+                    code: 500..=599, ..
+                }
+                | crate::rest::CallError::Transport(_) => Error::Unavailable(message),
+                crate::rest::CallError::Status { .. } => Error::Backend(message),
+            }
+        })?;
         self.logins
             .get_or_create(&LoginLabels {
                 method: method.to_owned(),

@@ -3,7 +3,7 @@
 //! state (`X-Vault-Index`), and a request that requires a state the standby has not replicated
 //! yet is answered 412 once, after which the standby has caught up. Namespaces are recorded and
 //! taken off before the dev server sees them (it has none). The server under test is real; only
-//! the Enterprise headers are played here.
+//! the Enterprise headers are played here. It can also play a sealed Vault, answering 503.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -41,6 +41,8 @@ struct Replication {
 }
 
 struct Shared {
+    /// Answering 503, as a sealed Vault does, to everything.
+    down: std::sync::atomic::AtomicBool,
     upstream: String,
     http: reqwest::Client,
     replication: Mutex<Replication>,
@@ -76,6 +78,7 @@ impl VaultStandby {
             .context("binding the standby's port")?;
         let address = listener.local_addr()?;
         let shared = Arc::new(Shared {
+            down: Default::default(),
             upstream: upstream.trim_end_matches('/').to_owned(),
             http: reqwest::Client::new(),
             replication: Mutex::default(),
@@ -91,6 +94,13 @@ impl VaultStandby {
 
     pub fn address(&self) -> String {
         format!("http://{}", self.address)
+    }
+
+    /// Sealed (`true`) or serving again.
+    pub fn set_down(&self, down: bool) {
+        self.shared
+            .down
+            .store(down, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn seen(&self) -> Vec<SeenRequest> {
@@ -122,6 +132,18 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         index: index.clone(),
         status: 0,
     };
+    if shared.down.load(std::sync::atomic::Ordering::SeqCst) {
+        seen.status = 503;
+        shared
+            .replication
+            .lock()
+            .expect("standby state poisoned")
+            .seen
+            .push(seen);
+        let mut response = Response::new(Body::from(r#"{"errors":["Vault is sealed"]}"#));
+        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        return response;
+    }
     let required = index
         .iter()
         .filter_map(|s| local_index(s))
