@@ -28,13 +28,19 @@ struct Outage {
 pub(crate) struct Guarded {
     inner: Box<dyn SecretsClient>,
     outage: Mutex<Outage>,
+    /// Called when an outage ends: what was held back need not wait out its own backoff.
+    recovered: Box<dyn Fn() + Send + Sync>,
 }
 
 impl Guarded {
-    pub(crate) fn new(inner: Box<dyn SecretsClient>) -> Self {
+    pub(crate) fn new(
+        inner: Box<dyn SecretsClient>,
+        recovered: impl Fn() + Send + Sync + 'static,
+    ) -> Self {
         Self {
             inner,
             outage: Mutex::default(),
+            recovered: Box::new(recovered),
         }
     }
 
@@ -52,17 +58,23 @@ impl Guarded {
     }
 
     fn record<T>(&self, result: &Result<T>, now: Instant) {
-        let mut outage = self.lock();
-        match result {
-            Err(Error::Unavailable(message)) => {
-                outage.failures = outage.failures.saturating_add(1);
-                let wait = FIRST_WAIT
-                    .saturating_mul(1 << outage.failures.saturating_sub(1).min(16))
-                    .min(LONGEST_WAIT);
-                outage.until = Some(now + wait);
-                outage.message = message.clone();
+        let ended = {
+            let mut outage = self.lock();
+            match result {
+                Err(Error::Unavailable(message)) => {
+                    outage.failures = outage.failures.saturating_add(1);
+                    let wait = FIRST_WAIT
+                        .saturating_mul(1 << outage.failures.saturating_sub(1).min(16))
+                        .min(LONGEST_WAIT);
+                    outage.until = Some(now + wait);
+                    outage.message = message.clone();
+                    false
+                }
+                _ => std::mem::take(&mut *outage).failures > 0,
             }
-            _ => *outage = Outage::default(),
+        };
+        if ended {
+            (self.recovered)();
         }
     }
 
@@ -161,10 +173,17 @@ mod tests {
     async fn an_unavailable_provider_is_asked_once_per_wait() {
         let down = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let asked = Arc::new(AtomicU32::new(0));
-        let client = Guarded::new(Box::new(Flaky {
-            down: down.clone(),
-            asked: asked.clone(),
-        }));
+        let recoveries = Arc::new(AtomicU32::new(0));
+        let counted = recoveries.clone();
+        let client = Guarded::new(
+            Box::new(Flaky {
+                down: down.clone(),
+                asked: asked.clone(),
+            }),
+            move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+            },
+        );
         let remote = RemoteRef {
             key: "k".into(),
             ..RemoteRef::default()
@@ -193,8 +212,16 @@ mod tests {
         // Back: once the wait is over the call goes through, and the outage ends.
         down.store(false, Ordering::SeqCst);
         client.lock().until = Some(Instant::now());
+        assert_eq!(recoveries.load(Ordering::SeqCst), 0);
         assert_eq!(client.get_secret(&remote).await.unwrap(), b"v");
         assert!(client.lock().until.is_none());
+        assert_eq!(
+            recoveries.load(Ordering::SeqCst),
+            1,
+            "the end of the outage is told"
+        );
+        client.get_secret(&remote).await.unwrap();
+        assert_eq!(recoveries.load(Ordering::SeqCst), 1, "once");
         // Any other answer is not an outage.
         client.record::<()>(&Err(Error::NoSecret), Instant::now());
         assert!(client.held(Instant::now()).is_none());

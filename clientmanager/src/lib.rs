@@ -186,6 +186,8 @@ pub struct ClientManager {
     watched: cache::Caches,
     credentials: credentials::CredentialVersions,
     metrics: Metrics,
+    /// Where a client tells that its provider is reachable again.
+    recovered: Arc<std::sync::OnceLock<futures::channel::mpsc::UnboundedSender<ProviderIdentity>>>,
 }
 
 impl ClientManager {
@@ -205,7 +207,13 @@ impl ClientManager {
             cache: Mutex::default(),
             watched: cache::Caches::default(),
             metrics,
+            recovered: Arc::default(),
         }
+    }
+
+    /// Where the identities of providers that are reachable again after an outage go.
+    pub fn on_recovery(&self, to: futures::channel::mpsc::UnboundedSender<ProviderIdentity>) {
+        let _ = self.recovered.set(to);
     }
 
     pub fn registry(&self) -> &Arc<ProviderRegistry> {
@@ -395,6 +403,7 @@ impl ClientManager {
         debug!(provider = kind, name = %slot.provider.name, namespace, "building secrets client");
         // Held back while its provider is unavailable (breaker.rs): one question per wait
         // instead of one per ExternalSecret retry.
+        let (recovered, identity) = (self.recovered.clone(), object.identity.clone());
         let client: Arc<dyn SecretsClient> = Arc::new(breaker::Guarded::new(
             provider
                 .new_client(
@@ -411,6 +420,11 @@ impl ClientManager {
                     }),
                 )
                 .await?,
+            move || {
+                if let Some(to) = recovered.get() {
+                    let _ = to.unbounded_send(identity.clone());
+                }
+            },
         ));
         let replaced = self
             .cache

@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry as MetricsRegistry;
 use provider::ProviderRegistry;
 use tracing::{error, info};
 
-use crate::context::{Context, Settings};
+use crate::context::{Context, ReadyStore, Settings};
 use crate::externalsecret::triggers::ExternalSecretTriggers;
 use crate::metrics::Metrics;
 use crate::outcome::{after_reconcile, error_policy};
@@ -43,7 +43,7 @@ pub struct Operator {
     pub metrics_registry: Arc<MetricsRegistry>,
     ready: Arc<AtomicBool>,
     externalsecret_triggers: ExternalSecretTriggers,
-    pushsecret_wakes: mpsc::UnboundedReceiver<crate::context::ReadyStore>,
+    pushsecret_wakes: mpsc::UnboundedReceiver<ReadyStore>,
 }
 
 impl Operator {
@@ -174,13 +174,37 @@ impl Operator {
             .controller(ctx.clone(), shutdown.clone());
         let discovery = provider_objects::discover(ctx.clone(), nudges);
         let namespaces = namespace_cache(ctx.clone());
+        let recoveries = recoveries(ctx.clone());
         info!(namespace = ?namespace, class = %ctx.settings.controller_class, "controllers started");
         tokio::select! {
             _ = future::join4(stores, cluster_stores, externalsecrets, pushsecrets) => {}
             _ = discovery => {}
             _ = namespaces => {}
+            _ = recoveries => {}
         }
     }
+}
+
+/// A provider reachable again after an outage wakes the ExternalSecrets and PushSecrets of the
+/// stores that read through it, as a store turning Ready does: held back, they may be deep in
+/// their backoff.
+async fn recoveries(ctx: Arc<Context>) {
+    let (to, mut recovered) = mpsc::unbounded();
+    ctx.manager.on_recovery(to);
+    // The manager keeps the sender while it lives; should it not take this one, the loop ends
+    // at once, and that must not end the select in `run` that stops every controller.
+    while let Some(identity) = recovered.next().await {
+        for store in ctx.manager.stores_using(&identity) {
+            info!(store = %store.name, namespace = ?store.namespace, "provider reachable again");
+            ctx.store_ready(ReadyStore {
+                kind: store.kind,
+                name: store.name,
+                namespace: store.namespace,
+                labels: store.labels,
+            });
+        }
+    }
+    future::pending::<()>().await;
 }
 
 /// The controller of one store kind: its own watch, stores nudged by provider objects, stores

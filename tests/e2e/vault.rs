@@ -925,7 +925,8 @@ spec:
 
 /// 60 ExternalSecrets on one store whose Vault becomes sealed (503 from the standby) while the
 /// store stays Ready: their shared client answers for Vault while it waits, so Vault is asked a
-/// few times, not once per ExternalSecret and retry; once unsealed, they all sync again.
+/// few times, not once per ExternalSecret and retry; once unsealed, the first answer wakes them
+/// all, and they sync again without waiting out their backoff.
 async fn sealed(env: Arc<Env>) -> Result<()> {
     const COUNT: usize = 60;
     let (vault, client, ns, role_id) = approle_namespace(&env, "vault-sealed").await?;
@@ -954,6 +955,7 @@ async fn sealed(env: Arc<Env>) -> Result<()> {
     };
     all_hold("before").await?;
     standby.set_down(true);
+    let sealed_at = Instant::now();
     let before = standby.seen().len();
     // Each ExternalSecret is asked to sync now (force-sync), and retries on its own backoff.
     let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
@@ -974,17 +976,26 @@ async fn sealed(env: Arc<Env>) -> Result<()> {
         })
         .await?;
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Sealed for half a minute: long enough for the ExternalSecrets' own backoff to pass
+    // 30 s, so that only the wake-up at the end of the outage brings all back soon.
+    tokio::time::sleep(Duration::from_secs(30).saturating_sub(sealed_at.elapsed())).await;
     let asked = standby.seen().len() - before;
     ensure!(
         asked < COUNT,
         "Vault was asked {asked} times while sealed, by {COUNT} ExternalSecrets"
     );
-    standby.set_down(false);
     vault
         .write_kv_v2(KV2, &format!("{ns}/s"), &json!({"v": "after"}))
         .await?;
-    all_hold("after").await
+    standby.set_down(false);
+    let unsealed = Instant::now();
+    all_hold("after").await?;
+    ensure!(
+        unsealed.elapsed() < Duration::from_secs(25),
+        "the last ExternalSecret synced {:?} after the unseal",
+        unsealed.elapsed()
+    );
+    Ok(())
 }
 
 /// ESO's documented Vault manifests (tests/eso-docs-vault: the example store and ExternalSecret,
