@@ -57,6 +57,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
         ),
         trial("vault::esos_documented_manifests", env, documented),
         trial("vault::a_sealed_vault_is_asked_once_per_wait", env, sealed),
+        trial(
+            "vault::a_forbidden_path_costs_no_login_per_retry",
+            env,
+            forbidden,
+        ),
         trial("vault::referent_cluster_store", env, referent_cluster_store),
         trial(
             "vault::credentials_outside_the_namespace_are_refused",
@@ -920,6 +925,64 @@ spec:
                 .all(|r| r.index.is_empty() && r.inconsistent.is_none()),
         "a store without readYourWrites requires no state: {plain:?}"
     );
+    Ok(())
+}
+
+/// A path the role's policy does not allow: Vault answers 403, as it does for a token it no
+/// longer knows, but the token is still good, so the retries log in no more.
+async fn forbidden(env: Arc<Env>) -> Result<()> {
+    let (vault, client, ns, role_id) = approle_namespace(&env, "vault-forbidden").await?;
+    let standby = testenv::VaultStandby::start(vault.address()).await?;
+    let store =
+        approle_store(vault, "vault", &role_id, "v2").replace(vault.address(), &standby.address());
+    let es = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: forbidden}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: vault}\n  data: [{secretKey: v, remoteRef: {key: elsewhere/s, property: v}}]\n";
+    testenv::apply_yaml_in(&client, &ns, &format!("{store}---\n{es}"), true).await?;
+    let path = format!("{KV2}/data/elsewhere/s");
+    let refused_reads = |at_least: usize| {
+        let (standby, path) = (&standby, &path);
+        async move {
+            testenv::wait_for(TIMEOUT, &format!("{at_least} refused reads"), || async {
+                let refused = standby
+                    .seen()
+                    .iter()
+                    .filter(|r| &r.path == path && r.status == 403)
+                    .count();
+                if refused >= at_least {
+                    Ok(())
+                } else {
+                    Err(anyhow!("{refused} so far"))
+                }
+            })
+            .await
+        }
+    };
+    let logins = || {
+        standby
+            .seen()
+            .iter()
+            .filter(|r| r.path == "auth/approle/login")
+            .count()
+    };
+    refused_reads(1).await?;
+    let first = logins();
+    refused_reads(4).await?;
+    ensure!(
+        logins() == first,
+        "{} logins after three retries, {first} before",
+        logins()
+    );
+    let es: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let status = wait_ready(
+        "ExternalSecret forbidden",
+        "False",
+        "SecretSyncedError",
+        || async { Ok(serde_json::to_value(es.get("forbidden").await?)?) },
+    )
+    .await?;
+    let message = status["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    ensure!(message.contains("403"), "the refusal is named: {message}");
     Ok(())
 }
 

@@ -318,7 +318,10 @@ impl VaultSecrets {
         })
     }
 
-    /// Runs `call` with a valid token; once more after a fresh login if Vault refuses the token.
+    /// Runs `call` with a valid token; once more after a fresh login if Vault refused the token
+    /// itself. Vault answers 403 both for a token it no longer knows and for a path the token's
+    /// policy does not allow; only the first needs a login, and telling them apart costs a
+    /// token lookup, where logging in for the second would cost a login per reconcile.
     async fn call<T, F, Fut>(&self, call: F) -> Result<T>
     where
         F: Fn(Authed) -> Fut,
@@ -326,7 +329,13 @@ impl VaultSecrets {
     {
         let session = self.session()?;
         let api = session.api().await?;
-        match call(session.rest().with_token(&api.settings.token)).await {
+        let vault = session.rest().with_token(&api.settings.token);
+        match call(vault.clone()).await {
+            Err(refused @ CallError::Status { code: 403, .. })
+                if vault.read("auth/token/lookup-self", &[]).await.is_ok() =>
+            {
+                Err(backend(refused))
+            }
             Err(CallError::Status { code: 403, .. }) => {
                 session.refused(&api).await;
                 let api = session.api().await?;
@@ -500,6 +509,9 @@ impl VaultSecrets {
             .map_err(|e| match e {
                 Error::NoSecret => Error::Backend(format!(
                     "path: mount {mount:?} is not there or this token may not use it (Vault answered 404)"
+                )),
+                Error::Backend(m) if m.starts_with("Vault answered 403") => Error::Backend(format!(
+                    "path: mount {mount:?} is not there or this token may not use it ({m})"
                 )),
                 other => other,
             })?;
