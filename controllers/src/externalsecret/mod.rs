@@ -354,8 +354,18 @@ async fn report(
         ),
     };
     write_status(es, ctx, status, reason, &message, true).await?;
-    // ESO only logs these, at debug level; a user has to see why a window never applies.
-    for (field, why) in windows::ignored(es) {
+    // ESO only logs these, at debug level; a user has to see why a window never applies. Told
+    // when the ExternalSecret is new or changed, not at every refresh.
+    let changed = es
+        .status
+        .as_ref()
+        .and_then(|s| s.synced_resource_version.as_deref())
+        != Some(desired::synced_resource_version(es).as_str());
+    let ignored = windows::parse(es)
+        .map(|w| w.ignored)
+        .filter(|_| changed)
+        .unwrap_or_default();
+    for (field, why) in ignored {
         ctx.event(
             &es.object_ref(&()),
             EventType::Warning,

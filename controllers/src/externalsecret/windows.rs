@@ -10,50 +10,38 @@ use crate::cron::Schedule;
 pub struct Windows {
     kind: SyncWindowKind,
     windows: Vec<(Schedule, Duration)>,
+    /// The windows left out, `(field, reason)`: as ESO, a window whose schedule cannot be read
+    /// is ignored, so that a typo does not hold a deny-listed ExternalSecret back for good.
+    pub ignored: Vec<(String, String)>,
 }
 
-/// The ExternalSecret's windows. As ESO, a window whose schedule cannot be read is left out, so
-/// that a typo does not hold a deny-listed ExternalSecret back for good; `ignored` names each
-/// such field and why, for a warning.
+/// The ExternalSecret's windows, `None` when it has none.
 pub fn parse(es: &ExternalSecret) -> Option<Windows> {
     let spec = es.spec.sync_windows.as_ref()?;
-    let windows = spec
-        .windows
-        .iter()
-        .filter_map(|w| {
-            Some((
-                Schedule::parse(&w.schedule).ok()?,
-                crate::duration::parse(&w.duration).ok()?,
-            ))
-        })
-        .collect();
+    let mut windows = Vec::new();
+    let mut ignored = Vec::new();
+    for (i, w) in spec.windows.iter().enumerate() {
+        let field = |name: &str| format!("spec.syncWindows.windows[{i}].{name}");
+        match (
+            Schedule::parse(&w.schedule),
+            crate::duration::parse(&w.duration),
+        ) {
+            (Ok(schedule), Ok(duration)) => windows.push((schedule, duration)),
+            (schedule, duration) => ignored.extend(
+                [
+                    schedule.err().map(|e| (field("schedule"), e)),
+                    duration.err().map(|e| (field("duration"), e)),
+                ]
+                .into_iter()
+                .flatten(),
+            ),
+        }
+    }
     Some(Windows {
         kind: spec.kind,
         windows,
+        ignored,
     })
-}
-
-/// The windows `parse` leaves out: `(field, reason)`.
-pub fn ignored(es: &ExternalSecret) -> Vec<(String, String)> {
-    let Some(spec) = es.spec.sync_windows.as_ref() else {
-        return Vec::new();
-    };
-    spec.windows
-        .iter()
-        .enumerate()
-        .flat_map(|(i, w)| {
-            let field = |name: &str| format!("spec.syncWindows.windows[{i}].{name}");
-            [
-                Schedule::parse(&w.schedule)
-                    .err()
-                    .map(|e| (field("schedule"), e)),
-                crate::duration::parse(&w.duration)
-                    .err()
-                    .map(|e| (field("duration"), e)),
-            ]
-        })
-        .flatten()
-        .collect()
 }
 
 impl Windows {
@@ -162,10 +150,11 @@ mod tests {
             "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: w}\nspec:\n  syncWindows: {kind: deny, windows: [{schedule: '61 * * * *', duration: 1h}]}\n",
         )
         .unwrap();
-        let (field, message) = ignored(&es).pop().unwrap();
+        let windows = parse(&es).unwrap();
+        let (field, message) = windows.ignored[0].clone();
         assert_eq!(field, "spec.syncWindows.windows[0].schedule");
         assert!(message.contains("minute"), "{message}");
         // A deny window that cannot be read holds nothing back.
-        assert!(parse(&es).unwrap().allow(ts("2026-11-23T10:00:00Z")));
+        assert!(windows.allow(ts("2026-11-23T10:00:00Z")));
     }
 }
