@@ -43,10 +43,13 @@ fn the_quickstart_secret_appears_every_time() {
             Ok(lines) => lines,
             Err(output) => panic!("run {run} of {RUNS}: no quickstart Secret\n{output}"),
         };
+        // Both Secrets the README promises: the Fake quickstart's and the Vault one's.
         for line in [
             "  username: demo-user",
             "  host: db.example.com",
             "  port: 5432",
+            "  username: vault-user",
+            "  password: from-vault",
         ] {
             assert!(
                 printed.iter().any(|l| l == line),
