@@ -287,15 +287,7 @@ async fn custom_resources(env: Arc<Env>) -> Result<()> {
 async fn disabled(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "generic-off").await?;
-    let class = format!("class-{ns}");
-    crate::operator::start_with(
-        &env,
-        controllers::Settings {
-            controller_class: class.clone(),
-            namespace: Some(ns.clone()),
-            ..Default::default()
-        },
-    )?;
+    let class = crate::operator::start_scoped(&env, &ns)?;
     let manifests = format!(
         "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: classy}}\nspec:\n  controller: {class}\n  provider: {{fake: {{data: [{{key: k, value: v}}]}}}}\n---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: generic, finalizers: [externalsecrets.external-secrets.io/externalsecret-cleanup]}}\nspec:\n  secretStoreRef: {{name: classy}}\n  target: {{manifest: {{apiVersion: v1, kind: ConfigMap}}}}\n  data: [{{secretKey: k, remoteRef: {{key: k}}}}]\n"
     );

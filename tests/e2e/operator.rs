@@ -25,6 +25,21 @@ pub fn start(env: &Env) -> Result<controllers::Addresses> {
     )
 }
 
+/// A second operator, in single-namespace mode for `ns` with a controller class of its own (the
+/// class it returns): the main operator leaves what names that class alone.
+pub fn start_scoped(env: &Env, ns: &str) -> Result<String> {
+    let class = format!("class-{ns}");
+    start_with(
+        env,
+        controllers::Settings {
+            controller_class: class.clone(),
+            namespace: Some(ns.to_owned()),
+            ..Default::default()
+        },
+    )?;
+    Ok(class)
+}
+
 /// Starts an operator with `settings`; it runs until the process ends.
 pub fn start_with(env: &Env, settings: controllers::Settings) -> Result<controllers::Addresses> {
     start_for(

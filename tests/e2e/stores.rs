@@ -494,15 +494,7 @@ async fn single_namespace_operator(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "scoped").await?;
     let elsewhere = testenv::create_namespace(&client, "scoped-other").await?;
-    let class = format!("class-{ns}");
-    crate::operator::start_with(
-        &env,
-        controllers::Settings {
-            controller_class: class.clone(),
-            namespace: Some(ns.clone()),
-            ..Default::default()
-        },
-    )?;
+    let class = crate::operator::start_scoped(&env, &ns)?;
     let objects = format!(
         r#"
 apiVersion: external-secrets.io/v1
