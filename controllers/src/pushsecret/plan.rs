@@ -150,20 +150,15 @@ fn json_object<'a>(
     source: &Source<'_>,
     field: &str,
 ) -> Result<Vec<u8>, Invalid> {
-    let mut object = serde_json::Map::new();
-    for (k, v) in entries {
-        let text = std::str::from_utf8(v).map_err(|_| {
-            (
-                field.to_owned(),
-                format!(
-                    "key {k:?} of Secret {:?} is not UTF-8, so it cannot be pushed in a JSON object; push it by key",
-                    source.name
-                ),
-            )
-        })?;
-        object.insert(k.clone(), serde_json::Value::String(text.to_owned()));
-    }
-    Ok(serde_json::Value::Object(object).to_string().into_bytes())
+    provider::whole_secret_json(entries).map_err(|k| {
+        (
+            field.to_owned(),
+            format!(
+                "key {k:?} of Secret {:?} is not UTF-8, so it cannot be pushed in a JSON object; push it by key",
+                source.name
+            ),
+        )
+    })
 }
 
 fn push(origin: &str, entry: PushSecretData, value: Vec<u8>) -> Push {

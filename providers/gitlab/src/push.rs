@@ -186,7 +186,7 @@ pub(crate) fn plan(
         return Ok(Plan::Create(desired));
     };
     if !is_managed(existing) {
-        return Err(Error::Backend(format!(
+        return Err(Error::Conflict(format!(
             "variable {key} (environment scope {scope:?}) exists and is not managed by external-secrets (its description does not start with {MANAGED_BY:?}); refusing to overwrite it"
         )));
     }

@@ -60,6 +60,10 @@ pub enum Error {
     /// error, a 5xx such as a sealed Vault): asking again at once is pointless.
     #[error("{0}")]
     Unavailable(String),
+    /// The backend refuses on purpose, e.g. a push over a remote secret this operator does not
+    /// manage: asking again changes nothing until someone acts.
+    #[error("{0}")]
+    Conflict(String),
     #[error("{operation} is not supported by the {provider} provider")]
     Unsupported { provider: String, operation: String },
 }
@@ -140,6 +144,34 @@ pub struct PushRequest {
     pub value: Vec<u8>,
     /// Provider-specific metadata from the PushSecret.
     pub metadata: Option<Value>,
+}
+
+/// A push of a whole Secret (or a bundle of its keys) carries them as one JSON object of strings.
+/// Fails with the first key whose value is not UTF-8.
+pub fn whole_secret_json<'a>(
+    entries: impl IntoIterator<Item = (&'a String, &'a [u8])>,
+) -> Result<Vec<u8>, String> {
+    let mut object = serde_json::Map::new();
+    for (k, v) in entries {
+        let text = std::str::from_utf8(v).map_err(|_| k.clone())?;
+        object.insert(k.clone(), Value::String(text.to_owned()));
+    }
+    Ok(Value::Object(object).to_string().into_bytes())
+}
+
+/// The keys of a whole-Secret push again, as [`whole_secret_json`] wrote them; a value that is
+/// not such an object yields nothing.
+pub fn whole_secret_entries(value: &[u8]) -> std::collections::HashMap<String, Vec<u8>> {
+    match serde_json::from_slice::<serde_json::Map<String, Value>>(value) {
+        Ok(object) => object
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                Value::String(s) => Some((k, s.into_bytes())),
+                _ => None,
+            })
+            .collect(),
+        Err(_) => Default::default(),
+    }
 }
 
 /// The half of the contract that needs neither a cluster nor the backend.

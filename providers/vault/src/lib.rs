@@ -700,7 +700,7 @@ impl SecretsClient for VaultSecrets {
         if let Some(stored) = &existing
             && !stored.managed
         {
-            return Err(Error::Backend(format!(
+            return Err(Error::Conflict(format!(
                 "secret {:?} exists and is not managed by external-secrets; refusing to overwrite it",
                 push.remote.remote_key
             )));

@@ -1,0 +1,185 @@
+//! [`RemoteClient`]: the `SecretsClient` of a provider served out of process.
+
+use std::collections::BTreeMap;
+
+use api::providers::Capabilities;
+use async_trait::async_trait;
+use provider::{
+    Error, FindRequest, PushRemoteRef, PushRequest, RemoteRef, Result, SecretsClient, Validation,
+};
+use provider_protocol::v1::secret_store_provider_client::SecretStoreProviderClient;
+use provider_protocol::{self as protocol, v1};
+use tonic::transport::Channel;
+
+use crate::pool::Connection;
+
+/// Calls on behalf of one store and one namespace. It holds its connection, so the pool keeps
+/// the connection while any store uses it.
+pub struct RemoteClient {
+    connection: Connection,
+    reference: v1::ProviderReference,
+    source_namespace: String,
+}
+
+impl RemoteClient {
+    /// `reference` names the provider object the server loads; `source_namespace` is the
+    /// namespace of the ExternalSecrets and PushSecrets this client serves.
+    pub fn new(
+        connection: Connection,
+        reference: v1::ProviderReference,
+        source_namespace: String,
+    ) -> Self {
+        Self {
+            connection,
+            reference,
+            source_namespace,
+        }
+    }
+
+    fn stub(&self) -> SecretStoreProviderClient<Channel> {
+        SecretStoreProviderClient::new(self.connection.channel())
+    }
+
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request.set_timeout(self.connection.deadline());
+        request
+    }
+
+    fn provider_ref(&self) -> Option<v1::ProviderReference> {
+        Some(self.reference.clone())
+    }
+
+    /// The server's capabilities for this provider object.
+    pub async fn capabilities(&self) -> Result<Capabilities> {
+        let answer = self
+            .stub()
+            .capabilities(self.request(v1::CapabilitiesRequest {
+                provider_ref: self.provider_ref(),
+                source_namespace: self.source_namespace.clone(),
+            }))
+            .await
+            .map_err(|s| protocol::error_from_status(&s, "Capabilities"))?;
+        Ok(protocol::capabilities_from_wire(
+            answer.into_inner().capabilities,
+        ))
+    }
+
+    /// `Validate` with the server's warnings.
+    pub async fn validate_with_warnings(&self) -> Result<(Validation, Vec<String>)> {
+        let answer = self
+            .stub()
+            .validate(self.request(v1::ValidateRequest {
+                provider_ref: self.provider_ref(),
+                source_namespace: self.source_namespace.clone(),
+            }))
+            .await
+            .map_err(|s| protocol::error_from_status(&s, "Validate"))?
+            .into_inner();
+        if !answer.valid {
+            // ESO's servers report a failed validation in the answer, not as a status.
+            return Err(Error::Backend(if answer.error.is_empty() {
+                "the provider server found the configuration invalid".into()
+            } else {
+                answer.error
+            }));
+        }
+        let validation = if answer.unknown {
+            Validation::Unknown
+        } else {
+            Validation::Ready
+        };
+        Ok((validation, answer.warnings))
+    }
+}
+
+#[async_trait]
+impl SecretsClient for RemoteClient {
+    async fn get_secret(&self, remote: &RemoteRef) -> Result<Vec<u8>> {
+        let answer = self
+            .stub()
+            .get_secret(self.request(v1::GetSecretRequest {
+                remote_ref: Some(protocol::remote_to_wire(remote)),
+                provider_ref: self.provider_ref(),
+                source_namespace: self.source_namespace.clone(),
+            }))
+            .await
+            .map_err(|s| protocol::error_from_status(&s, "GetSecret"))?;
+        Ok(answer.into_inner().value)
+    }
+
+    async fn get_secret_map(&self, remote: &RemoteRef) -> Result<BTreeMap<String, Vec<u8>>> {
+        let answer = self
+            .stub()
+            .get_secret_map(self.request(v1::GetSecretMapRequest {
+                remote_ref: Some(protocol::remote_to_wire(remote)),
+                provider_ref: self.provider_ref(),
+                source_namespace: self.source_namespace.clone(),
+            }))
+            .await
+            .map_err(|s| protocol::error_from_status(&s, "GetSecretMap"))?;
+        Ok(answer.into_inner().secrets.into_iter().collect())
+    }
+
+    async fn get_all_secrets(&self, find: &FindRequest) -> Result<BTreeMap<String, Vec<u8>>> {
+        let answer = self
+            .stub()
+            .get_all_secrets(self.request(v1::GetAllSecretsRequest {
+                provider_ref: self.provider_ref(),
+                find: Some(protocol::find_to_wire(find)),
+                source_namespace: self.source_namespace.clone(),
+            }))
+            .await
+            .map_err(|s| protocol::error_from_status(&s, "GetAllSecrets"))?;
+        Ok(answer.into_inner().secrets.into_iter().collect())
+    }
+
+    async fn push_secret(&self, push: &PushRequest) -> Result<()> {
+        let (secret_data, data) = protocol::push_to_wire(push);
+        self.stub()
+            .push_secret(self.request(v1::PushSecretRequest {
+                provider_ref: self.provider_ref(),
+                secret_data,
+                push_secret_data: Some(data),
+                source_namespace: self.source_namespace.clone(),
+                ..Default::default()
+            }))
+            .await
+            .map_err(|s| protocol::error_from_status(&s, "PushSecret"))?;
+        Ok(())
+    }
+
+    async fn delete_secret(&self, remote: &PushRemoteRef) -> Result<()> {
+        self.stub()
+            .delete_secret(self.request(v1::DeleteSecretRequest {
+                provider_ref: self.provider_ref(),
+                remote_ref: Some(protocol::push_remote_to_wire(remote)),
+                source_namespace: self.source_namespace.clone(),
+            }))
+            .await
+            .map_err(|s| protocol::error_from_status(&s, "DeleteSecret"))?;
+        Ok(())
+    }
+
+    async fn secret_exists(&self, remote: &PushRemoteRef) -> Result<bool> {
+        let answer = self
+            .stub()
+            .secret_exists(self.request(v1::SecretExistsRequest {
+                provider_ref: self.provider_ref(),
+                remote_ref: Some(protocol::push_remote_to_wire(remote)),
+                source_namespace: self.source_namespace.clone(),
+            }))
+            .await
+            .map_err(|s| protocol::error_from_status(&s, "SecretExists"))?;
+        Ok(answer.into_inner().exists)
+    }
+
+    async fn validate(&self) -> Result<Validation> {
+        self.validate_with_warnings().await.map(|(v, _)| v)
+    }
+
+    async fn close(&self) -> Result<()> {
+        // The connection is shared; dropping this client releases its hold on it.
+        Ok(())
+    }
+}

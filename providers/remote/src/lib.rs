@@ -1,0 +1,17 @@
+//! The client-side adapter of design "out-of-process provider adapter": a provider served by a
+//! gRPC server (ours or ESO's, `provider.v1.SecretStoreProvider`) as an ordinary
+//! [`SecretsClient`], so reconcilers cannot tell it from one in process.
+//!
+//! Every client of one server address and TLS material shares one HTTP/2 connection from the
+//! [`Pool`]; a client is cheap (a reference and a namespace), so the client manager caches it as
+//! it caches any other.
+
+mod client;
+mod pool;
+mod probe;
+mod tls;
+
+pub use client::RemoteClient;
+pub use pool::{Connection, Pool, PoolMetrics, Settings};
+pub use probe::{Probe, probe};
+pub use tls::{TlsError, TlsMaterial};

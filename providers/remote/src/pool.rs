@@ -1,0 +1,286 @@
+//! One HTTP/2 connection per (address, TLS material), shared by every store and ExternalSecret
+//! that uses it. A [`Connection`] is reference-counted; one no client has held for
+//! [`Settings::idle`] is dropped at the next lookup. tonic's channel reconnects by itself after a
+//! failure, on the next call; the client manager's breaker spaces those calls out, so a server
+//! that is down is not dialled once per reconcile.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::TokioIo;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::tls::{TlsError, TlsMaterial};
+
+/// How connections behave; the defaults are ESO's.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Every call's deadline, sent to the server too (`grpc-timeout`).
+    pub deadline: Duration,
+    pub connect_timeout: Duration,
+    /// HTTP/2 pings, so a dead peer is noticed between calls.
+    pub keepalive_interval: Duration,
+    pub keepalive_timeout: Duration,
+    /// How long a connection no client holds is kept for the next one.
+    pub idle: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            keepalive_interval: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(5),
+            idle: Duration::from_secs(5 * 60),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AddressLabel {
+    address: String,
+}
+
+/// What the pool did: in steady state no reconcile opens a connection.
+#[derive(Clone, Default)]
+pub struct PoolMetrics {
+    opened: Family<AddressLabel, Counter>,
+    failed: Family<AddressLabel, Counter>,
+    pooled: Gauge,
+}
+
+impl PoolMetrics {
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register(
+            "provider_connections_opened",
+            "Connections to out-of-process provider servers established (TCP and TLS done)",
+            self.opened.clone(),
+        );
+        registry.register(
+            "provider_connection_failures",
+            "Attempts to connect to an out-of-process provider server that failed",
+            self.failed.clone(),
+        );
+        registry.register(
+            "provider_connections_pooled",
+            "Channels to out-of-process provider servers held in the pool",
+            self.pooled.clone(),
+        );
+    }
+
+    /// Connections opened to `address` so far.
+    pub fn opened(&self, address: &str) -> u64 {
+        self.opened
+            .get_or_create(&AddressLabel {
+                address: address.to_owned(),
+            })
+            .get()
+    }
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    address: String,
+    tls: Option<TlsMaterial>,
+}
+
+struct Entry {
+    connection: Connection,
+    last_used: Instant,
+}
+
+pub struct Pool {
+    settings: Settings,
+    metrics: PoolMetrics,
+    entries: Mutex<HashMap<Key, Entry>>,
+}
+
+/// A shared channel to one server. Cloning it is cheap and keeps the connection pooled.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    channel: Channel,
+    address: String,
+    deadline: Duration,
+}
+
+impl Connection {
+    pub fn channel(&self) -> Channel {
+        self.inner.channel.clone()
+    }
+
+    pub fn address(&self) -> &str {
+        &self.inner.address
+    }
+
+    pub fn deadline(&self) -> Duration {
+        self.inner.deadline
+    }
+}
+
+impl Pool {
+    pub fn new(settings: Settings, metrics: PoolMetrics) -> Self {
+        Self {
+            settings,
+            metrics,
+            entries: Mutex::default(),
+        }
+    }
+
+    pub fn metrics(&self) -> &PoolMetrics {
+        &self.metrics
+    }
+
+    /// The connection to `address` (`host:port`) with `tls` (plaintext without), made on first
+    /// use. Nothing is dialled here: the first call connects.
+    pub fn get(&self, address: &str, tls: Option<&TlsMaterial>) -> Result<Connection, TlsError> {
+        let key = Key {
+            address: address.to_owned(),
+            tls: tls.cloned(),
+        };
+        let mut entries = self.entries.lock().expect("connection pool lock poisoned");
+        let idle = self.settings.idle;
+        entries.retain(|_, e| {
+            Arc::strong_count(&e.connection.inner) > 1 || e.last_used.elapsed() < idle
+        });
+        if let Some(entry) = entries.get_mut(&key) {
+            entry.last_used = Instant::now();
+            return Ok(entry.connection.clone());
+        }
+        let connection = self.connect(address, tls)?;
+        entries.insert(
+            key,
+            Entry {
+                connection: connection.clone(),
+                last_used: Instant::now(),
+            },
+        );
+        self.metrics.pooled.set(entries.len() as i64);
+        Ok(connection)
+    }
+
+    fn connect(&self, address: &str, tls: Option<&TlsMaterial>) -> Result<Connection, TlsError> {
+        let tls = match tls {
+            Some(material) => {
+                let host = host_of(address);
+                let name = ServerName::try_from(host.to_owned()).map_err(|e| {
+                    TlsError::Config(format!("address {address:?}: {host:?} is no server name: {e}"))
+                })?;
+                Some((material.client_config()?, name))
+            }
+            None => None,
+        };
+        let s = &self.settings;
+        let endpoint = Endpoint::from_shared(format!("http://{address}"))
+            .map_err(|e| TlsError::Config(format!("address {address:?}: {e}")))?
+            .connect_timeout(s.connect_timeout)
+            .timeout(s.deadline)
+            .http2_keep_alive_interval(s.keepalive_interval)
+            .keep_alive_timeout(s.keepalive_timeout)
+            .keep_alive_while_idle(true)
+            .tcp_nodelay(true);
+        let channel = endpoint.connect_with_connector_lazy(Connector {
+            address: address.to_owned(),
+            tls,
+            metrics: self.metrics.clone(),
+        });
+        Ok(Connection {
+            inner: Arc::new(Inner {
+                channel,
+                address: address.to_owned(),
+                deadline: s.deadline,
+            }),
+        })
+    }
+}
+
+/// `host` of `host:port`, without the brackets of an IPv6 address.
+fn host_of(address: &str) -> &str {
+    let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
+
+/// Dials and, with TLS, shakes hands itself: our own rustls configuration (ESO's Secret keys,
+/// server name from the address) and a count of every connection made.
+#[derive(Clone)]
+struct Connector {
+    address: String,
+    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    metrics: PoolMetrics,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower::Service<http::Uri> for Connector {
+    type Response = TokioIo<Box<dyn Io>>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Uri) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let label = AddressLabel {
+                address: this.address.clone(),
+            };
+            let connected = async {
+                let tcp = TcpStream::connect(&this.address).await?;
+                tcp.set_nodelay(true)?;
+                let io: Box<dyn Io> = match this.tls {
+                    Some((config, name)) => Box::new(
+                        tokio_rustls::TlsConnector::from(config)
+                            .connect(name, tcp)
+                            .await?,
+                    ),
+                    None => Box::new(tcp),
+                };
+                Ok::<_, std::io::Error>(io)
+            }
+            .await;
+            match connected {
+                Ok(io) => {
+                    this.metrics.opened.get_or_create(&label).inc();
+                    Ok(TokioIo::new(io))
+                }
+                Err(e) => {
+                    this.metrics.failed.get_or_create(&label).inc();
+                    tracing::debug!(address = %this.address, error = %e, "connecting to a provider server failed");
+                    Err(e.into())
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_of;
+
+    #[test]
+    fn the_server_name_is_the_address_host() {
+        assert_eq!(host_of("vault.providers.svc:8080"), "vault.providers.svc");
+        assert_eq!(host_of("127.0.0.1:9000"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:9000"), "::1");
+    }
+}
