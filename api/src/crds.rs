@@ -4,16 +4,18 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::{external_secret, providers, push_secret, store};
+use crate::{external_secret, provider_class, providers, push_secret, store};
 
-/// All CRDs, core kinds first, then each provider's two kinds in the order of
-/// [`providers::ALL`].
+/// All CRDs, core kinds first (the provider classes last of them), then each provider's two
+/// kinds in the order of [`providers::ALL`].
 pub fn all() -> Vec<CustomResourceDefinition> {
     [
         external_secret::ExternalSecret::crd(),
         store::SecretStore::crd(),
         store::ClusterSecretStore::crd(),
         push_secret::PushSecret::crd(),
+        provider_class::ProviderClass::crd(),
+        provider_class::ClusterProviderClass::crd(),
     ]
     .into_iter()
     .chain(providers::ALL.iter().flat_map(|d| d.crds()))

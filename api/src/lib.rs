@@ -8,6 +8,7 @@ pub mod conversion;
 pub mod crds;
 pub mod external_secret;
 pub mod meta;
+pub mod provider_class;
 pub mod provider_kinds;
 pub mod providers;
 pub mod push_secret;

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use external_secrets_api::external_secret::ExternalSecret;
+use external_secrets_api::provider_class::{ClusterProviderClass, ProviderClass};
 use external_secrets_api::provider_kinds::Scope;
 use external_secrets_api::providers::ALL;
 use external_secrets_api::providers::gitlab::GitlabProvider;
@@ -38,6 +39,12 @@ fn roundtrip(doc: &Value, origin: &str) -> bool {
         }
         ("external-secrets.io/v1alpha1", "PushSecret") => {
             same_after_roundtrip::<PushSecret>(doc, origin)
+        }
+        ("external-secrets.io/v1alpha1", "ProviderClass") => {
+            same_after_roundtrip::<ProviderClass>(doc, origin)
+        }
+        ("external-secrets.io/v1alpha1", "ClusterProviderClass") => {
+            same_after_roundtrip::<ClusterProviderClass>(doc, origin)
         }
         _ => return provider_roundtrip(doc, origin),
     }

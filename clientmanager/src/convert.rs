@@ -113,6 +113,7 @@ pub fn convert(registry: &ProviderRegistry, store: &LoadedStore) -> Result<Conve
             api_version: resource.api_version.clone(),
             kind: resource.kind.clone(),
             name: store.name.clone(),
+            namespace: None,
         },
         generated: Some(Generated {
             resource,
@@ -201,6 +202,7 @@ mod tests {
                 api_version: "providers.external-secrets.io/v1alpha1".into(),
                 kind: "Fake".into(),
                 name: "db".into(),
+                namespace: None,
             }
         );
         let generated = converted.generated.unwrap();

@@ -1,0 +1,133 @@
+//! ProviderClass and ClusterProviderClass (`external-secrets.io/v1alpha1`), ESO's v2 provider
+//! protocol: where the gRPC server of a provider run out of process listens, and the Secret with
+//! the mutual-TLS material used to reach it. A store names a class in `spec.runtimeRef`.
+//!
+//! The operator checks each class's server (gRPC health check, then the methods it serves) and
+//! reports the outcome in the `Ready` condition with one of [`reason`]'s reasons.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::conditions::Condition;
+use crate::meta::{DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN};
+
+pub const PROVIDER_CLASS_KIND: &str = "ProviderClass";
+pub const CLUSTER_PROVIDER_CLASS_KIND: &str = "ClusterProviderClass";
+/// ESO's Secret with the client's TLS material (`ca.crt`, `client.crt`, `client.key`), looked up
+/// in the namespace of the address's Service when a class names none.
+pub const DEFAULT_TLS_SECRET: &str = "external-secrets-provider-tls";
+/// Keys of the TLS Secret the client reads (ESO's).
+pub const TLS_CA_KEY: &str = "ca.crt";
+pub const TLS_CLIENT_CERT_KEY: &str = "client.crt";
+pub const TLS_CLIENT_KEY_KEY: &str = "client.key";
+
+/// `host:port`, the host a name or an address, an IPv6 address in brackets (`[::1]:8080`).
+pub const ADDRESS_PATTERN: &str = r"^([^:/\s\[\]]+|\[[0-9a-fA-F:.]+\]):[0-9]{1,5}$";
+
+/// Reasons of a class's `Ready` condition (ESO's).
+pub mod reason {
+    /// The server answered its health check.
+    pub const HEALTHY: &str = "Healthy";
+    /// The server could not be reached or did not answer SERVING.
+    pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
+    /// The TLS Secret is missing or its material unusable.
+    pub const TLS_CONFIG_FAILED: &str = "TLSConfigFailed";
+}
+
+/// Where a provider's gRPC server listens and how to reach it. A ClusterProviderClass has the
+/// same fields.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "external-secrets.io",
+    version = "v1alpha1",
+    kind = "ProviderClass",
+    namespaced,
+    status = "ProviderClassStatus",
+    shortname = "pc",
+    category = "external-secrets",
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Address","type":"string","jsonPath":".spec.address"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    derive = "Default",
+    derive = "PartialEq"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderClassSpec {
+    /// `host:port` of the provider's gRPC server, for example
+    /// `provider-fake.external-secrets.svc:8080` or `[::1]:8080`. The port is required.
+    #[schemars(length(min = 1), regex(pattern = ADDRESS_PATTERN))]
+    pub address: String,
+    /// The Secret holding the client's TLS material: `ca.crt` (the CA that signed the server's
+    /// certificate), `client.crt` and `client.key`. Without it, ESO's Secret
+    /// `external-secrets-provider-tls` in the namespace of the address's Service (the `ns` of
+    /// `svc.ns.svc...`) is used. `namespace` defaults, for a ProviderClass, to the class's own
+    /// namespace, and for a ClusterProviderClass to the namespace of the address's Service. A
+    /// ProviderClass may only name a Secret in its own namespace: the operator enforces it (no
+    /// schema rule does) and reports TLSConfigFailed otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_secret_ref: Option<TlsSecretRef>,
+}
+
+/// A class served cluster-wide, usable by ClusterSecretStores and by SecretStores of any
+/// namespace; its spec is a ProviderClass's.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "external-secrets.io",
+    version = "v1alpha1",
+    kind = "ClusterProviderClass",
+    status = "ProviderClassStatus",
+    shortname = "cpc",
+    category = "external-secrets",
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Address","type":"string","jsonPath":".spec.address"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    derive = "Default",
+    derive = "PartialEq"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterProviderClassSpec {
+    #[serde(flatten)]
+    pub class: ProviderClassSpec,
+}
+
+impl std::ops::Deref for ClusterProviderClassSpec {
+    type Target = ProviderClassSpec;
+
+    fn deref(&self) -> &ProviderClassSpec {
+        &self.class
+    }
+}
+
+impl From<ProviderClassSpec> for ClusterProviderClassSpec {
+    fn from(class: ProviderClassSpec) -> Self {
+        Self { class }
+    }
+}
+
+/// A Secret with the keys `ca.crt`, `client.crt` and `client.key`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSecretRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN_PATTERN))]
+    pub name: String,
+    /// Namespace of the Secret; for a ProviderClass, only its own (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
+    pub namespace: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderClassStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The protocol methods the server says it serves (for example `GetSecret`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
