@@ -209,6 +209,11 @@ struct ControllerArgs {
     /// are not encrypted at rest; the operator then needs RBAC for those kinds.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     unsafe_allow_generic_targets: bool,
+    /// `KIND=CLASS`: serve every store of the provider kind KIND through the
+    /// ClusterProviderClass CLASS (its gRPC server), unless the store names a class itself in
+    /// spec.runtimeRef. Repeat for several kinds.
+    #[arg(long = "out-of-process", value_parser = parse_route)]
+    out_of_process: Vec<(String, String)>,
     /// Run the controllers only while holding a Lease, so that one of several replicas works.
     #[arg(long)]
     enable_leader_election: bool,
@@ -230,6 +235,15 @@ struct ControllerArgs {
 enum LogFormat {
     Text,
     Json,
+}
+
+fn parse_route(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((kind, class)) if !kind.is_empty() && !class.is_empty() => {
+            Ok((kind.to_owned(), class.to_owned()))
+        }
+        _ => Err(format!("{s:?}: expected KIND=CLUSTERPROVIDERCLASS, e.g. Vault=vault")),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -390,6 +404,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         concurrency: args.concurrent,
         store_requeue_interval: args.store_requeue_interval,
         allow_generic_targets: args.unsafe_allow_generic_targets,
+        out_of_process: args.out_of_process.into_iter().collect(),
     };
     let addresses = controllers::Addresses {
         metrics: Some(args.metrics_addr),

@@ -5,6 +5,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
 
+use std::sync::Arc;
+
+use api::provider_class::{ClusterProviderClass, ProviderClass};
 use api::provider_kinds::Scope;
 use api::store::{ClusterSecretStore, SecretStore, SecretStoreSpec};
 use k8s_openapi::api::core::v1::Namespace;
@@ -23,6 +26,8 @@ pub(crate) struct Caches {
     secret_stores: OnceLock<Store<SecretStore>>,
     cluster_secret_stores: OnceLock<Store<ClusterSecretStore>>,
     namespaces: OnceLock<Store<PartialObjectMeta<Namespace>>>,
+    provider_classes: OnceLock<Store<ProviderClass>>,
+    cluster_provider_classes: OnceLock<Store<ClusterProviderClass>>,
     /// By (group, kind).
     providers: Mutex<HashMap<(String, String), ProviderCache>>,
 }
@@ -35,6 +40,25 @@ impl Caches {
     ) {
         let _ = self.secret_stores.set(stores);
         let _ = self.cluster_secret_stores.set(cluster);
+    }
+
+    pub(crate) fn set_classes(
+        &self,
+        classes: Store<ProviderClass>,
+        cluster: Store<ClusterProviderClass>,
+    ) {
+        let _ = self.provider_classes.set(classes);
+        let _ = self.cluster_provider_classes.set(cluster);
+    }
+
+    pub(crate) fn provider_class(&self, namespace: &str, name: &str) -> Option<Arc<ProviderClass>> {
+        self.provider_classes
+            .get()?
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    pub(crate) fn cluster_provider_class(&self, name: &str) -> Option<Arc<ClusterProviderClass>> {
+        self.cluster_provider_classes.get()?.get(&ObjectRef::new(name))
     }
 
     pub(crate) fn set_namespaces(&self, namespaces: Store<PartialObjectMeta<Namespace>>) {

@@ -14,6 +14,7 @@ mod convert;
 mod credentials;
 mod metrics;
 mod resolve;
+mod runtime;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,8 @@ pub use conditions::namespace_allowed;
 pub use convert::{Converted, Generated, convert};
 pub use metrics::Metrics;
 pub use resolve::{LoadedStore, ProviderObject, StoreKind, StoreRef, provider_resource};
+pub use provider_remote::Probe as ClassProbe;
+pub use runtime::{ClassHealth, ClassRef};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -105,6 +108,14 @@ pub enum Error {
         reference: String,
         namespace: String,
     },
+    #[error("spec.runtimeRef: {reason}")]
+    RuntimeRef { reason: String },
+    #[error("{class} does not exist")]
+    RuntimeMissing { class: ClassRef },
+    #[error("could not get {class}: {source}")]
+    RuntimeGet { class: ClassRef, source: kube::Error },
+    #[error("TLS of {class}: {reason}")]
+    RuntimeTls { class: ClassRef, reason: String },
     #[error(transparent)]
     Provider(#[from] provider::Error),
 }
@@ -143,6 +154,10 @@ impl Error {
             Self::ProviderGet { .. } => "ProviderGet",
             Self::Credentials { .. } => "Credentials",
             Self::CredentialOutsideNamespace { .. } => "CredentialOutsideNamespace",
+            Self::RuntimeRef { .. } => "RuntimeRef",
+            Self::RuntimeMissing { .. } => "RuntimeMissing",
+            Self::RuntimeGet { .. } => "RuntimeGet",
+            Self::RuntimeTls { .. } => "RuntimeTls",
             Self::Provider(_) => "Provider",
         }
     }
@@ -161,7 +176,10 @@ struct Slot {
 struct Fingerprint {
     uid: Option<String>,
     generation: Option<i64>,
+    /// In process: the credentials the client read. Out of process the server reads them.
     credentials: BTreeMap<CredentialRef, Option<String>>,
+    /// Out of process: the class and TLS material the connection was made with.
+    runtime: Option<runtime::RuntimeFingerprint>,
 }
 
 struct Cached {
@@ -188,6 +206,9 @@ pub struct ClientManager {
     metrics: Metrics,
     /// Where a client tells that its provider is reachable again.
     recovered: Arc<std::sync::OnceLock<futures::channel::mpsc::UnboundedSender<ProviderIdentity>>>,
+    pool: provider_remote::Pool,
+    /// Provider kinds every store of which is served by a ClusterProviderClass.
+    routes: BTreeMap<String, String>,
 }
 
 impl ClientManager {
@@ -208,7 +229,35 @@ impl ClientManager {
             watched: cache::Caches::default(),
             metrics,
             recovered: Arc::default(),
+            pool: provider_remote::Pool::new(Default::default(), Default::default()),
+            routes: BTreeMap::new(),
         }
+    }
+
+    /// Serves every store of each kind (the map's keys) through the named ClusterProviderClass,
+    /// unless the store names a class itself: moving a provider out of process edits no store.
+    pub fn route_kinds(mut self, routes: BTreeMap<String, String>) -> Self {
+        self.routes = routes;
+        self
+    }
+
+    /// The class that serves `store`, whose provider has `kind`; `None` in process.
+    pub fn class_of(&self, store: &LoadedStore, kind: &str) -> Result<Option<ClassRef>> {
+        runtime::class_of(&self.routes, store, kind)
+    }
+
+    /// The class that serves provider objects of `kind` themselves (their own validation).
+    pub fn class_of_kind(&self, kind: &str) -> Option<ClassRef> {
+        self.routes.get(kind).map(ClassRef::cluster)
+    }
+
+    /// Lets class lookups use the ProviderClass controllers' watch caches.
+    pub fn use_class_caches(
+        &self,
+        classes: kube::runtime::reflector::Store<api::provider_class::ProviderClass>,
+        cluster: kube::runtime::reflector::Store<api::provider_class::ClusterProviderClass>,
+    ) {
+        self.watched.set_classes(classes, cluster);
     }
 
     /// Where the identities of providers that are reachable again after an outage go.
@@ -321,7 +370,8 @@ impl ClientManager {
             }
             (object, _) => object?,
         };
-        self.client(object, caller, namespace).await
+        let class = self.class_of(&loaded, &object.identity.kind)?;
+        self.client_via(object, caller, namespace, class).await
     }
 
     /// The provider object `reference` names, for a store in `store_namespace` (`None` for a
@@ -354,25 +404,52 @@ impl ClientManager {
         loaded
     }
 
-    /// A client for a loaded provider object on behalf of `caller` in `namespace`.
+    /// A client for a loaded provider object on behalf of `caller` in `namespace`, in this
+    /// process.
     pub async fn client(
         &self,
         object: ProviderObject,
         caller: Caller,
         namespace: &str,
     ) -> Result<Handle> {
+        self.client_via(object, caller, namespace, None).await
+    }
+
+    /// A client for a loaded provider object on behalf of `caller` in `namespace`: through
+    /// `class`'s server, or in this process without one.
+    pub async fn client_via(
+        &self,
+        object: ProviderObject,
+        caller: Caller,
+        namespace: &str,
+        class: Option<ClassRef>,
+    ) -> Result<Handle> {
         let provider = object.provider.clone();
-        let spec = provider.apply_referent(object.spec, caller, namespace)?;
-        let mut credentials = BTreeMap::new();
-        for cred in provider.credential_refs(&spec, namespace) {
-            credentials::check_scope(caller, namespace, &cred)?;
-            let version = self.credentials.version(&cred).await?;
-            credentials.insert(cred, version);
-        }
+        let (build, credentials) = match &class {
+            // The server applies the provider's referent rules and reads the credentials.
+            Some(class) => {
+                let (runtime, address) = self.runtime_fingerprint(class).await?;
+                (Build::Remote(runtime, address), BTreeMap::new())
+            }
+            None => {
+                let spec = provider.apply_referent(object.spec.clone(), caller, namespace)?;
+                let mut credentials = BTreeMap::new();
+                for cred in provider.credential_refs(&spec, namespace) {
+                    credentials::check_scope(caller, namespace, &cred)?;
+                    let version = self.credentials.version(&cred).await?;
+                    credentials.insert(cred, version);
+                }
+                (Build::Local(spec), credentials)
+            }
+        };
         let fingerprint = Fingerprint {
-            uid: object.uid,
+            uid: object.uid.clone(),
             generation: object.generation,
             credentials,
+            runtime: match &build {
+                Build::Remote(runtime, _) => Some(runtime.clone()),
+                Build::Local(_) => None,
+            },
         };
         let slot = Slot {
             provider: object.identity.clone(),
@@ -404,22 +481,33 @@ impl ClientManager {
         // Held back while its provider is unavailable (breaker.rs): one question per wait
         // instead of one per ExternalSecret retry.
         let (recovered, identity) = (self.recovered.clone(), object.identity.clone());
+        let inner: Box<dyn SecretsClient> = match build {
+            Build::Remote(runtime, address) => Box::new(Self::remote_client(
+                self.connection(&runtime, &address).await?,
+                &object,
+                caller,
+                namespace,
+            )),
+            Build::Local(spec) => {
+                provider
+                    .new_client(
+                        ClientRequest {
+                            provider: object.identity.clone(),
+                            api_version: object.api_version.clone(),
+                            spec,
+                            namespace: namespace.to_owned(),
+                        },
+                        Arc::new(credentials::KubeCredentials {
+                            kube: self.kube.clone(),
+                            caller,
+                            home: namespace.to_owned(),
+                        }),
+                    )
+                    .await?
+            }
+        };
         let client: Arc<dyn SecretsClient> = Arc::new(breaker::Guarded::new(
-            provider
-                .new_client(
-                    ClientRequest {
-                        provider: object.identity.clone(),
-                        api_version: object.api_version,
-                        spec,
-                        namespace: namespace.to_owned(),
-                    },
-                    Arc::new(credentials::KubeCredentials {
-                        kube: self.kube.clone(),
-                        caller,
-                        home: namespace.to_owned(),
-                    }),
-                )
-                .await?,
+            inner,
             move || {
                 if let Some(to) = recovered.get() {
                     let _ = to.unbounded_send(identity.clone());
@@ -505,6 +593,14 @@ impl ClientManager {
             })
             .collect()
     }
+}
+
+/// How a missing client is built.
+enum Build {
+    /// In process, from the spec after `apply_referent`.
+    Local(serde_json::Value),
+    /// Through a provider class's server at the address.
+    Remote(runtime::RuntimeFingerprint, String),
 }
 
 async fn close(client: Arc<dyn SecretsClient>) {

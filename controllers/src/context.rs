@@ -30,6 +30,9 @@ pub struct Settings {
     pub store_requeue_interval: Duration,
     /// ExternalSecrets may write ConfigMaps and custom resources (`spec.target.manifest`).
     pub allow_generic_targets: bool,
+    /// Provider kinds served out of process: kind -> the ClusterProviderClass serving every
+    /// store of that kind that names no class itself.
+    pub out_of_process: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for Settings {
@@ -40,6 +43,7 @@ impl Default for Settings {
             concurrency: 4,
             store_requeue_interval: Duration::from_secs(300),
             allow_generic_targets: false,
+            out_of_process: Default::default(),
         }
     }
 }

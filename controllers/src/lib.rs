@@ -11,6 +11,7 @@ pub mod http;
 pub mod metrics;
 mod operator;
 pub(crate) mod outcome;
+pub mod provider_class;
 pub mod provider_objects;
 pub mod pushsecret;
 pub mod ratelimit;

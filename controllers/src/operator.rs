@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use api::provider_class::{ClusterProviderClass, ProviderClass};
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::ClientManager;
 use futures::channel::mpsc;
@@ -60,7 +61,9 @@ impl Operator {
             true,
             settings.controller_class.clone(),
             cache_metrics,
-        );
+        )
+        .route_kinds(settings.out_of_process.clone());
+        manager.pool().metrics().register(&mut registry);
         let (provider_changed, provider_changes) = mpsc::unbounded();
         let (es_wake, es_wakes) = mpsc::unbounded();
         let (ps_wake, pushsecret_wakes) = mpsc::unbounded();
@@ -175,6 +178,27 @@ impl Operator {
         let discovery = provider_objects::discover(ctx.clone(), nudges);
         let namespaces = namespace_cache(ctx.clone());
         let recoveries = recoveries(ctx.clone());
+        let classes = crate::provider_class::controller::<ProviderClass>(
+            ctx.clone(),
+            scoped(&client, namespace.as_deref()),
+            shutdown.clone(),
+            "providerclass",
+        )
+        .await;
+        let cluster_classes = match namespace {
+            None => {
+                crate::provider_class::controller::<ClusterProviderClass>(
+                    ctx.clone(),
+                    Api::all(client.clone()),
+                    shutdown.clone(),
+                    "clusterproviderclass",
+                )
+                .await
+            }
+            // Not watched in single-namespace mode: looked up when used.
+            Some(_) => reflector::store().0,
+        };
+        ctx.manager.use_class_caches(classes, cluster_classes);
         info!(namespace = ?namespace, class = %ctx.settings.controller_class, "controllers started");
         tokio::select! {
             _ = future::join4(stores, cluster_stores, externalsecrets, pushsecrets) => {}

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use api::conditions::ConditionStatus;
 use api::providers::Capabilities;
-use clientmanager::ProviderObject;
+use clientmanager::{ClassRef, ProviderObject};
 use provider::{Caller, Validation};
 
 use crate::context::Context;
@@ -98,13 +98,14 @@ impl Subject {
     }
 }
 
-/// Validates `object` on behalf of `caller` working in `namespace`.
+/// Validates `object` on behalf of `caller` working in `namespace`, through `class`'s server
+/// when it is served out of process.
 pub async fn check(
     ctx: &Context,
     subject: Subject,
     object: ProviderObject,
-    caller: Caller,
-    namespace: &str,
+    (caller, namespace): (Caller, &str),
+    class: Option<ClassRef>,
 ) -> Readiness {
     let provider = object.provider.clone();
     let warnings = match provider.validate_spec(&object.spec) {
@@ -118,7 +119,7 @@ pub async fn check(
         }
     };
     let capabilities = Some(provider.capabilities());
-    let handle = match ctx.manager.client(object, caller, namespace).await {
+    let handle = match ctx.manager.client_via(object, caller, namespace, class).await {
         Ok(h) => h,
         Err(e) => {
             return Readiness {

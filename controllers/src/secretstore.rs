@@ -144,7 +144,11 @@ async fn evaluate(loaded: &LoadedStore, ctx: &Context) -> Readiness {
         // resolved here, and providers answer Unknown for them.
         StoreKind::ClusterSecretStore => (Caller::ClusterSecretStore, String::new()),
     };
-    readiness::check(ctx, Subject::Store, object, caller, &namespace).await
+    let class = match ctx.manager.class_of(loaded, &object.identity.kind) {
+        Ok(c) => c,
+        Err(e) => return Readiness::from_manager(e),
+    };
+    readiness::check(ctx, Subject::Store, object, (caller, &namespace), class).await
 }
 
 /// Keeps the provider object converted from an inline `spec.provider` equal to it, and removes

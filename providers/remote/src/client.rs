@@ -46,6 +46,19 @@ impl RemoteClient {
         request
     }
 
+    /// A status as the provider error it stands for; one that says the server could not be
+    /// reached names the server, since the store's condition is all the user sees.
+    fn failed(&self, status: &tonic::Status, method: &str) -> Error {
+        match protocol::error_from_status(status, method) {
+            Error::Unavailable(_) => Error::Unavailable(format!(
+                "provider server {}: {}",
+                self.connection.address(),
+                crate::probe::describe(status)
+            )),
+            other => other,
+        }
+    }
+
     fn provider_ref(&self) -> Option<v1::ProviderReference> {
         Some(self.reference.clone())
     }
@@ -59,7 +72,7 @@ impl RemoteClient {
                 source_namespace: self.source_namespace.clone(),
             }))
             .await
-            .map_err(|s| protocol::error_from_status(&s, "Capabilities"))?;
+            .map_err(|s| self.failed(&s, "Capabilities"))?;
         Ok(protocol::capabilities_from_wire(
             answer.into_inner().capabilities,
         ))
@@ -74,7 +87,7 @@ impl RemoteClient {
                 source_namespace: self.source_namespace.clone(),
             }))
             .await
-            .map_err(|s| protocol::error_from_status(&s, "Validate"))?
+            .map_err(|s| self.failed(&s, "Validate"))?
             .into_inner();
         if !answer.valid {
             // ESO's servers report a failed validation in the answer, not as a status.
@@ -104,7 +117,7 @@ impl SecretsClient for RemoteClient {
                 source_namespace: self.source_namespace.clone(),
             }))
             .await
-            .map_err(|s| protocol::error_from_status(&s, "GetSecret"))?;
+            .map_err(|s| self.failed(&s, "GetSecret"))?;
         Ok(answer.into_inner().value)
     }
 
@@ -117,7 +130,7 @@ impl SecretsClient for RemoteClient {
                 source_namespace: self.source_namespace.clone(),
             }))
             .await
-            .map_err(|s| protocol::error_from_status(&s, "GetSecretMap"))?;
+            .map_err(|s| self.failed(&s, "GetSecretMap"))?;
         Ok(answer.into_inner().secrets.into_iter().collect())
     }
 
@@ -130,7 +143,7 @@ impl SecretsClient for RemoteClient {
                 source_namespace: self.source_namespace.clone(),
             }))
             .await
-            .map_err(|s| protocol::error_from_status(&s, "GetAllSecrets"))?;
+            .map_err(|s| self.failed(&s, "GetAllSecrets"))?;
         Ok(answer.into_inner().secrets.into_iter().collect())
     }
 
@@ -145,7 +158,7 @@ impl SecretsClient for RemoteClient {
                 ..Default::default()
             }))
             .await
-            .map_err(|s| protocol::error_from_status(&s, "PushSecret"))?;
+            .map_err(|s| self.failed(&s, "PushSecret"))?;
         Ok(())
     }
 
@@ -157,7 +170,7 @@ impl SecretsClient for RemoteClient {
                 source_namespace: self.source_namespace.clone(),
             }))
             .await
-            .map_err(|s| protocol::error_from_status(&s, "DeleteSecret"))?;
+            .map_err(|s| self.failed(&s, "DeleteSecret"))?;
         Ok(())
     }
 
@@ -170,7 +183,7 @@ impl SecretsClient for RemoteClient {
                 source_namespace: self.source_namespace.clone(),
             }))
             .await
-            .map_err(|s| protocol::error_from_status(&s, "SecretExists"))?;
+            .map_err(|s| self.failed(&s, "SecretExists"))?;
         Ok(answer.into_inner().exists)
     }
 

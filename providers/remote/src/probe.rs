@@ -48,7 +48,7 @@ pub async fn probe(connection: &Connection) -> Result<Probe, String> {
 
 /// A transport failure's status message is terse ("transport error"); its source says what
 /// happened (refused, certificate unknown, ...).
-fn describe(status: &tonic::Status) -> String {
+pub(crate) fn describe(status: &tonic::Status) -> String {
     let mut text = status.message().to_owned();
     let mut source = std::error::Error::source(status);
     while let Some(s) = source {

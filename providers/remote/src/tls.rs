@@ -6,9 +6,9 @@ use std::sync::Arc;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-pub const CA_CERT: &str = "ca.crt";
-pub const CLIENT_CERT: &str = "client.crt";
-pub const CLIENT_KEY: &str = "client.key";
+use api::provider_class::{
+    TLS_CA_KEY as CA_CERT, TLS_CLIENT_CERT_KEY as CLIENT_CERT, TLS_CLIENT_KEY_KEY as CLIENT_KEY,
+};
 
 /// PEM material for one server: the CA that signed its certificate and our client certificate.
 #[derive(Clone, PartialEq, Eq, Hash)]
