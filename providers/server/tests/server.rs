@@ -1,0 +1,586 @@
+//! The real server on 127.0.0.1 with mTLS, called with the generated tonic client: every method,
+//! every error's code, request checks, health, reflection, mTLS refusals, certificate reloads,
+//! metrics and draining shutdown. No cluster: a static resolver hands out the Fake provider's
+//! client and scripted ones.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use external_secrets_provider_server::ServeOptions;
+use provider_protocol::v1;
+use provider_protocol::{error_from_status, error_to_status};
+use support::*;
+use tonic::Code;
+
+fn remote(key: &str) -> Option<v1::ExternalSecretDataRemoteRef> {
+    Some(v1::ExternalSecretDataRemoteRef {
+        key: key.into(),
+        ..Default::default()
+    })
+}
+
+fn push_remote(key: &str) -> Option<v1::PushSecretRemoteRef> {
+    Some(v1::PushSecretRemoteRef {
+        remote_key: key.into(),
+        property: String::new(),
+    })
+}
+
+#[tokio::test]
+async fn every_method_answers() {
+    let server = Running::start().await;
+    let mut c = server.connect().await;
+    let ns = || NAMESPACE.to_owned();
+
+    let value = c
+        .get_secret(v1::GetSecretRequest {
+            remote_ref: Some(v1::ExternalSecretDataRemoteRef {
+                key: "plain".into(),
+                version: "1".into(),
+                ..Default::default()
+            }),
+            provider_ref: reference("fake"),
+            source_namespace: ns(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .value;
+    assert_eq!(value, b"v1");
+
+    let map = c
+        .get_secret_map(v1::GetSecretMapRequest {
+            remote_ref: remote("db"),
+            provider_ref: reference("fake"),
+            source_namespace: ns(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .secrets;
+    assert_eq!(
+        map,
+        HashMap::from([
+            ("user".to_owned(), b"alice".to_vec()),
+            ("port".to_owned(), b"5432".to_vec())
+        ])
+    );
+
+    let all = c
+        .get_all_secrets(v1::GetAllSecretsRequest {
+            provider_ref: reference("fake"),
+            find: Some(v1::ExternalSecretFind {
+                name: Some(v1::FindName {
+                    regexp: "^db".into(),
+                }),
+                ..Default::default()
+            }),
+            source_namespace: ns(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .secrets;
+    let mut keys: Vec<_> = all.keys().cloned().collect();
+    keys.sort();
+    assert_eq!(keys, ["db", "db-other"]);
+
+    c.push_secret(v1::PushSecretRequest {
+        provider_ref: reference("fake"),
+        secret_data: HashMap::from([("password".to_owned(), b"hunter2".to_vec())]),
+        push_secret_data: Some(v1::PushSecretData {
+            secret_key: "password".into(),
+            remote_key: "pushed".into(),
+            ..Default::default()
+        }),
+        source_namespace: ns(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let exists = |key: &str| v1::SecretExistsRequest {
+        provider_ref: reference("fake"),
+        remote_ref: push_remote(key),
+        source_namespace: ns(),
+    };
+    assert!(
+        c.secret_exists(exists("pushed"))
+            .await
+            .unwrap()
+            .into_inner()
+            .exists
+    );
+    assert_eq!(
+        c.get_secret(get_secret("fake", "pushed"))
+            .await
+            .unwrap()
+            .into_inner()
+            .value,
+        b"hunter2"
+    );
+    c.delete_secret(v1::DeleteSecretRequest {
+        provider_ref: reference("fake"),
+        remote_ref: push_remote("pushed"),
+        source_namespace: ns(),
+    })
+    .await
+    .unwrap();
+    assert!(
+        !c.secret_exists(exists("pushed"))
+            .await
+            .unwrap()
+            .into_inner()
+            .exists
+    );
+
+    let validated = c
+        .validate(v1::ValidateRequest {
+            provider_ref: reference("fake"),
+            source_namespace: ns(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(validated.valid && !validated.unknown, "{validated:?}");
+    // A store's validation may come without a caller.
+    let unknown = c
+        .validate(v1::ValidateRequest {
+            provider_ref: reference("fake-unknown"),
+            source_namespace: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(unknown.valid && unknown.unknown, "{unknown:?}");
+
+    let capabilities = c
+        .capabilities(v1::CapabilitiesRequest {
+            provider_ref: reference("fake"),
+            source_namespace: ns(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        capabilities.capabilities(),
+        v1::SecretStoreCapabilities::ReadWrite
+    );
+
+    // A secret that is not there is NOT_FOUND, which only ever means that.
+    let missing = c.get_secret(get_secret("fake", "nope")).await.unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+}
+
+/// The README's table, which `provider_protocol` implements.
+const DOCUMENTED: [(&str, Code); 7] = [
+    ("NoSecret", Code::NotFound),
+    ("InvalidSpec", Code::InvalidArgument),
+    ("Credentials", Code::PermissionDenied),
+    ("Backend", Code::Unknown),
+    ("Unavailable", Code::Unavailable),
+    ("Conflict", Code::FailedPrecondition),
+    ("Unsupported", Code::Unimplemented),
+];
+
+#[tokio::test]
+async fn each_provider_error_comes_back_with_its_documented_code_from_every_method() {
+    let server = Running::start().await;
+    let mut c = server.connect().await;
+    let ns = || NAMESPACE.to_owned();
+    for (variant, code) in DOCUMENTED {
+        let name = format!("error-{variant}");
+        let r = || reference(&name);
+        let statuses = [
+            (
+                "GetSecret",
+                c.get_secret(get_secret(&name, "k")).await.map(drop),
+            ),
+            (
+                "GetSecretMap",
+                c.get_secret_map(v1::GetSecretMapRequest {
+                    remote_ref: remote("k"),
+                    provider_ref: r(),
+                    source_namespace: ns(),
+                })
+                .await
+                .map(drop),
+            ),
+            (
+                "GetAllSecrets",
+                c.get_all_secrets(v1::GetAllSecretsRequest {
+                    provider_ref: r(),
+                    find: Some(v1::ExternalSecretFind::default()),
+                    source_namespace: ns(),
+                })
+                .await
+                .map(drop),
+            ),
+            (
+                "PushSecret",
+                c.push_secret(v1::PushSecretRequest {
+                    provider_ref: r(),
+                    secret_data: HashMap::from([("k".to_owned(), b"v".to_vec())]),
+                    push_secret_data: Some(v1::PushSecretData {
+                        secret_key: "k".into(),
+                        remote_key: "k".into(),
+                        ..Default::default()
+                    }),
+                    source_namespace: ns(),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+            ),
+            (
+                "DeleteSecret",
+                c.delete_secret(v1::DeleteSecretRequest {
+                    provider_ref: r(),
+                    remote_ref: push_remote("k"),
+                    source_namespace: ns(),
+                })
+                .await
+                .map(drop),
+            ),
+            (
+                "SecretExists",
+                c.secret_exists(v1::SecretExistsRequest {
+                    provider_ref: r(),
+                    remote_ref: push_remote("k"),
+                    source_namespace: ns(),
+                })
+                .await
+                .map(drop),
+            ),
+            (
+                "Validate",
+                c.validate(v1::ValidateRequest {
+                    provider_ref: r(),
+                    source_namespace: ns(),
+                })
+                .await
+                .map(drop),
+            ),
+        ];
+        let sent = error(variant);
+        assert_eq!(error_to_status(&sent).code(), code, "{variant}");
+        for (method, result) in statuses {
+            let status = result.expect_err(method);
+            assert_eq!(status.code(), code, "{variant} from {method}: {status:?}");
+            // The client adapter reads the same variant, with the same words, back.
+            let back = error_from_status(&status, method);
+            assert_eq!(
+                std::mem::discriminant(&back),
+                std::mem::discriminant(&sent),
+                "{variant} from {method} came back as {back:?}"
+            );
+            assert_eq!(
+                back.to_string(),
+                sent.to_string(),
+                "{variant} from {method}"
+            );
+        }
+    }
+    // The resolver's own failure takes the same road.
+    let status = c.get_secret(get_secret("absent", "k")).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status.message().contains("no provider object absent"),
+        "{status:?}"
+    );
+}
+
+#[tokio::test]
+async fn data_calls_refuse_an_empty_source_namespace_and_a_missing_reference() {
+    let server = Running::start().await;
+    let mut c = server.connect().await;
+    for ns in ["", NAMESPACE] {
+        // With a namespace, the reference is what is missing.
+        let r = if ns.is_empty() {
+            reference("fake")
+        } else {
+            None
+        };
+        let field = if ns.is_empty() {
+            "source_namespace"
+        } else {
+            "provider_ref"
+        };
+        let ns = || ns.to_owned();
+        let results = [
+            c.get_secret(v1::GetSecretRequest {
+                remote_ref: remote("plain"),
+                provider_ref: r.clone(),
+                source_namespace: ns(),
+            })
+            .await
+            .map(drop),
+            c.get_secret_map(v1::GetSecretMapRequest {
+                remote_ref: remote("db"),
+                provider_ref: r.clone(),
+                source_namespace: ns(),
+            })
+            .await
+            .map(drop),
+            c.get_all_secrets(v1::GetAllSecretsRequest {
+                provider_ref: r.clone(),
+                find: Some(v1::ExternalSecretFind::default()),
+                source_namespace: ns(),
+            })
+            .await
+            .map(drop),
+            c.push_secret(v1::PushSecretRequest {
+                provider_ref: r.clone(),
+                push_secret_data: Some(v1::PushSecretData {
+                    remote_key: "x".into(),
+                    ..Default::default()
+                }),
+                source_namespace: ns(),
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+            c.delete_secret(v1::DeleteSecretRequest {
+                provider_ref: r.clone(),
+                remote_ref: push_remote("x"),
+                source_namespace: ns(),
+            })
+            .await
+            .map(drop),
+            c.secret_exists(v1::SecretExistsRequest {
+                provider_ref: r.clone(),
+                remote_ref: push_remote("x"),
+                source_namespace: ns(),
+            })
+            .await
+            .map(drop),
+        ];
+        for (i, result) in results.into_iter().enumerate() {
+            let status = result.expect_err("refused");
+            assert_eq!(status.code(), Code::InvalidArgument, "call {i}: {status:?}");
+            assert!(status.message().contains(field), "call {i}: {status:?}");
+        }
+    }
+    // Validate and Capabilities need the reference too.
+    let status = c
+        .validate(v1::ValidateRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("provider_ref"));
+    // A request missing its own part says which.
+    let status = c
+        .get_secret(v1::GetSecretRequest {
+            remote_ref: None,
+            provider_ref: reference("fake"),
+            source_namespace: NAMESPACE.into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("remote_ref"), "{status:?}");
+}
+
+#[tokio::test]
+async fn health_is_serving_and_reflection_lists_the_service() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let server = Running::start().await;
+    let channel = connect(server.addr, &server.ca.pem(), Some(&server.client))
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel.clone());
+    for service in ["", provider_protocol::SERVICE] {
+        let status = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status();
+        assert_eq!(status, ServingStatus::Serving, "{service:?}");
+    }
+
+    let mut reflection = ServerReflectionClient::new(channel);
+    let mut answers = reflection
+        .server_reflection_info(futures::stream::iter([ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        }]))
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = answers.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+        panic!("not a list of services: {answer:?}");
+    };
+    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(
+        names.iter().any(|n| n == provider_protocol::SERVICE),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n == "grpc.health.v1.Health"),
+        "{names:?}"
+    );
+}
+
+#[tokio::test]
+async fn mtls_refuses_clients_without_a_certificate_from_its_ca() {
+    let server = Running::start().await;
+    let ca = server.ca.pem();
+    assert!(can_call(server.addr, &ca, Some(&server.client)).await);
+    // Each refused by the server, with the TLS alert that says why.
+    let why = refusal(server.addr, &ca, None).await;
+    assert!(why.contains("CertificateRequired"), "{why}");
+    let other = Ca::new("another-ca").client();
+    let why = refusal(server.addr, &ca, Some(&other)).await;
+    assert!(why.contains("UnknownCA"), "{why}");
+    let expired = server.ca.expired_client();
+    let why = refusal(server.addr, &ca, Some(&expired)).await;
+    assert!(why.contains("CertificateExpired"), "{why}");
+    // And the server is still fine.
+    assert!(can_call(server.addr, &ca, Some(&server.client)).await);
+}
+
+#[tokio::test]
+async fn rewritten_certificates_are_used_without_a_restart_while_calls_in_flight_finish() {
+    let mut server = Running::start().await;
+    let (old_ca, old_client) = (server.ca.pem(), server.client.clone());
+
+    // A call in flight on a connection made with the old certificates.
+    let mut c = server.connect().await;
+    let in_flight = tokio::spawn(async move { c.get_secret(get_secret("slow", "k")).await });
+    server.slow.started.recv().await.unwrap();
+
+    let new_ca = Ca::new("rotated-ca");
+    let (new_client, new_ca_pem) = (new_ca.client(), new_ca.pem());
+    write_server_files(server.dir.path(), &new_ca, &new_ca.server());
+    assert!(
+        eventually(Duration::from_secs(10), || can_call(
+            server.addr,
+            &new_ca_pem,
+            Some(&new_client)
+        ))
+        .await,
+        "the new certificates were not picked up"
+    );
+    // The old CA no longer vouches for the server, nor the server for its clients.
+    let why = refusal(server.addr, &old_ca, Some(&old_client)).await;
+    assert!(why.contains("UnknownIssuer"), "{why}");
+    let why = refusal(server.addr, &new_ca_pem, Some(&old_client)).await;
+    assert!(why.contains("UnknownCA"), "{why}");
+
+    // A file that does not load keeps what works.
+    std::fs::write(server.dir.path().join("tls.key"), "not a key").unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(can_call(server.addr, &new_ca.pem(), Some(&new_client)).await);
+
+    server.slow.release.add_permits(1);
+    let answer = in_flight
+        .await
+        .unwrap()
+        .expect("the call in flight completes");
+    assert_eq!(answer.into_inner().value, b"slow");
+    server.stop();
+    server.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn metrics_count_calls_by_method_and_code() {
+    let server = Running::start().await;
+    let mut c = server.connect().await;
+    c.get_secret(get_secret("fake", "plain")).await.unwrap();
+    c.get_secret(get_secret("fake", "nope")).await.unwrap_err();
+    let body = http_get(server.metrics, "/metrics").await;
+    for line in [
+        r#"grpc_server_handled_total{method="GetSecret",code="OK"} 1"#,
+        r#"grpc_server_handled_total{method="GetSecret",code="NotFound"} 1"#,
+        r#"grpc_server_handling_seconds_count{method="GetSecret"} 2"#,
+        r#"grpc_server_in_flight{method="GetSecret"} 0"#,
+    ] {
+        assert!(body.contains(line), "{line} missing from:\n{body}");
+    }
+    assert!(
+        http_get(server.metrics, "/readyz")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+}
+
+#[tokio::test]
+async fn shutdown_drains_calls_in_flight_and_stops_accepting() {
+    let mut server = Running::start().await;
+    let mut c = server.connect().await;
+    let in_flight = tokio::spawn(async move { c.get_secret(get_secret("slow", "k")).await });
+    server.slow.started.recv().await.unwrap();
+
+    server.stop();
+    let ca = server.ca.pem();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            tokio::net::TcpStream::connect(server.addr).await.is_err()
+        })
+        .await,
+        "still accepting connections after shutdown began"
+    );
+    assert!(!can_call(server.addr, &ca, Some(&server.client)).await);
+    assert!(
+        !server.task.is_finished(),
+        "stopped before the call in flight finished"
+    );
+
+    server.slow.release.add_permits(1);
+    let answer = in_flight
+        .await
+        .unwrap()
+        .expect("the call in flight completes");
+    assert_eq!(answer.into_inner().value, b"slow");
+    tokio::time::timeout(Duration::from_secs(5), server.task)
+        .await
+        .expect("stops once drained")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_waits_no_longer_than_the_grace_period() {
+    let mut server = Running::start_with(|o: &mut ServeOptions| {
+        o.grace_period = Duration::from_millis(300);
+    })
+    .await;
+    let mut c = server.connect().await;
+    let in_flight = tokio::spawn(async move { c.get_secret(get_secret("slow", "k")).await });
+    server.slow.started.recv().await.unwrap();
+    server.stop();
+    tokio::time::timeout(Duration::from_secs(5), server.task)
+        .await
+        .expect("stops after the grace period")
+        .unwrap()
+        .unwrap();
+    in_flight.abort();
+}
+
+#[tokio::test]
+async fn plaintext_when_tls_is_off() {
+    let server = Running::start_with(|o: &mut ServeOptions| o.tls = None).await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let value = v1::secret_store_provider_client::SecretStoreProviderClient::new(channel)
+        .get_secret(get_secret("fake", "plain"))
+        .await
+        .unwrap()
+        .into_inner()
+        .value;
+    assert_eq!(value, b"v0");
+}
