@@ -43,6 +43,51 @@ enum Command {
         #[command(subcommand)]
         what: MigrateCommand,
     },
+    /// Serve this build's providers out of process (ESO's provider.v1 gRPC protocol).
+    Provider {
+        #[command(subcommand)]
+        what: ProviderCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProviderCommand {
+    /// Serve provider kinds to the operator (or ESO's core) over mTLS gRPC, reading provider
+    /// objects and their credentials with this process's own ServiceAccount.
+    Serve(Box<ProviderServeArgs>),
+}
+
+#[derive(clap::Args)]
+struct ProviderServeArgs {
+    /// A provider kind to serve, e.g. Vault; repeat for several. It must be compiled into this
+    /// build. Fake and Kubernetes also serve ESO's provider.external-secrets.io/v2alpha1 kinds.
+    #[arg(long = "kind", required = true, value_name = "KIND")]
+    kinds: Vec<String>,
+    /// The gRPC port.
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// The port of /metrics (and /healthz, /readyz for the kubelet).
+    #[arg(long, default_value_t = 8081)]
+    metrics_port: u16,
+    /// The address both ports listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    bind_address: std::net::IpAddr,
+    /// Directory of ca.crt (client certificates must chain to it), tls.crt and tls.key, read
+    /// again when they change; $TLS_CA_CERT_FILE, $TLS_CERT_FILE, $TLS_KEY_FILE rename them.
+    #[arg(long, env = "TLS_CERT_DIR", default_value = provider_server::tls::DEFAULT_CERT_DIR)]
+    tls_dir: PathBuf,
+    /// mTLS; `--enable-tls=false` serves plaintext to anyone, for local experiments only.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", require_equals = true, action = clap::ArgAction::Set)]
+    enable_tls: bool,
+    /// How long calls in flight may take to finish once SIGTERM or SIGINT arrives (Go
+    /// duration).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    shutdown_grace_period: Duration,
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Kubeconfig to use instead of $KUBECONFIG, ~/.kube/config or the in-cluster account.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -242,7 +287,9 @@ fn parse_route(s: &str) -> Result<(String, String), String> {
         Some((kind, class)) if !kind.is_empty() && !class.is_empty() => {
             Ok((kind.to_owned(), class.to_owned()))
         }
-        _ => Err(format!("{s:?}: expected KIND=CLUSTERPROVIDERCLASS, e.g. Vault=vault")),
+        _ => Err(format!(
+            "{s:?}: expected KIND=CLUSTERPROVIDERCLASS, e.g. Vault=vault"
+        )),
     }
 }
 
@@ -282,6 +329,12 @@ fn main() -> anyhow::Result<()> {
         } => {
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(migrate_storage(args))
+        }
+        Command::Provider {
+            what: ProviderCommand::Serve(args),
+        } => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(provider_serve(*args))
         }
     }
 }
@@ -343,6 +396,34 @@ async fn migrate_storage(args: StorageArgs) -> anyhow::Result<()> {
         print!("{out}");
         result?;
     }
+    Ok(())
+}
+
+/// `provider serve`: the kinds are checked against the build before anything else.
+async fn provider_serve(args: ProviderServeArgs) -> anyhow::Result<()> {
+    let served = provider_server::served_registry(&providers::registry(), &args.kinds)
+        .map_err(anyhow::Error::msg)?;
+    init_logging(args.log_format);
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let client = kube::Client::try_from(kube_config(args.kubeconfig.as_deref()).await?)?;
+    let mut metrics = Default::default();
+    let resolver = provider_server::KubeResolver::start(client, served, &mut metrics).await;
+    let tls = args
+        .enable_tls
+        .then(|| provider_server::TlsFiles::from_env(Some(&args.tls_dir)));
+    let mut options = provider_server::ServeOptions::new(
+        SocketAddr::new(args.bind_address, args.port),
+        Some(SocketAddr::new(args.bind_address, args.metrics_port)),
+        tls,
+    );
+    options.grace_period = args.shutdown_grace_period;
+    provider_server::serve(
+        options,
+        std::sync::Arc::new(resolver),
+        metrics,
+        stop_signal(),
+    )
+    .await?;
     Ok(())
 }
 

@@ -383,6 +383,8 @@ fn reflect(kube: &kube::Client, resource: ApiResource) -> Store<DynamicObject> {
             .reflect(writer)
             .for_each(|event| {
                 match event {
+                    // A new list starting says nothing yet; it may fail again.
+                    Ok(watcher::Event::Init) => {}
                     Ok(_) if failing => {
                         failing = false;
                         info!(resource = %resource.plural, group = %resource.group, "watching provider objects again");

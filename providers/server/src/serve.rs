@@ -63,7 +63,7 @@ pub enum ServeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("TLS: {0}")]
+    #[error(transparent)]
     Tls(#[from] TlsError),
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
