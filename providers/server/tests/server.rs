@@ -517,12 +517,41 @@ async fn metrics_count_calls_by_method_and_code() {
 
 #[tokio::test]
 async fn shutdown_drains_calls_in_flight_and_stops_accepting() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
     let mut server = Running::start().await;
-    let mut c = server.connect().await;
+    let channel = connect(server.addr, &server.ca.pem(), Some(&server.client))
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel.clone())
+        .watch(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let status = |m: Option<tonic_health::pb::HealthCheckResponse>| m.unwrap().status();
+    assert_eq!(
+        status(health.message().await.unwrap()),
+        ServingStatus::Serving
+    );
+    let mut c = v1::secret_store_provider_client::SecretStoreProviderClient::new(channel);
     let in_flight = tokio::spawn(async move { c.get_secret(get_secret("slow", "k")).await });
     server.slow.started.recv().await.unwrap();
 
     server.stop();
+    // Who watches health hears it first; probes over HTTP too.
+    assert_eq!(
+        status(health.message().await.unwrap()),
+        ServingStatus::NotServing
+    );
+    drop(health);
+    assert!(
+        http_get(server.metrics, "/readyz")
+            .await
+            .starts_with("HTTP/1.1 503")
+    );
     let ca = server.ca.pem();
     assert!(
         eventually(Duration::from_secs(5), || async {
