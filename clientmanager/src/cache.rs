@@ -58,7 +58,9 @@ impl Caches {
     }
 
     pub(crate) fn cluster_provider_class(&self, name: &str) -> Option<Arc<ClusterProviderClass>> {
-        self.cluster_provider_classes.get()?.get(&ObjectRef::new(name))
+        self.cluster_provider_classes
+            .get()?
+            .get(&ObjectRef::new(name))
     }
 
     pub(crate) fn set_namespaces(&self, namespaces: Store<PartialObjectMeta<Namespace>>) {

@@ -30,8 +30,8 @@ use tracing::debug;
 pub use conditions::namespace_allowed;
 pub use convert::{Converted, Generated, convert};
 pub use metrics::Metrics;
-pub use resolve::{LoadedStore, ProviderObject, StoreKind, StoreRef, provider_resource};
 pub use provider_remote::Probe as ClassProbe;
+pub use resolve::{LoadedStore, ProviderObject, StoreKind, StoreRef, provider_resource};
 pub use runtime::{ClassHealth, ClassRef};
 
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +113,10 @@ pub enum Error {
     #[error("{class} does not exist")]
     RuntimeMissing { class: ClassRef },
     #[error("could not get {class}: {source}")]
-    RuntimeGet { class: ClassRef, source: kube::Error },
+    RuntimeGet {
+        class: ClassRef,
+        source: kube::Error,
+    },
     #[error("TLS of {class}: {reason}")]
     RuntimeTls { class: ClassRef, reason: String },
     #[error(transparent)]
@@ -506,14 +509,11 @@ impl ClientManager {
                     .await?
             }
         };
-        let client: Arc<dyn SecretsClient> = Arc::new(breaker::Guarded::new(
-            inner,
-            move || {
-                if let Some(to) = recovered.get() {
-                    let _ = to.unbounded_send(identity.clone());
-                }
-            },
-        ));
+        let client: Arc<dyn SecretsClient> = Arc::new(breaker::Guarded::new(inner, move || {
+            if let Some(to) = recovered.get() {
+                let _ = to.unbounded_send(identity.clone());
+            }
+        }));
         let replaced = self
             .cache
             .lock()

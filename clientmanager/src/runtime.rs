@@ -233,7 +233,11 @@ impl ClientManager {
                         .map(std::sync::Arc::new),
                 };
                 let found = found.ok_or_else(missing)?;
-                (found.uid(), found.metadata.generation, found.spec.class.clone())
+                (
+                    found.uid(),
+                    found.metadata.generation,
+                    found.spec.class.clone(),
+                )
             }
         };
         Ok(LoadedClass {
@@ -366,8 +370,14 @@ mod tests {
             at(&class(None, Some(("mine", Some("pki"))))).unwrap(),
             "pki/mine"
         );
-        assert_eq!(at(&class(Some("team"), None)).unwrap(), "team/external-secrets-provider-tls");
+        assert_eq!(
+            at(&class(Some("team"), None)).unwrap(),
+            "team/external-secrets-provider-tls"
+        );
         let err = at(&class(Some("team"), Some(("mine", Some("pki"))))).unwrap_err();
-        assert!(err.to_string().contains("spec.tlsSecretRef.namespace"), "{err}");
+        assert!(
+            err.to_string().contains("spec.tlsSecretRef.namespace"),
+            "{err}"
+        );
     }
 }

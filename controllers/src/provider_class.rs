@@ -24,7 +24,7 @@ use crate::outcome::{after_reconcile, error_policy};
 use crate::readiness::StatusError;
 
 /// A server that answers is asked again after this long, one that does not sooner.
-const HEALTHY_RECHECK: Duration = Duration::from_secs(60);
+const HEALTHY_RECHECK: Duration = Duration::from_secs(10);
 const UNHEALTHY_RECHECK: Duration = Duration::from_secs(5);
 
 pub trait ClassObject:
@@ -121,8 +121,9 @@ pub async fn reconcile<C: ClassObject>(
     };
     if next != previous {
         let old = api::conditions::find(&previous.conditions, READY);
-        let changed =
-            old.is_none_or(|c| c.reason.as_deref() != Some(why) || c.message.as_deref() != Some(&message));
+        let changed = old.is_none_or(|c| {
+            c.reason.as_deref() != Some(why) || c.message.as_deref() != Some(&message)
+        });
         let api = C::api(ctx.client.clone(), reference.namespace.as_deref());
         apply_status(&api, &(), &reference.name, &next)
             .await
@@ -176,8 +177,14 @@ mod tests {
         let tls = assess(ClassHealth::TlsFailed("ca.crt: missing".into()), "a:1");
         assert_eq!((tls.0, tls.1), (ConditionStatus::False, "TLSConfigFailed"));
         let down = assess(ClassHealth::Unhealthy("connection refused".into()), "a:1");
-        assert_eq!((down.0, down.1), (ConditionStatus::False, "HealthCheckFailed"));
-        assert!(down.4 < healthy.4, "an unhealthy server is asked again sooner");
+        assert_eq!(
+            (down.0, down.1),
+            (ConditionStatus::False, "HealthCheckFailed")
+        );
+        assert!(
+            down.4 < healthy.4,
+            "an unhealthy server is asked again sooner"
+        );
     }
 
     fn provider_remote_probe(methods: Option<Vec<String>>) -> clientmanager::ClassProbe {

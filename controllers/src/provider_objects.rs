@@ -208,15 +208,14 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
         Some(ns) => (Caller::Provider, ns.clone()),
         None => (Caller::ClusterProvider, String::new()),
     };
-    let readiness =
-        readiness::check(
-            &kctx.ctx,
-            Subject::Provider,
-            object,
-            (caller, &namespace),
-            kctx.ctx.manager.class_of_kind(&identity.kind),
-        )
-        .await;
+    let readiness = readiness::check(
+        &kctx.ctx,
+        Subject::Provider,
+        object,
+        (caller, &namespace),
+        kctx.ctx.manager.class_of_kind(&identity.kind),
+    )
+    .await;
     let (status, reason, message) = (readiness.status, readiness.reason, readiness.message);
     let previous: ProviderStatus = obj
         .data

@@ -119,7 +119,11 @@ pub async fn check(
         }
     };
     let capabilities = Some(provider.capabilities());
-    let handle = match ctx.manager.client_via(object, caller, namespace, class).await {
+    let handle = match ctx
+        .manager
+        .client_via(object, caller, namespace, class)
+        .await
+    {
         Ok(h) => h,
         Err(e) => {
             return Readiness {

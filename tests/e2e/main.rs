@@ -16,6 +16,7 @@ mod kubectl;
 mod leader;
 mod migrate;
 mod operator;
+mod out_of_process;
 mod push;
 mod restart;
 mod robustness;
@@ -42,6 +43,8 @@ pub struct Env {
     addresses: OnceLock<controllers::Addresses>,
     /// The shared Vault server, or why it did not start (its trials fail with that).
     vault: OnceLock<Result<VaultServer, String>>,
+    /// The provider server of `out_of_process::MODE`, kept for the whole run.
+    provider_server: OnceLock<testenv::ProviderServer>,
 }
 
 impl Env {
@@ -111,7 +114,14 @@ async fn setup(env: &Env, install_late_crd: bool) -> Result<()> {
     // Before anything writes a Vault or Gitlab object: kinds with several versions need it.
     operator::start_webhook(env).await?;
     examples::setup(env).await?;
-    let _ = env.addresses.set(operator::start(env)?);
+    let routes = match out_of_process::setup_mode(env).await? {
+        Some((server, routes)) => {
+            let _ = env.provider_server.set(server);
+            routes
+        }
+        None => Default::default(),
+    };
+    let _ = env.addresses.set(operator::start(env, routes)?);
     // Last: without Vault, only the Vault trials fail.
     if env.vault().is_ok() {
         vault::setup(env).await?;
@@ -125,6 +135,7 @@ fn main() -> ExitCode {
         control_plane: OnceLock::new(),
         addresses: OnceLock::new(),
         vault: OnceLock::new(),
+        provider_server: OnceLock::new(),
     });
     let trials: Vec<Trial> = [
         // First: its opening trial must run before the others need the CRD it installs.
@@ -142,6 +153,7 @@ fn main() -> ExitCode {
         leader::trials,
         migrate::trials,
         operator::trials,
+        out_of_process::trials,
         push::trials,
         restart::trials,
         robustness::trials,

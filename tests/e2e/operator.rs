@@ -13,13 +13,18 @@ use serde_json::Value;
 
 use crate::Env;
 
-/// Starts the operator; returns where it serves metrics and probes.
-pub fn start(env: &Env) -> Result<controllers::Addresses> {
+/// Starts the operator, serving the provider kinds `out_of_process` names through those
+/// ClusterProviderClasses; returns where it serves metrics and probes.
+pub fn start(
+    env: &Env,
+    out_of_process: std::collections::BTreeMap<String, String>,
+) -> Result<controllers::Addresses> {
     start_with(
         env,
         controllers::Settings {
             concurrency: 8,
             allow_generic_targets: true,
+            out_of_process,
             ..Default::default()
         },
     )

@@ -74,7 +74,9 @@ pub fn error_from_status(status: &Status, method: &str) -> Error {
     let message = status.message().to_owned();
     match status.code() {
         Code::NotFound => Error::NoSecret,
-        Code::InvalidArgument => Error::InvalidSpec(strip(&message, "invalid provider configuration: ")),
+        Code::InvalidArgument => {
+            Error::InvalidSpec(strip(&message, "invalid provider configuration: "))
+        }
         Code::PermissionDenied | Code::Unauthenticated => Error::Credentials {
             reference: details
                 .remove(REFERENCE)
@@ -144,7 +146,10 @@ mod tests {
 
     #[test]
     fn codes_are_the_documented_ones() {
-        let codes: Vec<Code> = every_error().iter().map(|e| error_to_status(e).code()).collect();
+        let codes: Vec<Code> = every_error()
+            .iter()
+            .map(|e| error_to_status(e).code())
+            .collect();
         assert_eq!(
             codes,
             [

@@ -179,7 +179,9 @@ impl Pool {
             Some(material) => {
                 let host = host_of(address);
                 let name = ServerName::try_from(host.to_owned()).map_err(|e| {
-                    TlsError::Config(format!("address {address:?}: {host:?} is no server name: {e}"))
+                    TlsError::Config(format!(
+                        "address {address:?}: {host:?} is no server name: {e}"
+                    ))
                 })?;
                 Some((material.client_config()?, name))
             }

@@ -35,9 +35,7 @@ pub enum TlsError {
 
 impl TlsMaterial {
     /// From a Secret's data; names the key that is missing.
-    pub fn from_secret_data(
-        get: impl Fn(&str) -> Option<Vec<u8>>,
-    ) -> Result<Self, TlsError> {
+    pub fn from_secret_data(get: impl Fn(&str) -> Option<Vec<u8>>) -> Result<Self, TlsError> {
         let field = |key: &'static str| {
             get(key).ok_or(TlsError::Material {
                 key,

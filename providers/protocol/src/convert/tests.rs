@@ -49,7 +49,9 @@ fn pushes_survive_the_wire_by_key_and_whole() {
         },
         secret_key: Some("pw".into()),
         value: vec![0, 159, 146, 150],
-        metadata: Some(serde_json::json!({"apiVersion": "kubernetes.external-secrets.io/v1alpha1", "kind": "PushSecretMetadata"})),
+        metadata: Some(
+            serde_json::json!({"apiVersion": "kubernetes.external-secrets.io/v1alpha1", "kind": "PushSecretMetadata"}),
+        ),
     };
     let whole = PushRequest {
         remote: PushRemoteRef {

@@ -1,0 +1,614 @@
+//! Providers out of process: `external-secrets provider serve` in its own process with mTLS,
+//! reached through ProviderClass and ClusterProviderClass objects, on the real control plane.
+//! Each trial runs a server of its own, so it can kill it or rotate its certificates.
+//!
+//! The Vault and GitLab suites run a second time out of process when
+//! `E2E_PROVIDERS_OUT_OF_PROCESS` is set (hack/test.sh does so): set-up then starts one server
+//! for both kinds and the shared operator routes every store of them to it (`--out-of-process`),
+//! and their trials run unchanged.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, ensure};
+use api::external_secret::ExternalSecret;
+use api::provider_class::{ClusterProviderClass, ProviderClass};
+use api::store::SecretStore;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use libtest_mimic::Trial;
+use serde_json::json;
+use testenv::{ProviderPki, ProviderServer};
+
+use crate::operator::{TIMEOUT, sample, scrape, wait_ready};
+use crate::sync::{ES, bytes, data_of, expected, value, wait_secret};
+use crate::{Env, trial};
+
+/// Set: the Vault and GitLab trials go through a provider server.
+pub const MODE: &str = "E2E_PROVIDERS_OUT_OF_PROCESS";
+/// The ClusterProviderClass of that mode.
+const SHARED_CLASS: &str = "e2e-out-of-process";
+
+pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
+    vec![
+        trial(
+            "out_of_process::a_store_reads_through_a_provider_class",
+            env,
+            through_a_class,
+        ),
+        trial(
+            "out_of_process::a_class_names_what_is_wrong_with_it",
+            env,
+            broken_classes,
+        ),
+        trial(
+            "out_of_process::killing_the_server_keeps_every_secret",
+            env,
+            kill_and_restart,
+        ),
+        trial(
+            "out_of_process::rotated_certificates_are_picked_up_by_both_sides",
+            env,
+            rotation,
+        ),
+        trial(
+            "out_of_process::steady_state_opens_no_connection",
+            env,
+            steady_state,
+        ),
+    ]
+}
+
+pub fn binary() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_BIN_EXE_external-secrets"))
+}
+
+fn start_server(env: &Env, kinds: &[&str]) -> Result<ProviderServer> {
+    ProviderServer::start(binary(), &env.control_plane().kubeconfig_path(), kinds)
+}
+
+/// The client half of `pki` as ESO's TLS Secret, `name` in `ns`.
+async fn tls_secret(client: &Client, ns: &str, name: &str, pki: &ProviderPki) -> Result<()> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns},
+        "stringData": pki.client_secret_data(),
+    });
+    secrets
+        .patch(
+            name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&secret),
+        )
+        .await?;
+    Ok(())
+}
+
+/// A ProviderClass `name` in `ns` for `server`, its TLS Secret beside it.
+async fn provider_class(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    server: &ProviderServer,
+) -> Result<()> {
+    tls_secret(client, ns, &format!("{name}-tls"), &server.pki()).await?;
+    testenv::apply_yaml_in(
+        client,
+        ns,
+        &format!(
+            "apiVersion: external-secrets.io/v1alpha1\nkind: ProviderClass\nmetadata: {{name: {name}}}\nspec: {{address: '{}', tlsSecretRef: {{name: {name}-tls}}}}\n",
+            server.address
+        ),
+        true,
+    )
+    .await?;
+    Ok(())
+}
+
+/// A ClusterProviderClass `name` for `server`, its TLS Secret in `ns`.
+async fn cluster_provider_class(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    server: &ProviderServer,
+) -> Result<()> {
+    tls_secret(client, ns, &format!("{name}-tls"), &server.pki()).await?;
+    testenv::apply_yaml_in(
+        client,
+        ns,
+        &format!(
+            "apiVersion: external-secrets.io/v1alpha1\nkind: ClusterProviderClass\nmetadata: {{name: {name}}}\nspec: {{address: '{}', tlsSecretRef: {{name: {name}-tls, namespace: {ns}}}}}\n",
+            server.address
+        ),
+        true,
+    )
+    .await?;
+    Ok(())
+}
+
+async fn wait_class(
+    client: &Client,
+    ns: Option<&str>,
+    name: &str,
+    status: &str,
+    reason: &str,
+) -> Result<serde_json::Value> {
+    match ns {
+        Some(ns) => {
+            let api: Api<ProviderClass> = Api::namespaced(client.clone(), ns);
+            wait_ready(
+                &format!("ProviderClass {ns}/{name}"),
+                status,
+                reason,
+                || value(&api, name),
+            )
+            .await
+        }
+        None => {
+            let api: Api<ClusterProviderClass> = Api::all(client.clone());
+            wait_ready(
+                &format!("ClusterProviderClass {name}"),
+                status,
+                reason,
+                || value(&api, name),
+            )
+            .await
+        }
+    }
+}
+
+/// ESO's inline Fake store of the sync trials, served by the class `runtime_ref` names.
+fn fake_store(name: &str, runtime_ref: &str, refresh: &str) -> String {
+    let store = crate::sync::STORE.replace(
+        "metadata: {name: fake}",
+        &format!("metadata: {{name: {name}}}"),
+    );
+    store.replace(
+        "spec:\n  provider:",
+        &format!("spec:\n  refreshInterval: {refresh}\n  runtimeRef: {runtime_ref}\n  provider:"),
+    )
+}
+
+async fn wait_store(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    status: &str,
+    reason: &str,
+) -> Result<serde_json::Value> {
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), ns);
+    wait_ready(&format!("SecretStore {ns}/{name}"), status, reason, || {
+        value(&stores, name)
+    })
+    .await
+}
+
+/// Calls the provider server answered for `method`, from its own metrics.
+async fn server_calls(server: &ProviderServer, method: &str) -> Result<f64> {
+    let text = scrape(server.metrics_address).await?;
+    Ok(text
+        .lines()
+        .filter(|l| {
+            l.starts_with("grpc_server_handled_total")
+                && l.contains(&format!("method=\"{method}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
+/// Connections the shared operator opened to `address`.
+async fn connections_opened(env: &Env, address: &str) -> Result<f64> {
+    let text = scrape(env.metrics_addr()).await?;
+    Ok(sample(
+        &text,
+        &format!("provider_connections_opened_total{{address=\"{address}\"}}"),
+    )
+    .unwrap_or(0.0))
+}
+
+async fn through_a_class(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let server = start_server(&env, &["Fake"])?;
+    let ns = testenv::create_namespace(&client, "oop-class").await?;
+    provider_class(&client, &ns, "fake", &server).await?;
+    let class = wait_class(&client, Some(&ns), "fake", "True", "Healthy").await?;
+    let methods: Vec<&str> = class["status"]["methods"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m.as_str()).collect())
+        .unwrap_or_default();
+    ensure!(
+        methods == provider_protocol::METHODS,
+        "the class lists the server's methods from reflection: {methods:?}"
+    );
+    // ESO's inline store, served out of process by naming the class.
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &fake_store("fake", "{name: fake}", "1h"),
+        true,
+    )
+    .await?;
+    wait_store(&client, &ns, "fake", "True", "Valid").await?;
+    testenv::apply_yaml_in(&client, &ns, ES, true).await?;
+    // data, a version, a property, decoding, dataFrom extract and find with a rewrite.
+    wait_secret(&client, &ns, "app-secret", &expected()).await?;
+    let served =
+        server_calls(&server, "GetSecret").await? + server_calls(&server, "GetAllSecrets").await?;
+    ensure!(
+        served >= 2.0,
+        "the server answered the reads itself: {served}"
+    );
+
+    // A providerRef store with a runtimeRef reads the same object through the same server.
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {name: by-ref}\nspec:\n  runtimeRef: {name: fake}\n  providerRef: {apiVersion: providers.external-secrets.io/v1alpha1, kind: Fake, name: fake}\n",
+        true,
+    )
+    .await?;
+    wait_store(&client, &ns, "by-ref", "True", "Valid").await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: by-ref}\nspec:\n  secretStoreRef: {name: by-ref}\n  data: [{secretKey: user, remoteRef: {key: user}}]\n",
+        true,
+    )
+    .await?;
+    wait_secret(&client, &ns, "by-ref", &bytes(&[("user", "alice")])).await?;
+
+    // A key the provider does not have: NOT_FOUND on the wire, the usual condition here.
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: missing}\nspec:\n  secretStoreRef: {name: fake}\n  data: [{secretKey: x, remoteRef: {key: no-such-key}}]\n",
+        true,
+    )
+    .await?;
+    let es: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let failed = wait_ready(
+        "ExternalSecret missing",
+        "False",
+        "SecretSyncedError",
+        || value(&es, "missing"),
+    )
+    .await?;
+    let message = crate::operator::ready(&failed)
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    ensure!(
+        message.contains("Secret does not exist") && message.contains("no-such-key"),
+        "a missing key reads as in process: {message}"
+    );
+
+    // A store whose class does not exist names it.
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &fake_store("orphan", "{name: missing}", "1h"),
+        true,
+    )
+    .await?;
+    let orphan = wait_store(&client, &ns, "orphan", "False", "InvalidProviderConfig").await?;
+    let message = crate::operator::ready(&orphan)
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    ensure!(
+        message.contains(&format!("ProviderClass {ns}/missing does not exist")),
+        "{message}"
+    );
+    Ok(())
+}
+
+async fn broken_classes(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let server = start_server(&env, &["Fake"])?;
+    let ns = testenv::create_namespace(&client, "oop-broken").await?;
+    // A Secret without the client key.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let data: BTreeMap<String, String> = server
+        .pki()
+        .client_secret_data()
+        .into_iter()
+        .filter(|(k, _)| k != "client.key")
+        .collect();
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "no-key"}, "stringData": data}))?,
+        )
+        .await?;
+    // A CA the server's certificate was not issued by.
+    let stranger = ProviderPki::generate()?;
+    tls_secret(&client, &ns, "wrong-ca", &stranger).await?;
+    for (name, secret) in [
+        ("no-key", "no-key"),
+        ("wrong-ca", "wrong-ca"),
+        ("no-secret", "absent"),
+    ] {
+        testenv::apply_yaml_in(
+            &client,
+            &ns,
+            &format!(
+                "apiVersion: external-secrets.io/v1alpha1\nkind: ProviderClass\nmetadata: {{name: {name}}}\nspec: {{address: '{}', tlsSecretRef: {{name: {secret}}}}}\n",
+                server.address
+            ),
+            true,
+        )
+        .await?;
+    }
+    let reason_of = |v: &serde_json::Value| {
+        crate::operator::ready(v)
+            .and_then(|c| c.message)
+            .unwrap_or_default()
+    };
+    let no_key = wait_class(&client, Some(&ns), "no-key", "False", "TLSConfigFailed").await?;
+    ensure!(
+        reason_of(&no_key).contains("client.key"),
+        "{}",
+        reason_of(&no_key)
+    );
+    let absent = wait_class(&client, Some(&ns), "no-secret", "False", "TLSConfigFailed").await?;
+    ensure!(
+        reason_of(&absent).contains("absent"),
+        "{}",
+        reason_of(&absent)
+    );
+    let wrong = wait_class(&client, Some(&ns), "wrong-ca", "False", "HealthCheckFailed").await?;
+    ensure!(
+        reason_of(&wrong).to_lowercase().contains("certificate"),
+        "a server the CA did not sign is refused: {}",
+        reason_of(&wrong)
+    );
+    // Nothing of the key material reaches a status.
+    for v in [&no_key, &absent, &wrong] {
+        ensure!(!v.to_string().contains("PRIVATE KEY"), "{v}");
+    }
+    Ok(())
+}
+
+const KILL_COUNT: usize = 200;
+
+async fn kill_and_restart(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let server = start_server(&env, &["Fake"])?;
+    let ns = testenv::create_namespace(&client, "oop-kill").await?;
+    let class = format!("{ns}-class");
+    cluster_provider_class(&client, &ns, &class, &server).await?;
+    wait_class(&client, None, &class, "True", "Healthy").await?;
+    let runtime = format!("{{kind: ClusterProviderClass, name: {class}}}");
+    testenv::apply_yaml_in(&client, &ns, &fake_store("fake", &runtime, "2s"), true).await?;
+    wait_store(&client, &ns, "fake", "True", "Valid").await?;
+    let es: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    for i in 0..KILL_COUNT {
+        let manifest: ExternalSecret = serde_yaml::from_str(&format!(
+            "{{apiVersion: external-secrets.io/v1, kind: ExternalSecret, metadata: {{name: es-{i}, namespace: {ns}}}, spec: {{refreshInterval: 1s, secretStoreRef: {{name: fake}}, data: [{{secretKey: user, remoteRef: {{key: user}}}}]}}}}"
+        ))?;
+        es.create(&PostParams::default(), &manifest).await?;
+        if i == KILL_COUNT / 4 {
+            // In the middle of the sync: some Secrets written, most not yet.
+            testenv::wait_for(TIMEOUT, "a first Secret", || async {
+                let n = secrets
+                    .list_metadata(&Default::default())
+                    .await?
+                    .items
+                    .len();
+                if n > 0 {
+                    Ok(())
+                } else {
+                    Err(anyhow!("none yet"))
+                }
+            })
+            .await?;
+        }
+    }
+    server.kill();
+    let before = crate::restart::secret_versions(&secrets).await?;
+    // Everything that notices says why, and nothing is written meanwhile.
+    wait_class(&client, None, &class, "False", "HealthCheckFailed").await?;
+    let store = wait_store(&client, &ns, "fake", "False", "ValidationFailed").await?;
+    let message = crate::operator::ready(&store)
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    ensure!(
+        message.contains(&server.address),
+        "the store names the server: {message}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let during = crate::restart::secret_versions(&secrets).await?;
+    ensure!(
+        during == before,
+        "no Secret changed while the server was down ({} before, {} during)",
+        before.len(),
+        during.len()
+    );
+    let targets = |s: &Secret| {
+        s.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("es-"))
+    };
+    for s in secrets
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .filter(|s| targets(s))
+    {
+        ensure!(
+            data_of(s) == bytes(&[("user", "alice")]),
+            "Secret {:?} kept its bytes",
+            s.metadata.name
+        );
+    }
+    let synced = before.keys().filter(|n| n.starts_with("es-")).count();
+    ensure!(
+        synced < KILL_COUNT,
+        "the server was killed mid-sync ({synced} of {KILL_COUNT} synced)"
+    );
+    let unsynced = es
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|e| crate::operator::ready(&serde_json::to_value(&e).ok()?))
+        .find(|c| c.status.as_str() == "False")
+        .context("an ExternalSecret that could not sync says so")?;
+    ensure!(
+        unsynced
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("not ready")
+            || unsynced
+                .message
+                .as_deref()
+                .unwrap_or_default()
+                .contains(&server.address),
+        "{unsynced:?}"
+    );
+
+    // Back without restarting the operator.
+    server.restart()?;
+    wait_class(&client, None, &class, "True", "Healthy").await?;
+    wait_store(&client, &ns, "fake", "True", "Valid").await?;
+    testenv::wait_for(
+        Duration::from_secs(180),
+        "every ExternalSecret synced after the restart",
+        || async {
+            let n = secrets
+                .list(&Default::default())
+                .await?
+                .items
+                .iter()
+                .filter(|s| targets(s) && data_of(s) == bytes(&[("user", "alice")]))
+                .count();
+            if n == KILL_COUNT {
+                Ok(())
+            } else {
+                Err(anyhow!("{n} of {KILL_COUNT}"))
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+async fn rotation(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let server = start_server(&env, &["Fake"])?;
+    let ns = testenv::create_namespace(&client, "oop-rotate").await?;
+    provider_class(&client, &ns, "fake", &server).await?;
+    wait_class(&client, Some(&ns), "fake", "True", "Healthy").await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &fake_store("fake", "{name: fake}", "2s"),
+        true,
+    )
+    .await?;
+    wait_store(&client, &ns, "fake", "True", "Valid").await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: app}\nspec:\n  refreshInterval: 1s\n  secretStoreRef: {name: fake}\n  data: [{secretKey: user, remoteRef: {key: user}}]\n",
+        true,
+    )
+    .await?;
+    wait_secret(&client, &ns, "app", &bytes(&[("user", "alice")])).await?;
+    // A new CA on both sides: the server's files, the client's Secret. The old client
+    // certificate is no longer accepted, nor the old server certificate trusted.
+    let fresh = server.rotate()?;
+    tls_secret(&client, &ns, "fake-tls", &fresh).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    stores
+        .patch(
+            "fake",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"provider": {"fake": {"data": [{"key": "user", "value": "carol"}]}}}})),
+        )
+        .await?;
+    wait_secret(&client, &ns, "app", &bytes(&[("user", "carol")])).await?;
+    wait_class(&client, Some(&ns), "fake", "True", "Healthy").await?;
+    Ok(())
+}
+
+const STEADY_SYNCS: f64 = 1000.0;
+
+async fn steady_state(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let server = start_server(&env, &["Fake"])?;
+    let ns = testenv::create_namespace(&client, "oop-steady").await?;
+    provider_class(&client, &ns, "fake", &server).await?;
+    wait_class(&client, Some(&ns), "fake", "True", "Healthy").await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &fake_store("fake", "{name: fake}", "1h"),
+        true,
+    )
+    .await?;
+    wait_store(&client, &ns, "fake", "True", "Valid").await?;
+    for i in 0..100 {
+        testenv::apply_yaml_in(
+            &client,
+            &ns,
+            &format!("apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 1s\n  secretStoreRef: {{name: fake}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"),
+            true,
+        )
+        .await?;
+    }
+    wait_secret(&client, &ns, "es-99", &bytes(&[("user", "alice")])).await?;
+    let opened = connections_opened(&env, &server.address).await?;
+    ensure!(
+        opened >= 1.0,
+        "the operator counts the connection it opened: {opened}"
+    );
+    let start = server_calls(&server, "GetSecret").await?;
+    testenv::wait_for(
+        Duration::from_secs(120),
+        &format!("{STEADY_SYNCS} more reads"),
+        || async {
+            let now = server_calls(&server, "GetSecret").await?;
+            if now - start >= STEADY_SYNCS {
+                Ok(())
+            } else {
+                Err(anyhow!("{} so far", now - start))
+            }
+        },
+    )
+    .await?;
+    let after = connections_opened(&env, &server.address).await?;
+    ensure!(
+        after == opened,
+        "{STEADY_SYNCS} syncs opened {} new connections",
+        after - opened
+    );
+    Ok(())
+}
+
+/// For [`MODE`]: one server for the Vault and GitLab kinds, a ClusterProviderClass for it, and
+/// the routes the shared operator is started with.
+pub async fn setup_mode(env: &Env) -> Result<Option<(ProviderServer, BTreeMap<String, String>)>> {
+    if std::env::var_os(MODE).is_none() {
+        return Ok(None);
+    }
+    let client = env.client().await;
+    let server = start_server(env, &["Vault", "Gitlab"])?;
+    let ns = testenv::create_namespace(&client, "provider-server").await?;
+    cluster_provider_class(&client, &ns, SHARED_CLASS, &server).await?;
+    eprintln!(
+        "e2e: Vault and GitLab stores are served out of process by {} (log {})",
+        server.address,
+        server.log_path().display()
+    );
+    let routes = ["Vault", "Gitlab"]
+        .into_iter()
+        .map(|k| (k.to_owned(), SHARED_CLASS.to_owned()))
+        .collect();
+    Ok(Some((server, routes)))
+}
