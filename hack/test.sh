@@ -29,8 +29,15 @@ set +e
 t0=$(date +%s)
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
-set -e
 echo "== run the tests took $(( $(date +%s) - t0 ))s ($(( $(date +%s) - started ))s in all)"
+# The Vault and GitLab suites again, their stores served by a provider server out of process
+# (tests/e2e/out_of_process.rs).
+t0=$(date +%s)
+E2E_PROVIDERS_OUT_OF_PROCESS=1 cargo test --locked --test e2e 2>&1 | tee -a "$log"
+oop=${PIPESTATUS[0]}
+[ "$status" -ne 0 ] || status=$oop
+set -e
+echo "== run the provider suites out of process took $(( $(date +%s) - t0 ))s ($(( $(date +%s) - started ))s in all)"
 # cargo prints one result line per test binary, the last often a crate's empty doc-tests; one
 # total at the end says what the whole run did.
 sum() { grep -oE "test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed" "$log" | awk -v f="$1" '{ s += $f } END { print s + 0 }'; }

@@ -28,6 +28,8 @@ use crate::{Env, trial};
 
 /// Set: the Vault and GitLab trials go through a provider server.
 pub const MODE: &str = "E2E_PROVIDERS_OUT_OF_PROCESS";
+/// The trials that run again in that mode.
+pub const SUITES: [&str; 2] = ["vault::", "gitlab::"];
 /// The ClusterProviderClass of that mode.
 const SHARED_CLASS: &str = "e2e-out-of-process";
 
