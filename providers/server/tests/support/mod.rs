@@ -283,6 +283,11 @@ async fn fake(spec: serde_json::Value) -> Resolved {
     }
 }
 
+/// The Fake provider's own client for [`fake_spec`], in process.
+pub async fn fake_client() -> Arc<dyn SecretsClient> {
+    fake(fake_spec()).await.client
+}
+
 impl StaticResolver {
     pub async fn new() -> (Arc<Self>, SlowCalls) {
         let (started, started_rx) = mpsc::unbounded_channel();
