@@ -117,6 +117,9 @@ impl SecretsClient for Guarded {
     async fn validate(&self) -> Result<Validation> {
         self.call(self.inner.validate()).await
     }
+    fn validation_warnings(&self) -> Vec<String> {
+        self.inner.validation_warnings()
+    }
 
     async fn close(&self) -> Result<()> {
         self.inner.close().await

@@ -19,6 +19,7 @@ mod runtime;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
+use api::providers::Capabilities;
 use api::store::{LABEL_CONVERTED_FROM, ProviderRef};
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
@@ -67,6 +68,10 @@ pub enum Error {
         "provider {kind} is not compiled into this build of the operator (compiled in: {compiled_in})"
     )]
     NotCompiledIn { kind: String, compiled_in: String },
+    #[error(
+        "spec.providerRef: {written} is not a provider kind of this operator; a kind served by a server of its own needs spec.runtimeRef naming its ProviderClass"
+    )]
+    NeedsRuntime { written: String },
     #[error("provider {kind} is not served at version {version} (served: {served})")]
     VersionNotServed {
         kind: String,
@@ -107,6 +112,12 @@ pub enum Error {
     CredentialOutsideNamespace {
         reference: String,
         namespace: String,
+    },
+    #[error("{kind} {name:?} is {why}")]
+    Capabilities {
+        kind: StoreKind,
+        name: String,
+        why: &'static str,
     },
     #[error("spec.runtimeRef: {reason}")]
     RuntimeRef { reason: String },
@@ -149,6 +160,7 @@ impl Error {
             Self::NoProvider { .. } => "NoProvider",
             Self::UnknownProviderKind { .. } => "UnknownProviderKind",
             Self::NotCompiledIn { .. } => "NotCompiledIn",
+            Self::NeedsRuntime { .. } => "NeedsRuntime",
             Self::VersionNotServed { .. } => "VersionNotServed",
             Self::Convert { .. } => "Convert",
             Self::ProviderNotInstalled { .. } => "ProviderNotInstalled",
@@ -157,6 +169,7 @@ impl Error {
             Self::ProviderGet { .. } => "ProviderGet",
             Self::Credentials { .. } => "Credentials",
             Self::CredentialOutsideNamespace { .. } => "CredentialOutsideNamespace",
+            Self::Capabilities { .. } => "Capabilities",
             Self::RuntimeRef { .. } => "RuntimeRef",
             Self::RuntimeMissing { .. } => "RuntimeMissing",
             Self::RuntimeGet { .. } => "RuntimeGet",
@@ -185,17 +198,50 @@ struct Fingerprint {
     runtime: Option<runtime::RuntimeFingerprint>,
 }
 
+#[derive(Clone)]
 struct Cached {
     fingerprint: Fingerprint,
     client: Arc<dyn SecretsClient>,
+    capabilities: Capabilities,
+}
+
+/// A client just built, before the breaker wraps it.
+struct Built {
+    client: Box<dyn SecretsClient>,
+    capabilities: Capabilities,
+}
+
+impl Built {
+    /// A remote client, with the capabilities its server states for the object; a server that
+    /// cannot say (an older one, or one down just now) is taken at its word later, when it
+    /// refuses.
+    async fn remote(
+        connection: provider_remote::Connection,
+        reference: provider_protocol::v1::ProviderReference,
+        namespace: &str,
+    ) -> Self {
+        let client =
+            provider_remote::RemoteClient::new(connection, reference, namespace.to_owned());
+        let capabilities = client
+            .capabilities()
+            .await
+            .unwrap_or(Capabilities::ReadWrite);
+        Self {
+            client: Box::new(client),
+            capabilities,
+        }
+    }
 }
 
 /// A client together with what it was built from.
 #[derive(Clone)]
 pub struct Handle {
     pub client: Arc<dyn SecretsClient>,
-    pub provider: Arc<dyn provider::Provider>,
+    /// `None` for a kind this operator does not compile in (served out of tree).
+    pub provider: Option<Arc<dyn provider::Provider>>,
     pub identity: ProviderIdentity,
+    /// What the store may be used for: the provider's, or what its server states.
+    pub capabilities: Capabilities,
 }
 
 pub struct ClientManager {
@@ -212,6 +258,8 @@ pub struct ClientManager {
     pool: provider_remote::Pool,
     /// Provider kinds every store of which is served by a ClusterProviderClass.
     routes: BTreeMap<String, String>,
+    /// Clients hold calls back while their provider is unavailable (breaker.rs).
+    breaker: bool,
 }
 
 impl ClientManager {
@@ -234,7 +282,15 @@ impl ClientManager {
             recovered: Arc::default(),
             pool: provider_remote::Pool::new(Default::default(), Default::default()),
             routes: BTreeMap::new(),
+            breaker: true,
         }
+    }
+
+    /// Clients pass every call through even while their provider is unavailable: for a
+    /// provider server, whose caller paces its own calls.
+    pub fn without_breaker(mut self) -> Self {
+        self.breaker = false;
+        self
     }
 
     /// Serves every store of each kind (the map's keys) through the named ClusterProviderClass,
@@ -303,14 +359,15 @@ impl ClientManager {
     /// A client for `store`, used from `namespace`: the path of ExternalSecrets.
     /// Enforces ClusterSecretStore `conditions` and refuses stores that are not Ready.
     pub async fn get(&self, store: &StoreRef, namespace: &str) -> Result<Handle> {
-        self.get_gated(store, namespace, self.flood_gate).await
+        self.get_gated(store, namespace, self.flood_gate, true)
+            .await
     }
 
     /// A client for `store` whether or not it is Ready: the path of PushSecrets. ESO gives them
     /// no flood gate, so a push or a clean-up is tried against the backend itself rather than
     /// held back by a store whose last validation failed.
     pub async fn get_ungated(&self, store: &StoreRef, namespace: &str) -> Result<Handle> {
-        self.get_gated(store, namespace, false).await
+        self.get_gated(store, namespace, false, false).await
     }
 
     /// The store `store` names for a user in `namespace`, from the watch cache when there is one.
@@ -321,7 +378,14 @@ impl ClientManager {
         }
     }
 
-    async fn get_gated(&self, store: &StoreRef, namespace: &str, gate: bool) -> Result<Handle> {
+    /// `gate_reads`: the caller reads (ExternalSecrets) rather than writes (PushSecrets).
+    async fn get_gated(
+        &self,
+        store: &StoreRef,
+        namespace: &str,
+        gate: bool,
+        gate_reads: bool,
+    ) -> Result<Handle> {
         let loaded = self.load(store, namespace).await?;
         if let Some(class) = loaded
             .spec
@@ -356,25 +420,50 @@ impl ClientManager {
             StoreKind::ClusterSecretStore => Caller::ClusterSecretStore,
         };
         let converted = convert(&self.registry, &loaded)?;
-        let object = match (
-            self.provider_object(&converted.reference, loaded.namespace.as_deref())
-                .await,
-            &converted.generated,
-        ) {
-            // The store reconciler writes an inline store's object, and may not have yet (an
-            // operator taking over from Go ESO finds none): its converted form is the same spec.
-            (Err(Error::ProviderObjectMissing { .. }), Some(generated)) => {
-                let (provider, _, _) =
-                    resolve::provider_resource(&self.registry, &converted.reference)?;
-                let object: kube::api::DynamicObject =
-                    serde_json::from_value(generated.object.clone())
-                        .expect("a converted provider object is a Kubernetes object");
-                ProviderObject::from_dynamic(provider, &object)
+        let handle = match self.class_of(&loaded, &converted.reference.kind)? {
+            Some(class) if self.registry.by_kind(&converted.reference.kind).is_none() => {
+                self.foreign_client(&converted.reference, &loaded, caller, namespace, &class)
+                    .await?
             }
-            (object, _) => object?,
+            class => {
+                let object = match (
+                    self.provider_object(&converted.reference, loaded.namespace.as_deref())
+                        .await,
+                    &converted.generated,
+                ) {
+                    // The store reconciler writes an inline store's object, and may not have
+                    // yet (an operator taking over from Go ESO finds none): its converted form
+                    // is the same spec.
+                    (Err(Error::ProviderObjectMissing { .. }), Some(generated)) => {
+                        let (provider, _, _) =
+                            resolve::provider_resource(&self.registry, &converted.reference)?;
+                        let object: kube::api::DynamicObject =
+                            serde_json::from_value(generated.object.clone())
+                                .expect("a converted provider object is a Kubernetes object");
+                        ProviderObject::from_dynamic(provider, &object)
+                    }
+                    (object, _) => object?,
+                };
+                self.client_via(object, caller, namespace, class).await?
+            }
         };
-        let class = self.class_of(&loaded, &object.identity.kind)?;
-        self.client_via(object, caller, namespace, class).await
+        // Refused before any call, so the condition says why rather than what the backend
+        // answers to a call it does not serve.
+        let refused = match (gate_reads, handle.capabilities) {
+            (true, Capabilities::WriteOnly) => {
+                Some("write-only: ExternalSecrets cannot read from it")
+            }
+            (false, Capabilities::ReadOnly) => Some("read-only: PushSecrets cannot write to it"),
+            _ => None,
+        };
+        if let Some(why) = refused {
+            return Err(Error::Capabilities {
+                kind: store.kind,
+                name: store.name.clone(),
+                why,
+            });
+        }
+        Ok(handle)
     }
 
     /// The provider object `reference` names, for a store in `store_namespace` (`None` for a
@@ -428,17 +517,22 @@ impl ClientManager {
         class: Option<ClassRef>,
     ) -> Result<Handle> {
         let provider = object.provider.clone();
+        // The referent rules and the namespace check are pure: run here too when the server
+        // will run them again, so a store's condition reads the same in and out of process.
+        let spec = provider.apply_referent(object.spec.clone(), caller, namespace)?;
+        let referenced = provider.credential_refs(&spec, namespace);
+        for cred in &referenced {
+            credentials::check_scope(caller, namespace, cred)?;
+        }
         let (build, credentials) = match &class {
-            // The server applies the provider's referent rules and reads the credentials.
+            // The server reads and watches the credentials.
             Some(class) => {
                 let (runtime, address) = self.runtime_fingerprint(class).await?;
                 (Build::Remote(runtime, address), BTreeMap::new())
             }
             None => {
-                let spec = provider.apply_referent(object.spec.clone(), caller, namespace)?;
                 let mut credentials = BTreeMap::new();
-                for cred in provider.credential_refs(&spec, namespace) {
-                    credentials::check_scope(caller, namespace, &cred)?;
+                for cred in referenced {
                     let version = self.credentials.version(&cred).await?;
                     credentials.insert(cred, version);
                 }
@@ -459,82 +553,155 @@ impl ClientManager {
             caller,
             namespace: namespace.to_owned(),
         };
-        let kind = provider.descriptor().kind;
+        let client = self
+            .cached_or_build(slot, fingerprint, async || match build {
+                Build::Remote(runtime, address) => {
+                    let connection = self.connection(&runtime, &address).await?;
+                    let reference = runtime::provider_reference(
+                        &object.api_version,
+                        &object.identity,
+                        caller,
+                        namespace,
+                    );
+                    Ok(Built::remote(connection, reference, namespace).await)
+                }
+                Build::Local(spec) => {
+                    let client = provider
+                        .new_client(
+                            ClientRequest {
+                                provider: object.identity.clone(),
+                                api_version: object.api_version.clone(),
+                                spec,
+                                namespace: namespace.to_owned(),
+                            },
+                            Arc::new(credentials::KubeCredentials {
+                                kube: self.kube.clone(),
+                                caller,
+                                home: namespace.to_owned(),
+                            }),
+                        )
+                        .await?;
+                    Ok(Built {
+                        client,
+                        capabilities: provider.capabilities(),
+                    })
+                }
+            })
+            .await?;
+        Ok(Handle {
+            client: client.client,
+            capabilities: client.capabilities,
+            provider: Some(provider),
+            identity: object.identity,
+        })
+    }
+
+    /// A client for a provider object of a kind this operator does not compile in, served by
+    /// `class`'s server (an out-of-tree secret store): the operator never reads the object, it
+    /// passes the reference and the server loads it.
+    pub async fn foreign_client(
+        &self,
+        reference: &ProviderRef,
+        store: &LoadedStore,
+        caller: Caller,
+        namespace: &str,
+        class: &ClassRef,
+    ) -> Result<Handle> {
+        let identity = ProviderIdentity {
+            kind: reference.kind.clone(),
+            namespace: reference
+                .namespace
+                .clone()
+                .or_else(|| store.namespace.clone()),
+            name: reference.name.clone(),
+        };
+        let (runtime, address) = self.runtime_fingerprint(class).await?;
+        let fingerprint = Fingerprint {
+            uid: None,
+            generation: None,
+            credentials: BTreeMap::new(),
+            runtime: Some(runtime.clone()),
+        };
+        let slot = Slot {
+            provider: identity.clone(),
+            caller,
+            namespace: namespace.to_owned(),
+        };
+        let client = self
+            .cached_or_build(slot, fingerprint, async || {
+                let connection = self.connection(&runtime, &address).await?;
+                let reference = runtime::provider_reference(
+                    &reference.api_version,
+                    &identity,
+                    caller,
+                    namespace,
+                );
+                Ok(Built::remote(connection, reference, namespace).await)
+            })
+            .await?;
+        Ok(Handle {
+            client: client.client,
+            capabilities: client.capabilities,
+            provider: None,
+            identity,
+        })
+    }
+
+    /// The cached client of `slot` while its fingerprint holds, else a new one from `build`,
+    /// guarded by the breaker, replacing and closing the old.
+    async fn cached_or_build(
+        &self,
+        slot: Slot,
+        fingerprint: Fingerprint,
+        build: impl AsyncFnOnce() -> Result<Built>,
+    ) -> Result<Cached> {
+        let kind = slot.provider.kind.clone();
         let stale = {
             let mut cache = self.cache.lock().expect("client cache lock poisoned");
             match cache.get(&slot) {
                 Some(c) if c.fingerprint == fingerprint => {
-                    self.metrics.hit(kind);
-                    return Ok(Handle {
-                        client: c.client.clone(),
-                        provider,
-                        identity: object.identity,
-                    });
+                    self.metrics.hit(&kind);
+                    return Ok(c.clone());
                 }
                 Some(_) => cache.remove(&slot).map(|c| c.client),
                 None => None,
             }
         };
-        self.metrics.miss(kind);
+        self.metrics.miss(&kind);
         if let Some(old) = stale {
-            self.metrics.evicted(kind, "changed");
+            self.metrics.evicted(&kind, "changed");
             close(old).await;
         }
-        debug!(provider = kind, name = %slot.provider.name, namespace, "building secrets client");
+        debug!(provider = %kind, name = %slot.provider.name, namespace = %slot.namespace, "building secrets client");
+        let built = build().await?;
         // Held back while its provider is unavailable (breaker.rs): one question per wait
         // instead of one per ExternalSecret retry.
-        let (recovered, identity) = (self.recovered.clone(), object.identity.clone());
-        let inner: Box<dyn SecretsClient> = match build {
-            Build::Remote(runtime, address) => Box::new(Self::remote_client(
-                self.connection(&runtime, &address).await?,
-                &object,
-                caller,
-                namespace,
-            )),
-            Build::Local(spec) => {
-                provider
-                    .new_client(
-                        ClientRequest {
-                            provider: object.identity.clone(),
-                            api_version: object.api_version.clone(),
-                            spec,
-                            namespace: namespace.to_owned(),
-                        },
-                        Arc::new(credentials::KubeCredentials {
-                            kube: self.kube.clone(),
-                            caller,
-                            home: namespace.to_owned(),
-                        }),
-                    )
-                    .await?
-            }
+        let (recovered, identity) = (self.recovered.clone(), slot.provider.clone());
+        let client: Arc<dyn SecretsClient> = if self.breaker {
+            Arc::new(breaker::Guarded::new(built.client, move || {
+                if let Some(to) = recovered.get() {
+                    let _ = to.unbounded_send(identity.clone());
+                }
+            }))
+        } else {
+            Arc::from(built.client)
         };
-        let client: Arc<dyn SecretsClient> = Arc::new(breaker::Guarded::new(inner, move || {
-            if let Some(to) = recovered.get() {
-                let _ = to.unbounded_send(identity.clone());
-            }
-        }));
+        let cached = Cached {
+            fingerprint,
+            client,
+            capabilities: built.capabilities,
+        };
         let replaced = self
             .cache
             .lock()
             .expect("client cache lock poisoned")
-            .insert(
-                slot,
-                Cached {
-                    fingerprint,
-                    client: client.clone(),
-                },
-            );
+            .insert(slot, cached.clone());
         if let Some(old) = replaced {
             // Another reconcile built the same client concurrently; keep the newest.
-            self.metrics.evicted(kind, "replaced");
+            self.metrics.evicted(&kind, "replaced");
             close(old.client).await;
         }
-        Ok(Handle {
-            client,
-            provider,
-            identity: object.identity,
-        })
+        Ok(cached)
     }
 
     /// Drops and closes every client built from `identity`, e.g. when its object was deleted.

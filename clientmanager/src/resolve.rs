@@ -153,16 +153,19 @@ pub fn provider_resource(
     reference: &ProviderRef,
 ) -> Result<(Arc<dyn provider::Provider>, Scope, ApiResource)> {
     let written = format!("{} {}", reference.api_version, reference.kind);
-    let unknown = || Error::UnknownProviderKind {
+    let foreign = || Error::NeedsRuntime {
         written: written.clone(),
     };
-    let (group, version) = reference.api_version.split_once('/').ok_or_else(unknown)?;
-    let scope = Scope::of_group(group).ok_or_else(unknown)?;
+    let (group, version) = reference.api_version.split_once('/').ok_or_else(foreign)?;
+    let scope = Scope::of_group(group).ok_or_else(foreign)?;
     let provider = registry.by_kind(&reference.kind).ok_or_else(|| {
-        let known = api::providers::ALL
+        match api::providers::ALL
             .iter()
-            .find(|d| d.kind == reference.kind);
-        not_compiled_in(registry, known.map(|d| d.kind), &written)
+            .find(|d| d.kind == reference.kind)
+        {
+            Some(known) => not_compiled_in(registry, Some(known.kind), &written),
+            None => foreign(),
+        }
     })?;
     let descriptor = provider.descriptor();
     if !descriptor.serves(version) {

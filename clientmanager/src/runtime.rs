@@ -13,9 +13,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt};
 use provider::{Caller, CredentialKind, CredentialRef};
 use provider_protocol::v1;
-use provider_remote::{Connection, Pool, RemoteClient, TlsMaterial};
+use provider_remote::{Connection, Pool, TlsMaterial};
 
-use crate::resolve::{LoadedStore, ProviderObject, StoreKind};
+use crate::resolve::{LoadedStore, StoreKind};
 use crate::{ClientManager, Error, Result};
 
 /// A provider class, as a store or a route names it.
@@ -178,7 +178,8 @@ pub(crate) async fn read_tls(
 
 /// What a remote client tells the server about the object it reads through and who asks.
 pub(crate) fn provider_reference(
-    object: &ProviderObject,
+    api_version: &str,
+    identity: &provider::ProviderIdentity,
     caller: Caller,
     namespace: &str,
 ) -> v1::ProviderReference {
@@ -188,12 +189,11 @@ pub(crate) fn provider_reference(
         api::store::CLUSTER_SECRET_STORE_KIND
     };
     v1::ProviderReference {
-        api_version: object.api_version.clone(),
-        kind: object.identity.kind.clone(),
-        name: object.identity.name.clone(),
+        api_version: api_version.to_owned(),
+        kind: identity.kind.clone(),
+        name: identity.name.clone(),
         // ESO's rule: a cluster-scoped reference carries the caller's namespace.
-        namespace: object
-            .identity
+        namespace: identity
             .namespace
             .clone()
             .unwrap_or_else(|| namespace.to_owned()),
@@ -282,19 +282,6 @@ impl ClientManager {
                 class: runtime.class.clone(),
                 reason: e.to_string(),
             })
-    }
-
-    pub(crate) fn remote_client(
-        connection: Connection,
-        object: &ProviderObject,
-        caller: Caller,
-        namespace: &str,
-    ) -> RemoteClient {
-        RemoteClient::new(
-            connection,
-            provider_reference(object, caller, namespace),
-            namespace.to_owned(),
-        )
     }
 
     /// Whether `class`'s server can be used: its TLS material, its gRPC health, its methods.

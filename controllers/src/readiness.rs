@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use api::conditions::ConditionStatus;
 use api::providers::Capabilities;
-use clientmanager::{ClassRef, ProviderObject};
+use api::store::ProviderRef;
+use clientmanager::{ClassRef, LoadedStore, ProviderObject};
 use provider::{Caller, Validation};
 
 use crate::context::Context;
@@ -118,16 +119,44 @@ pub async fn check(
             return Readiness::failed(reason::INVALID_PROVIDER_CONFIG, message);
         }
     };
-    let capabilities = Some(provider.capabilities());
-    let handle = match ctx
+    // A provider object says what it could do even when no client can be built.
+    let known = Some(provider.capabilities()).filter(|_| matches!(subject, Subject::Provider));
+    let handle = ctx
         .manager
         .client_via(object, caller, namespace, class)
-        .await
-    {
+        .await;
+    judge(ctx, subject, handle, warnings, known).await
+}
+
+/// Validates a store whose provider kind this operator does not compile in, through `class`'s
+/// server: the server checks the spec, and says what the store may be used for.
+pub async fn check_foreign(
+    ctx: &Context,
+    store: &LoadedStore,
+    reference: &ProviderRef,
+    (caller, namespace): (Caller, &str),
+    class: &ClassRef,
+) -> Readiness {
+    let handle = ctx
+        .manager
+        .foreign_client(reference, store, caller, namespace, class)
+        .await;
+    judge(ctx, Subject::Store, handle, Vec::new(), None).await
+}
+
+/// The Ready condition for a client (or why there is none) and the spec's `warnings`.
+async fn judge(
+    ctx: &Context,
+    subject: Subject,
+    handle: clientmanager::Result<clientmanager::Handle>,
+    mut warnings: Vec<String>,
+    known: Option<Capabilities>,
+) -> Readiness {
+    let handle = match handle {
         Ok(h) => h,
         Err(e) => {
             return Readiness {
-                capabilities: capabilities.filter(|_| matches!(subject, Subject::Provider)),
+                capabilities: known,
                 ..Readiness::failed(
                     reason::INVALID_PROVIDER_CONFIG,
                     format!("unable to create client: {e}"),
@@ -135,10 +164,12 @@ pub async fn check(
             };
         }
     };
+    let capabilities = Some(handle.capabilities);
     let noun = subject.noun();
     let validated = handle.client.validate().await;
+    warnings.extend(handle.client.validation_warnings());
     ctx.metrics
-        .provider_call(provider.descriptor().kind, "Validate", validated.is_ok());
+        .provider_call(&handle.identity.kind, "Validate", validated.is_ok());
     // A provider that cannot be reached is asked again soon (its client answers for it while it
     // waits, so this costs nothing): the ExternalSecrets of a store that is not Ready wait for
     // it to turn Ready, which the store's usual interval would put off for minutes.

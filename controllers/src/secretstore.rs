@@ -127,14 +127,6 @@ async fn evaluate(loaded: &LoadedStore, ctx: &Context) -> Readiness {
     if let Err(failed) = apply_converted(loaded, &converted, ctx).await {
         return failed;
     }
-    let object = match ctx
-        .manager
-        .provider_object(&converted.reference, loaded.namespace.as_deref())
-        .await
-    {
-        Ok(o) => o,
-        Err(e) => return Readiness::from_manager(e),
-    };
     let (caller, namespace) = match loaded.kind {
         StoreKind::SecretStore => (
             Caller::SecretStore,
@@ -144,8 +136,27 @@ async fn evaluate(loaded: &LoadedStore, ctx: &Context) -> Readiness {
         // resolved here, and providers answer Unknown for them.
         StoreKind::ClusterSecretStore => (Caller::ClusterSecretStore, String::new()),
     };
-    let class = match ctx.manager.class_of(loaded, &object.identity.kind) {
+    let class = match ctx.manager.class_of(loaded, &converted.reference.kind) {
         Ok(c) => c,
+        Err(e) => return Readiness::from_manager(e),
+    };
+    // A kind this operator does not compile in: its own server knows it (out of tree).
+    if let Some(class) = &class
+        && ctx
+            .manager
+            .registry()
+            .by_kind(&converted.reference.kind)
+            .is_none()
+    {
+        let at = (caller, namespace.as_str());
+        return readiness::check_foreign(ctx, loaded, &converted.reference, at, class).await;
+    }
+    let object = match ctx
+        .manager
+        .provider_object(&converted.reference, loaded.namespace.as_deref())
+        .await
+    {
+        Ok(o) => o,
         Err(e) => return Readiness::from_manager(e),
     };
     readiness::check(ctx, Subject::Store, object, (caller, &namespace), class).await

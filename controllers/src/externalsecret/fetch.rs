@@ -69,7 +69,7 @@ pub(super) async fn fetch(
         let field = format!("spec.dataFrom[{i}]");
         let over = entry.source_ref.as_ref().and_then(|s| s.store_ref.as_ref());
         let handle = stores.handle(over, &field).await?;
-        let kind = handle.provider.descriptor().kind;
+        let kind = handle.identity.kind.as_str();
         let (result, (strategy, conversion, nul), call) = if let Some(extract) = &entry.extract {
             let remote = RemoteRef {
                 key: extract.key.clone(),
@@ -167,7 +167,7 @@ pub(super) async fn fetch(
         };
         let result = handle.client.get_secret(&remote).await;
         ctx.metrics.provider_call(
-            handle.provider.descriptor().kind,
+            &handle.identity.kind,
             "GetSecret",
             result.is_ok() || matches!(result, Err(provider::Error::NoSecret)),
         );

@@ -362,7 +362,7 @@ async fn push(
     for (store, key, pushes) in plans {
         now.entry(key.clone()).or_default();
         let handle = ctx.manager.get_ungated(store, &namespace).await?;
-        let kind = handle.provider.descriptor().kind;
+        let kind = handle.identity.kind.as_str();
         for p in pushes {
             let field = format!(
                 "{} (remote key {:?}) to {key}",
@@ -494,11 +494,8 @@ async fn delete_entries(
             property: entry.match_.remote_ref.property.clone(),
         };
         let deleted = handle.client.delete_secret(&remote).await;
-        ctx.metrics.provider_call(
-            handle.provider.descriptor().kind,
-            "DeleteSecret",
-            deleted.is_ok(),
-        );
+        ctx.metrics
+            .provider_call(&handle.identity.kind, "DeleteSecret", deleted.is_ok());
         deleted.map_err(|source| Error::Provider {
             field: format!("deleting {:?} from {store_key}", remote.remote_key),
             source,

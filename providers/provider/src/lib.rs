@@ -230,5 +230,10 @@ pub trait SecretsClient: Send + Sync {
     async fn delete_secret(&self, remote: &PushRemoteRef) -> Result<()>;
     async fn secret_exists(&self, remote: &PushRemoteRef) -> Result<bool>;
     async fn validate(&self) -> Result<Validation>;
+    /// What the last `validate` warned about, for a client whose backend says so (a provider
+    /// server's `ValidateResponse.warnings`); in process the spec check gives the warnings.
+    fn validation_warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
     async fn close(&self) -> Result<()>;
 }

@@ -19,6 +19,7 @@ pub struct RemoteClient {
     connection: Connection,
     reference: v1::ProviderReference,
     source_namespace: String,
+    warnings: std::sync::Mutex<Vec<String>>,
 }
 
 impl RemoteClient {
@@ -33,6 +34,7 @@ impl RemoteClient {
             connection,
             reference,
             source_namespace,
+            warnings: Default::default(),
         }
     }
 
@@ -188,7 +190,16 @@ impl SecretsClient for RemoteClient {
     }
 
     async fn validate(&self) -> Result<Validation> {
-        self.validate_with_warnings().await.map(|(v, _)| v)
+        let (validation, warnings) = self.validate_with_warnings().await?;
+        *self.warnings.lock().expect("warnings lock poisoned") = warnings;
+        Ok(validation)
+    }
+
+    fn validation_warnings(&self) -> Vec<String> {
+        self.warnings
+            .lock()
+            .expect("warnings lock poisoned")
+            .clone()
     }
 
     async fn close(&self) -> Result<()> {

@@ -90,13 +90,18 @@ impl KubeResolver {
         let served = Arc::new(served);
         // Only `provider_object` and `client` are used: no store is read, so neither the flood
         // gate nor a controller class applies.
-        let manager = Arc::new(ClientManager::new(
-            kube.clone(),
-            served.clone(),
-            false,
-            String::new(),
-            cache_metrics,
-        ));
+        // The operator's own client holds calls back while a backend is down and wakes its
+        // ExternalSecrets when it answers again; a second wait here would only delay that.
+        let manager = Arc::new(
+            ClientManager::new(
+                kube.clone(),
+                served.clone(),
+                false,
+                String::new(),
+                cache_metrics,
+            )
+            .without_breaker(),
+        );
         for provider in served.iter() {
             for scope in [Scope::Namespaced, Scope::Cluster] {
                 let resource = provider.descriptor().storage_resource(scope);
@@ -298,6 +303,7 @@ impl Resolver for KubeResolver {
             }
         };
         let spec = object.spec.clone();
+        let provider = object.provider.clone();
         let handle = self
             .manager
             .client(object, caller, home)
@@ -305,7 +311,7 @@ impl Resolver for KubeResolver {
             .map_err(from_manager)?;
         Ok(Resolved {
             client: handle.client,
-            provider: handle.provider,
+            provider,
             spec,
         })
     }
