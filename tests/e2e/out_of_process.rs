@@ -41,6 +41,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             through_a_class,
         ),
         trial(
+            "out_of_process::esos_own_fake_kind_is_passed_through_to_the_server",
+            env,
+            esos_fake_kind,
+        ),
+        trial(
             "out_of_process::a_class_names_what_is_wrong_with_it",
             env,
             broken_classes,
@@ -300,6 +305,83 @@ async fn through_a_class(env: Arc<Env>) -> Result<()> {
         .unwrap_or_default();
     ensure!(
         message.contains(&format!("ProviderClass {ns}/missing does not exist")),
+        "{message}"
+    );
+    Ok(())
+}
+
+/// ESO's `provider.external-secrets.io/v2alpha1` Fake: a kind this operator does not compile in
+/// (an out-of-tree kind, as far as it knows), which our server serves as ESO's core would ask.
+const ESO_FAKE_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: fakes.provider.external-secrets.io}
+spec:
+  group: provider.external-secrets.io
+  scope: Namespaced
+  names: {plural: fakes, singular: fake, kind: Fake, listKind: FakeList}
+  versions:
+  - name: v2alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+async fn esos_fake_kind(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    testenv::apply_yaml_in(&client, "default", ESO_FAKE_CRD, true).await?;
+    testenv::wait_for_crd_established(&client, "fakes.provider.external-secrets.io", TIMEOUT)
+        .await?;
+    let server = start_server(&env, &["Fake"])?;
+    let ns = testenv::create_namespace(&client, "oop-eso-kind").await?;
+    provider_class(&client, &ns, "fake", &server).await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: provider.external-secrets.io/v2alpha1\nkind: Fake\nmetadata: {name: eso-fake}\nspec:\n  data: [{key: user, value: alice}]\n",
+        true,
+    )
+    .await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {name: eso}\nspec:\n  runtimeRef: {name: fake}\n  providerRef: {apiVersion: provider.external-secrets.io/v2alpha1, kind: Fake, name: eso-fake}\n",
+        true,
+    )
+    .await?;
+    let store = wait_store(&client, &ns, "eso", "True", "Valid").await?;
+    ensure!(
+        store["status"]["capabilities"] == "ReadWrite",
+        "the server's capabilities: {}",
+        store["status"]
+    );
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: eso}\nspec:\n  secretStoreRef: {name: eso}\n  data: [{secretKey: user, remoteRef: {key: user}}]\n",
+        true,
+    )
+    .await?;
+    wait_secret(&client, &ns, "eso", &bytes(&[("user", "alice")])).await?;
+
+    // A kind of our group that this build does not have, and no server named for it.
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {name: unknown}\nspec:\n  providerRef: {apiVersion: providers.external-secrets.io/v1alpha1, kind: Acme, name: acme}\n",
+        true,
+    )
+    .await?;
+    let unknown = wait_store(&client, &ns, "unknown", "False", "InvalidProviderConfig").await?;
+    let message = crate::operator::ready(&unknown)
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    ensure!(
+        message.contains("Acme") && message.contains("needs spec.runtimeRef"),
         "{message}"
     );
     Ok(())

@@ -88,9 +88,7 @@ pub fn error_from_status(status: &Status, method: &str) -> Error {
         }
         Code::FailedPrecondition => Error::Conflict(message),
         Code::Unimplemented => Error::Unsupported {
-            provider: details
-                .remove(PROVIDER)
-                .unwrap_or_else(|| "out-of-process".into()),
+            provider: details.remove(PROVIDER).unwrap_or_default(),
             operation: details.remove(OPERATION).unwrap_or_else(|| method.into()),
         },
         _ => Error::Backend(message),
@@ -183,7 +181,7 @@ mod tests {
                 "Secret does not exist",
                 "could not read the provider's credentials: login failed",
                 "deadline",
-                "SecretExists is not supported by the out-of-process provider",
+                "this provider server does not support SecretExists",
                 "boom",
             ]
         );

@@ -64,8 +64,18 @@ pub enum Error {
     /// manage: asking again changes nothing until someone acts.
     #[error("{0}")]
     Conflict(String),
-    #[error("{operation} is not supported by the {provider} provider")]
+    /// `provider` is empty when a provider server answered that it has no such method (an
+    /// older or foreign server), which is all that is known then.
+    #[error("{}", unsupported(provider, operation))]
     Unsupported { provider: String, operation: String },
+}
+
+fn unsupported(provider: &str, operation: &str) -> String {
+    if provider.is_empty() {
+        format!("this provider server does not support {operation}")
+    } else {
+        format!("{operation} is not supported by the {provider} provider")
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
