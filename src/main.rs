@@ -55,6 +55,43 @@ enum ProviderCommand {
     /// Serve provider kinds to the operator (or ESO's core) over mTLS gRPC, reading provider
     /// objects and their credentials with this process's own ServiceAccount.
     Serve(Box<ProviderServeArgs>),
+    /// Check a provider server (ours, ESO's or any other) against the out-of-process contract
+    /// before using it: one line per check, and a failure exit status when any check fails.
+    Conformance(Box<ProviderConformanceArgs>),
+}
+
+#[derive(clap::Args)]
+struct ProviderConformanceArgs {
+    /// The server, host:port; the host is also the name its certificate must carry.
+    #[arg(long)]
+    address: String,
+    /// Directory of ca.crt, client.crt and client.key (the keys of the operator's TLS Secret).
+    #[arg(long, required_unless_present = "plaintext")]
+    tls_dir: Option<PathBuf>,
+    /// Plaintext, for a server run with --enable-tls=false.
+    #[arg(long, conflicts_with = "tls_dir")]
+    plaintext: bool,
+    /// The provider object the calls name: apiVersion/kind/namespace/name, e.g.
+    /// providers.external-secrets.io/v1alpha1/Fake/team-a/fake.
+    #[arg(long)]
+    provider_ref: String,
+    /// The namespace the calls are made for (an ExternalSecret's); the reference's by default.
+    #[arg(long)]
+    source_namespace: Option<String>,
+    #[arg(long, default_value = "SecretStore", value_parser = ["SecretStore", "ClusterSecretStore"])]
+    store_ref_kind: String,
+    /// A key the provider object can read; give its exact value with --read-value. Repeatable.
+    #[arg(long = "read-key", value_name = "KEY")]
+    read_keys: Vec<String>,
+    /// The value of the --read-key at the same position.
+    #[arg(long = "read-value", value_name = "VALUE")]
+    read_values: Vec<String>,
+    /// Every call's deadline (Go duration).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    deadline: Duration,
+    /// How the remote keys the run writes (and deletes) begin; GitLab needs conformance_.
+    #[arg(long, default_value = "conformance-")]
+    remote_key_prefix: String,
 }
 
 #[derive(clap::Args)]
@@ -336,6 +373,12 @@ fn main() -> anyhow::Result<()> {
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(provider_serve(*args))
         }
+        Command::Provider {
+            what: ProviderCommand::Conformance(args),
+        } => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(provider_conformance(*args))
+        }
     }
 }
 
@@ -424,6 +467,56 @@ async fn provider_serve(args: ProviderServeArgs) -> anyhow::Result<()> {
         stop_signal(),
     )
     .await?;
+    Ok(())
+}
+
+/// `provider conformance`: prints the report; fails when a check failed.
+async fn provider_conformance(args: ProviderConformanceArgs) -> anyhow::Result<()> {
+    use provider_conformance::{Options, Read};
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let reference =
+        provider_conformance::parse_provider_ref(&args.provider_ref, &args.store_ref_kind)
+            .map_err(anyhow::Error::msg)?;
+    if args.read_keys.len() != args.read_values.len() {
+        anyhow::bail!(
+            "give each --read-key its --read-value ({} keys, {} values)",
+            args.read_keys.len(),
+            args.read_values.len()
+        );
+    }
+    let tls = match (&args.tls_dir, args.plaintext) {
+        (Some(dir), false) => {
+            Some(provider_conformance::tls_from_dir(dir).map_err(anyhow::Error::msg)?)
+        }
+        _ => None,
+    };
+    let mut options = Options::new(args.address, tls, reference);
+    if let Some(namespace) = args.source_namespace {
+        options.source_namespace = namespace;
+    }
+    if options.source_namespace.is_empty() {
+        anyhow::bail!("the provider reference names no namespace: give --source-namespace");
+    }
+    options.reads = args
+        .read_keys
+        .into_iter()
+        .zip(args.read_values)
+        .map(|(key, value)| Read {
+            key,
+            value: value.into_bytes(),
+        })
+        .collect();
+    options.deadline = args.deadline;
+    options.remote_key_prefix = args.remote_key_prefix;
+    let report = provider_conformance::run(options).await;
+    println!("{report}");
+    if !report.passed() {
+        anyhow::bail!(
+            "{} of {} checks failed",
+            report.failed().len(),
+            report.checks.len()
+        );
+    }
     Ok(())
 }
 

@@ -1,0 +1,622 @@
+//! The conformance run, in process, against our own servers: the Fake provider through the real
+//! server passes every check; servers broken on purpose (a client that answers NOT_FOUND for
+//! everything, one that leaks a value into an error message, a bare server that is lax about
+//! health, reflection, capabilities and namespaces, one that serves a call at a time) fail the
+//! checks that describe what they break, and only those.
+
+// The server's test support names the server crate by its package name.
+extern crate provider_server as external_secrets_provider_server;
+
+#[path = "../../server/tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use external_secrets_provider_conformance::{
+    Options, Outcome, Read, Report, TlsMaterial, names, run, tls_from_dir,
+};
+use external_secrets_provider_server::{
+    GrpcMetrics, ProviderService, Resolved, Resolver, ServeOptions, Server, TlsFiles,
+};
+use provider::{
+    Error, FindRequest, PushRemoteRef, PushRequest, RemoteRef, SecretsClient, Validation,
+};
+use provider_protocol::v1;
+use provider_protocol::v1::secret_store_provider_server::{
+    SecretStoreProvider, SecretStoreProviderServer,
+};
+use support::{Ca, NAMESPACE, Running, StaticResolver, fake_client, fake_spec, reference};
+use tokio::sync::oneshot;
+use tonic::{Request, Response, Status};
+
+fn install_crypto() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
+/// What the Fake of `support::fake_spec` holds.
+fn fake_reads() -> Vec<Read> {
+    vec![
+        Read {
+            key: "plain".into(),
+            value: b"v0".to_vec(),
+        },
+        Read {
+            key: "db".into(),
+            value: br#"{"user":"alice","port":"5432"}"#.to_vec(),
+        },
+    ]
+}
+
+fn options(address: SocketAddr, tls: Option<TlsMaterial>, name: &str) -> Options {
+    let mut options = Options::new(
+        address.to_string(),
+        tls,
+        reference(name).expect("a reference"),
+    );
+    options.reads = fake_reads();
+    options.deadline = Duration::from_secs(5);
+    options
+}
+
+fn material(ca: &Ca, client: &support::Issued) -> TlsMaterial {
+    TlsMaterial {
+        ca: ca.pem().into_bytes(),
+        cert: client.cert.clone().into_bytes(),
+        key: client.key.clone().into_bytes(),
+    }
+}
+
+/// Every check a run with read keys makes, in order.
+const ALL: [&str; 17] = [
+    names::HEALTH,
+    names::REFLECTION,
+    names::VALIDATE,
+    names::CAPABILITIES,
+    names::NOT_FOUND,
+    "get-secret:plain",
+    "get-secret:db",
+    names::GET_SECRET_MAP,
+    names::GET_ALL_SECRETS,
+    names::PUSH,
+    names::UNKNOWN_PROVIDER_REF,
+    names::ERRORS_AS_STATUS,
+    names::DELETE,
+    names::SOURCE_NAMESPACE,
+    names::CONCURRENCY,
+    names::DEADLINE,
+    names::NO_SECRET_IN_ERRORS,
+];
+
+fn names_of(report: &Report) -> Vec<&str> {
+    report.checks.iter().map(|c| c.name.as_str()).collect()
+}
+
+fn detail<'a>(report: &'a Report, name: &str) -> &'a str {
+    &report
+        .get(name)
+        .unwrap_or_else(|| panic!("no check {name} in\n{report}"))
+        .detail
+}
+
+// ---------------------------------------------------------------------------------------------
+// Our server, as it is
+
+#[tokio::test]
+async fn the_fake_through_the_real_server_passes_every_check() {
+    install_crypto();
+    let server = Running::start().await;
+    // The files as the command reads them: the keys of the operator's TLS Secret.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ca.crt"), server.ca.pem()).unwrap();
+    std::fs::write(dir.path().join("client.crt"), &server.client.cert).unwrap();
+    std::fs::write(dir.path().join("client.key"), &server.client.key).unwrap();
+    let tls = tls_from_dir(dir.path()).expect("the files are good");
+
+    let report = run(options(server.addr, Some(tls.clone()), "fake")).await;
+    println!("{report}");
+    assert_eq!(names_of(&report), ALL);
+    assert_eq!(
+        report.with(Outcome::Pass),
+        ALL,
+        "every check passes, none with a warning:\n{report}"
+    );
+    assert!(report.passed());
+    assert_eq!(detail(&report, names::CAPABILITIES), "READ_WRITE");
+    assert!(
+        detail(&report, names::CONCURRENCY).contains("100 GetSecret calls at once"),
+        "{report}"
+    );
+    // The report shows no secret value.
+    let text = report.to_string();
+    assert!(
+        !text.contains("alice") && !text.contains("\"v0\""),
+        "{text}"
+    );
+
+    // Without read keys the checks that need one are skipped, and the run still passes.
+    let mut bare = options(server.addr, Some(tls), "fake");
+    bare.reads.clear();
+    let report = run(bare).await;
+    println!("{report}");
+    assert!(report.passed(), "{report}");
+    assert_eq!(
+        report.with(Outcome::Skip),
+        [names::GET_SECRET_MAP, names::GET_ALL_SECRETS]
+    );
+    assert!(report.with(Outcome::Warn).is_empty(), "{report}");
+    assert!(report.get("get-secret:plain").is_none());
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_be_reached_fails_health_and_runs_nothing_else() {
+    install_crypto();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let ca = Ca::new("nobody");
+    let report = run(options(addr, Some(material(&ca, &ca.client())), "fake")).await;
+    println!("{report}");
+    assert_eq!(names_of(&report), [names::HEALTH, names::NOT_RUN]);
+    assert_eq!(report.failed(), [names::HEALTH]);
+    assert!(
+        detail(&report, names::HEALTH).contains("cannot reach"),
+        "{report}"
+    );
+
+    // A server whose certificate our CA did not sign is as unreachable, and says why.
+    let server = Running::start().await;
+    let stranger = Ca::new("stranger");
+    let report = run(options(
+        server.addr,
+        Some(material(&stranger, &stranger.client())),
+        "fake",
+    ))
+    .await;
+    println!("{report}");
+    assert_eq!(report.failed(), [names::HEALTH]);
+    assert!(
+        detail(&report, names::HEALTH)
+            .to_lowercase()
+            .contains("certificate"),
+        "{report}"
+    );
+
+    // TLS material that is not PEM is refused before any call.
+    let bad = TlsMaterial {
+        ca: b"not PEM".to_vec(),
+        cert: Vec::new(),
+        key: Vec::new(),
+    };
+    let report = run(options(server.addr, Some(bad), "fake")).await;
+    assert_eq!(names_of(&report), [names::CONNECTION]);
+    assert!(!report.passed());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Broken behind the real server: scripted clients
+
+/// Serves `resolver` with the real server over mTLS.
+struct Served {
+    addr: SocketAddr,
+    tls: TlsMaterial,
+    _dir: tempfile::TempDir,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn serve_resolver(resolver: Arc<dyn Resolver>) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("conformance-ca");
+    support::write_server_files(dir.path(), &ca, &ca.server());
+    let options = ServeOptions::new(
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        Some(TlsFiles::in_dir(dir.path())),
+    );
+    let server = Server::bind(options, resolver, Default::default())
+        .await
+        .unwrap();
+    let addr = server.grpc_addr();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    Served {
+        addr,
+        tls: material(&ca, &ca.client()),
+        _dir: dir,
+        _stop: stop,
+    }
+}
+
+/// Resolves `fake` to `client` (with the Fake's schema); any other name is `missing`.
+struct OneClient {
+    client: Arc<dyn SecretsClient>,
+    missing: fn() -> Error,
+}
+
+#[async_trait]
+impl Resolver for OneClient {
+    async fn resolve(
+        &self,
+        reference: &v1::ProviderReference,
+        _source_namespace: &str,
+    ) -> Result<Resolved, Error> {
+        if reference.name != "fake" {
+            return Err((self.missing)());
+        }
+        Ok(Resolved {
+            client: self.client.clone(),
+            provider: Arc::new(provider_fake::Fake::default()),
+            spec: fake_spec(),
+        })
+    }
+}
+
+/// Answers "the secret does not exist" to everything but validation.
+struct NotFoundForEverything;
+
+#[async_trait]
+impl SecretsClient for NotFoundForEverything {
+    async fn get_secret(&self, _: &RemoteRef) -> provider::Result<Vec<u8>> {
+        Err(Error::NoSecret)
+    }
+    async fn get_secret_map(&self, _: &RemoteRef) -> provider::Result<BTreeMap<String, Vec<u8>>> {
+        Err(Error::NoSecret)
+    }
+    async fn get_all_secrets(
+        &self,
+        _: &FindRequest,
+    ) -> provider::Result<BTreeMap<String, Vec<u8>>> {
+        Err(Error::NoSecret)
+    }
+    async fn push_secret(&self, _: &PushRequest) -> provider::Result<()> {
+        Err(Error::NoSecret)
+    }
+    async fn delete_secret(&self, _: &PushRemoteRef) -> provider::Result<()> {
+        Err(Error::NoSecret)
+    }
+    async fn secret_exists(&self, _: &PushRemoteRef) -> provider::Result<bool> {
+        Err(Error::NoSecret)
+    }
+    async fn validate(&self) -> provider::Result<Validation> {
+        Ok(Validation::Ready)
+    }
+    async fn close(&self) -> provider::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_server_answering_not_found_for_everything_fails_what_that_breaks() {
+    install_crypto();
+    let served = serve_resolver(Arc::new(OneClient {
+        client: Arc::new(NotFoundForEverything),
+        missing: || Error::NoSecret,
+    }))
+    .await;
+    let report = run(options(served.addr, Some(served.tls.clone()), "fake")).await;
+    println!("{report}");
+    assert_eq!(
+        report.failed(),
+        [
+            "get-secret:plain",
+            "get-secret:db",
+            names::GET_SECRET_MAP,
+            names::GET_ALL_SECRETS,
+            names::PUSH,
+            names::UNKNOWN_PROVIDER_REF,
+            names::ERRORS_AS_STATUS,
+        ]
+    );
+    // NOT_FOUND for a key that does not exist is right, even from this server.
+    assert_eq!(report.outcome(names::NOT_FOUND), Some(Outcome::Pass));
+    assert_eq!(report.outcome(names::DELETE), Some(Outcome::Skip));
+    assert!(
+        detail(&report, names::PUSH).starts_with("SecretExists of conformance-")
+            && detail(&report, names::PUSH).contains("which does not exist: NOT_FOUND"),
+        "{report}"
+    );
+    assert!(
+        detail(&report, names::ERRORS_AS_STATUS).contains("answered NOT_FOUND"),
+        "{report}"
+    );
+    assert!(
+        detail(&report, names::UNKNOWN_PROVIDER_REF).contains("does not exist, answered NOT_FOUND"),
+        "{report}"
+    );
+}
+
+/// The Fake, except that a missing property's error quotes the whole value.
+struct Leaky(Arc<dyn SecretsClient>);
+
+#[async_trait]
+impl SecretsClient for Leaky {
+    async fn get_secret(&self, remote: &RemoteRef) -> provider::Result<Vec<u8>> {
+        match (self.0.get_secret(remote).await, &remote.property) {
+            (Err(Error::NoSecret), Some(property)) => {
+                let whole = RemoteRef {
+                    property: None,
+                    ..remote.clone()
+                };
+                let value = self.0.get_secret(&whole).await?;
+                Err(Error::Backend(format!(
+                    "no property {property:?} in {}",
+                    String::from_utf8_lossy(&value)
+                )))
+            }
+            (answer, _) => answer,
+        }
+    }
+    async fn get_secret_map(
+        &self,
+        remote: &RemoteRef,
+    ) -> provider::Result<BTreeMap<String, Vec<u8>>> {
+        self.0.get_secret_map(remote).await
+    }
+    async fn get_all_secrets(
+        &self,
+        find: &FindRequest,
+    ) -> provider::Result<BTreeMap<String, Vec<u8>>> {
+        self.0.get_all_secrets(find).await
+    }
+    async fn push_secret(&self, push: &PushRequest) -> provider::Result<()> {
+        self.0.push_secret(push).await
+    }
+    async fn delete_secret(&self, remote: &PushRemoteRef) -> provider::Result<()> {
+        self.0.delete_secret(remote).await
+    }
+    async fn secret_exists(&self, remote: &PushRemoteRef) -> provider::Result<bool> {
+        self.0.secret_exists(remote).await
+    }
+    async fn validate(&self) -> provider::Result<Validation> {
+        self.0.validate().await
+    }
+    async fn close(&self) -> provider::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_server_leaking_a_value_into_an_error_message_fails_only_that() {
+    install_crypto();
+    let served = serve_resolver(Arc::new(OneClient {
+        client: Arc::new(Leaky(fake_client().await)),
+        missing: || Error::InvalidSpec("no such provider object".into()),
+    }))
+    .await;
+    let report = run(options(served.addr, Some(served.tls.clone()), "fake")).await;
+    println!("{report}");
+    assert_eq!(report.failed(), [names::NO_SECRET_IN_ERRORS]);
+    assert_eq!(
+        detail(&report, names::NO_SECRET_IN_ERRORS),
+        "GetSecret with a missing property (UNKNOWN) carries the value this run pushed"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Broken in the service itself: a bare tonic server around our service
+
+/// Our service, with its contract loosened on purpose.
+#[derive(Default)]
+struct Loosened {
+    /// Takes an empty source_namespace for the test namespace.
+    any_namespace: bool,
+    /// Claims READ_ONLY, yet writes.
+    claims_read_only: bool,
+    /// GetAllSecrets is UNIMPLEMENTED.
+    no_find: bool,
+    /// Serves one GetSecret at a time, each taking this long.
+    one_at_a_time: Option<Duration>,
+}
+
+struct LooseService {
+    inner: ProviderService,
+    loose: Loosened,
+    lock: tokio::sync::Mutex<()>,
+}
+
+impl LooseService {
+    fn namespace(&self, namespace: &mut String) {
+        if self.loose.any_namespace && namespace.is_empty() {
+            *namespace = NAMESPACE.into();
+        }
+    }
+}
+
+#[async_trait]
+impl SecretStoreProvider for LooseService {
+    async fn get_secret(
+        &self,
+        request: Request<v1::GetSecretRequest>,
+    ) -> Result<Response<v1::GetSecretResponse>, Status> {
+        let mut r = request.into_inner();
+        self.namespace(&mut r.source_namespace);
+        let _one = match self.loose.one_at_a_time {
+            Some(pause) => {
+                let guard = self.lock.lock().await;
+                tokio::time::sleep(pause).await;
+                Some(guard)
+            }
+            None => None,
+        };
+        self.inner.get_secret(Request::new(r)).await
+    }
+
+    async fn get_secret_map(
+        &self,
+        request: Request<v1::GetSecretMapRequest>,
+    ) -> Result<Response<v1::GetSecretMapResponse>, Status> {
+        let mut r = request.into_inner();
+        self.namespace(&mut r.source_namespace);
+        self.inner.get_secret_map(Request::new(r)).await
+    }
+
+    async fn push_secret(
+        &self,
+        request: Request<v1::PushSecretRequest>,
+    ) -> Result<Response<v1::PushSecretResponse>, Status> {
+        let mut r = request.into_inner();
+        self.namespace(&mut r.source_namespace);
+        self.inner.push_secret(Request::new(r)).await
+    }
+
+    async fn delete_secret(
+        &self,
+        request: Request<v1::DeleteSecretRequest>,
+    ) -> Result<Response<v1::DeleteSecretResponse>, Status> {
+        let mut r = request.into_inner();
+        self.namespace(&mut r.source_namespace);
+        self.inner.delete_secret(Request::new(r)).await
+    }
+
+    async fn secret_exists(
+        &self,
+        request: Request<v1::SecretExistsRequest>,
+    ) -> Result<Response<v1::SecretExistsResponse>, Status> {
+        let mut r = request.into_inner();
+        self.namespace(&mut r.source_namespace);
+        self.inner.secret_exists(Request::new(r)).await
+    }
+
+    async fn get_all_secrets(
+        &self,
+        request: Request<v1::GetAllSecretsRequest>,
+    ) -> Result<Response<v1::GetAllSecretsResponse>, Status> {
+        if self.loose.no_find {
+            return Err(Status::unimplemented("GetAllSecrets is not served here"));
+        }
+        let mut r = request.into_inner();
+        self.namespace(&mut r.source_namespace);
+        self.inner.get_all_secrets(Request::new(r)).await
+    }
+
+    async fn validate(
+        &self,
+        request: Request<v1::ValidateRequest>,
+    ) -> Result<Response<v1::ValidateResponse>, Status> {
+        self.inner.validate(request).await
+    }
+
+    async fn capabilities(
+        &self,
+        request: Request<v1::CapabilitiesRequest>,
+    ) -> Result<Response<v1::CapabilitiesResponse>, Status> {
+        if self.loose.claims_read_only {
+            return Ok(Response::new(v1::CapabilitiesResponse {
+                capabilities: v1::SecretStoreCapabilities::ReadOnly.into(),
+            }));
+        }
+        self.inner.capabilities(request).await
+    }
+}
+
+/// A plaintext server of the loosened service over the static resolver (the Fake as `fake`),
+/// with gRPC health when `health`, and no reflection.
+async fn serve_loose(loose: Loosened, health: bool) -> SocketAddr {
+    let (resolver, _slow) = StaticResolver::new().await;
+    let mut registry = Default::default();
+    let service = LooseService {
+        inner: ProviderService::new(resolver, GrpcMetrics::register(&mut registry)),
+        loose,
+        lock: Default::default(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    let mut builder = tonic::transport::Server::builder();
+    let provider = SecretStoreProviderServer::new(service);
+    let router = if health {
+        let (_reporter, health) = tonic_health::server::health_reporter();
+        builder.add_service(health).add_service(provider)
+    } else {
+        builder.add_service(provider)
+    };
+    tokio::spawn(router.serve_with_incoming(incoming));
+    addr
+}
+
+#[tokio::test]
+async fn a_lax_bare_server_fails_health_capabilities_and_namespaces() {
+    let addr = serve_loose(
+        Loosened {
+            any_namespace: true,
+            claims_read_only: true,
+            no_find: true,
+            ..Default::default()
+        },
+        false,
+    )
+    .await;
+    let report = run(options(addr, None, "fake")).await;
+    println!("{report}");
+    assert_eq!(
+        report.failed(),
+        [
+            names::HEALTH,
+            names::PUSH,
+            names::DELETE,
+            names::SOURCE_NAMESPACE
+        ]
+    );
+    assert_eq!(
+        report.with(Outcome::Warn),
+        [names::REFLECTION, names::GET_ALL_SECRETS]
+    );
+    assert!(
+        detail(&report, names::HEALTH).contains("UNIMPLEMENTED"),
+        "{report}"
+    );
+    assert_eq!(detail(&report, names::CAPABILITIES), "READ_ONLY");
+    assert!(
+        detail(&report, names::PUSH).starts_with("READ_ONLY, but PushSecret of conformance-"),
+        "{report}"
+    );
+    assert!(
+        detail(&report, names::GET_ALL_SECRETS).starts_with("not supported (UNIMPLEMENTED"),
+        "{report}"
+    );
+    let namespaces = detail(&report, names::SOURCE_NAMESPACE);
+    for method in [
+        "GetSecret",
+        "GetSecretMap",
+        "PushSecret",
+        "DeleteSecret",
+        "SecretExists",
+    ] {
+        assert!(
+            namespaces.contains(&format!("{method} answered")),
+            "{report}"
+        );
+    }
+    // A server without GetAllSecrets cannot be asked to check anything there.
+    assert!(!namespaces.contains("GetAllSecrets"), "{report}");
+}
+
+#[tokio::test]
+async fn a_server_serving_one_call_at_a_time_fails_concurrency() {
+    let addr = serve_loose(
+        Loosened {
+            one_at_a_time: Some(Duration::from_millis(30)),
+            ..Default::default()
+        },
+        true,
+    )
+    .await;
+    let mut options = options(addr, None, "fake");
+    // 100 calls of 30 ms each, one after the other, take 3 s.
+    options.deadline = Duration::from_millis(1500);
+    let report = run(options).await;
+    println!("{report}");
+    assert_eq!(report.failed(), [names::CONCURRENCY]);
+    assert!(
+        detail(&report, names::CONCURRENCY)
+            .contains("of 100 GetSecret calls at once got no answer"),
+        "{report}"
+    );
+    // No reflection here: a warning, not a failure.
+    assert_eq!(report.with(Outcome::Warn), [names::REFLECTION]);
+}
