@@ -7,10 +7,6 @@ use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_reflection::pb::v1::ServerReflectionRequest;
-use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 
 use crate::pool::Connection;
 
@@ -59,27 +55,47 @@ pub(crate) fn describe(status: &tonic::Status) -> String {
     text
 }
 
-async fn methods(channel: Channel, connection: &Connection) -> Option<Vec<String>> {
-    let request = ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::FileContainingSymbol(
-            provider_protocol::SERVICE.into(),
-        )),
-    };
-    let mut call = tonic::Request::new(tokio_stream::once(request));
-    call.set_timeout(connection.deadline());
-    let mut answers = ServerReflectionClient::new(channel)
-        .server_reflection_info(call)
+/// Asks for the file declaring the service through `grpc.reflection.$version`; `None` when the
+/// server does not offer that version.
+macro_rules! service_files {
+    ($version:ident, $channel:expr, $deadline:expr) => {{
+        use tonic_reflection::pb::$version::ServerReflectionRequest;
+        use tonic_reflection::pb::$version::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::$version::server_reflection_request::MessageRequest;
+        use tonic_reflection::pb::$version::server_reflection_response::MessageResponse;
+        let request = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::FileContainingSymbol(
+                provider_protocol::SERVICE.into(),
+            )),
+        };
+        let mut call = tonic::Request::new(tokio_stream::once(request));
+        call.set_timeout($deadline);
+        async {
+            let mut answers = ServerReflectionClient::new($channel)
+                .server_reflection_info(call)
+                .await
+                .ok()?
+                .into_inner();
+            match answers.message().await.ok()??.message_response {
+                Some(MessageResponse::FileDescriptorResponse(files)) => {
+                    Some(files.file_descriptor_proto)
+                }
+                _ => None,
+            }
+        }
         .await
-        .ok()?
-        .into_inner();
-    let answer = answers.message().await.ok()??;
-    let Some(MessageResponse::FileDescriptorResponse(files)) = answer.message_response else {
-        return None;
+    }};
+}
+
+async fn methods(channel: Channel, connection: &Connection) -> Option<Vec<String>> {
+    // v1 first; Python's grpcio-reflection, among others, serves only v1alpha.
+    let files = match service_files!(v1, channel.clone(), connection.deadline()) {
+        Some(files) => files,
+        None => service_files!(v1alpha, channel, connection.deadline())?,
     };
     let (package, service) = provider_protocol::SERVICE.rsplit_once('.')?;
     files
-        .file_descriptor_proto
         .iter()
         .filter_map(|bytes| prost_types::FileDescriptorProto::decode(bytes.as_slice()).ok())
         .filter(|file| file.package() == package)
