@@ -449,14 +449,7 @@ impl ClientManager {
         };
         // Refused before any call, so the condition says why rather than what the backend
         // answers to a call it does not serve.
-        let refused = match (gate_reads, handle.capabilities) {
-            (true, Capabilities::WriteOnly) => {
-                Some("write-only: ExternalSecrets cannot read from it")
-            }
-            (false, Capabilities::ReadOnly) => Some("read-only: PushSecrets cannot write to it"),
-            _ => None,
-        };
-        if let Some(why) = refused {
+        if let Some(why) = refusal(gate_reads, handle.capabilities) {
             return Err(Error::Capabilities {
                 kind: store.kind,
                 name: store.name.clone(),
@@ -759,6 +752,15 @@ impl ClientManager {
                         .any(|r| r.uid == uid && r.controller == Some(true))
             })
             .collect()
+    }
+}
+
+/// Why a store of `capabilities` may not be used by a reader (`reads`) or a writer.
+fn refusal(reads: bool, capabilities: Capabilities) -> Option<&'static str> {
+    match (reads, capabilities) {
+        (true, Capabilities::WriteOnly) => Some("write-only: ExternalSecrets cannot read from it"),
+        (false, Capabilities::ReadOnly) => Some("read-only: PushSecrets cannot write to it"),
+        _ => None,
     }
 }
 

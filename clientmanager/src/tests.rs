@@ -289,3 +289,23 @@ async fn the_credentials_reader_refuses_other_namespaces_too() {
         "{err}"
     );
 }
+
+#[test]
+fn stores_are_used_only_for_what_they_can_do() {
+    use api::providers::Capabilities::{ReadOnly, ReadWrite, WriteOnly};
+    let table: Vec<_> = [ReadOnly, WriteOnly, ReadWrite]
+        .into_iter()
+        .map(|c| {
+            (
+                super::refusal(true, c).is_some(),
+                super::refusal(false, c).is_some(),
+            )
+        })
+        .collect();
+    // (an ExternalSecret refused, a PushSecret refused)
+    assert_eq!(table, [(false, true), (true, false), (false, false)]);
+    assert_eq!(
+        super::refusal(false, ReadOnly),
+        Some("read-only: PushSecrets cannot write to it")
+    );
+}
