@@ -300,6 +300,12 @@ impl ClientManager {
         self
     }
 
+    /// Whether `reference` names a kind this operator does not compile in (another group's, or
+    /// one of our groups' it was built without): only a server of its own can serve it.
+    pub fn is_foreign(&self, reference: &ProviderRef) -> bool {
+        resolve::provider_resource(&self.registry, reference).is_err()
+    }
+
     /// The class that serves `store`, whose provider has `kind`; `None` in process.
     pub fn class_of(&self, store: &LoadedStore, kind: &str) -> Result<Option<ClassRef>> {
         runtime::class_of(&self.routes, store, kind)
@@ -421,7 +427,7 @@ impl ClientManager {
         };
         let converted = convert(&self.registry, &loaded)?;
         let handle = match self.class_of(&loaded, &converted.reference.kind)? {
-            Some(class) if self.registry.by_kind(&converted.reference.kind).is_none() => {
+            Some(class) if self.is_foreign(&converted.reference) => {
                 self.foreign_client(&converted.reference, &loaded, caller, namespace, &class)
                     .await?
             }

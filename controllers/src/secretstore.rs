@@ -142,11 +142,7 @@ async fn evaluate(loaded: &LoadedStore, ctx: &Context) -> Readiness {
     };
     // A kind this operator does not compile in: its own server knows it (out of tree).
     if let Some(class) = &class
-        && ctx
-            .manager
-            .registry()
-            .by_kind(&converted.reference.kind)
-            .is_none()
+        && ctx.manager.is_foreign(&converted.reference)
     {
         let at = (caller, namespace.as_str());
         return readiness::check_foreign(ctx, loaded, &converted.reference, at, class).await;

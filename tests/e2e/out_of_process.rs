@@ -46,6 +46,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             esos_fake_kind,
         ),
         trial(
+            "out_of_process::our_servers_pass_the_conformance_command",
+            env,
+            conformance,
+        ),
+        trial(
             "out_of_process::a_class_names_what_is_wrong_with_it",
             env,
             broken_classes,
@@ -64,6 +69,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "out_of_process::steady_state_opens_no_connection",
             env,
             steady_state,
+        ),
+        trial(
+            "out_of_process::python_example_end_to_end",
+            env,
+            python_example,
         ),
     ]
 }
@@ -101,13 +111,24 @@ async fn provider_class(
     name: &str,
     server: &ProviderServer,
 ) -> Result<()> {
-    tls_secret(client, ns, &format!("{name}-tls"), &server.pki()).await?;
+    provider_class_at(client, ns, name, &server.address, &server.pki()).await
+}
+
+/// A ProviderClass `name` in `ns` for the server at `address`, the client half of `pki` in its
+/// TLS Secret beside it.
+async fn provider_class_at(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    address: &str,
+    pki: &ProviderPki,
+) -> Result<()> {
+    tls_secret(client, ns, &format!("{name}-tls"), pki).await?;
     testenv::apply_yaml_in(
         client,
         ns,
         &format!(
-            "apiVersion: external-secrets.io/v1alpha1\nkind: ProviderClass\nmetadata: {{name: {name}}}\nspec: {{address: '{}', tlsSecretRef: {{name: {name}-tls}}}}\n",
-            server.address
+            "apiVersion: external-secrets.io/v1alpha1\nkind: ProviderClass\nmetadata: {{name: {name}}}\nspec: {{address: '{address}', tlsSecretRef: {{name: {name}-tls}}}}\n"
         ),
         true,
     )
@@ -384,6 +405,133 @@ async fn esos_fake_kind(env: Arc<Env>) -> Result<()> {
         message.contains("Acme") && message.contains("needs spec.runtimeRef"),
         "{message}"
     );
+    Ok(())
+}
+
+/// `external-secrets provider conformance`, as a server author runs it, against our own server
+/// for the Fake and the Vault providers (on the real Vault).
+async fn conformance(env: Arc<Env>) -> Result<()> {
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let server = start_server(&env, &["Fake", "Vault"])?;
+    let ns = testenv::create_namespace(&client, "oop-conformance").await?;
+    crate::vault::policy_for(vault, &ns).await?;
+    // GetAllSecrets without a path lists from the mount's root.
+    let list = format!("{ns}-list");
+    vault
+        .write_policy(
+            &list,
+            &format!(
+                "path \"{}/metadata/\" {{ capabilities = [\"list\"] }}",
+                crate::vault::KV2
+            ),
+        )
+        .await?;
+    vault
+        .write_kv_v2(
+            crate::vault::KV2,
+            &format!("{ns}/app"),
+            &json!({"password": "hunter22"}),
+        )
+        .await?;
+    let token = vault
+        .api(
+            http::Method::POST,
+            "auth/token/create",
+            Some(&json!({"policies": [ns, list], "ttl": "1h"})),
+        )
+        .await?
+        .and_then(|a| a["auth"]["client_token"].as_str().map(str::to_owned))
+        .context("creating a Vault token")?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &format!(
+            r#"
+apiVersion: providers.external-secrets.io/v1alpha1
+kind: Fake
+metadata: {{name: fake}}
+spec:
+  data: [{{key: user, value: alice}}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: vault-token}}
+stringData: {{token: {token}}}
+---
+apiVersion: providers.external-secrets.io/v1alpha1
+kind: Vault
+metadata: {{name: vault}}
+spec:
+  server: {server}
+  path: {kv}
+  version: v2
+  auth: {{tokenSecretRef: {{name: vault-token, key: token}}}}
+"#,
+            server = vault.address(),
+            kv = crate::vault::KV2,
+        ),
+        true,
+    )
+    .await?;
+    let dir = tempfile::tempdir()?;
+    let pki = server.pki();
+    for (name, contents) in pki.client_secret_data() {
+        std::fs::write(dir.path().join(name), contents)?;
+    }
+    let vault_key = format!("{ns}/app");
+    let runs = [
+        (
+            format!("providers.external-secrets.io/v1alpha1/Fake/{ns}/fake"),
+            vec!["--read-key", "user", "--read-value", "alice"],
+            "conformance-".to_owned(),
+        ),
+        (
+            format!("providers.external-secrets.io/v1alpha1/Vault/{ns}/vault"),
+            vec!["--read-key", vault_key.as_str()],
+            format!("{ns}/conformance-"),
+        ),
+    ];
+    for (reference, reads, prefix) in runs {
+        let mut reads: Vec<String> = reads.into_iter().map(str::to_owned).collect();
+        if reference.contains("/Vault/") {
+            reads.extend(["--read-value".into(), r#"{"password":"hunter22"}"#.into()]);
+        }
+        // The provider object's watch may not have seen it yet.
+        let output = testenv::wait_for(TIMEOUT, &format!("conformance of {reference}"), || {
+            let (reference, reads, prefix, dir) = (&reference, &reads, &prefix, dir.path());
+            let address = server.address.clone();
+            async move {
+                let output = std::process::Command::new(binary())
+                    .args([
+                        "provider",
+                        "conformance",
+                        "--address",
+                        &address,
+                        "--tls-dir",
+                    ])
+                    .arg(dir)
+                    .args(["--provider-ref", reference, "--remote-key-prefix", prefix])
+                    .args(reads)
+                    .output()?;
+                let text = String::from_utf8_lossy(&output.stdout).into_owned();
+                if output.status.success() {
+                    Ok(text)
+                } else {
+                    Err(anyhow!("{text}{}", String::from_utf8_lossy(&output.stderr)))
+                }
+            }
+        })
+        .await?;
+        ensure!(
+            output.contains("0 failed") && !output.contains("FAIL"),
+            "{reference}:\n{output}"
+        );
+        ensure!(
+            !output.contains("hunter22") && !output.contains("alice"),
+            "the report shows no secret value:\n{output}"
+        );
+    }
     Ok(())
 }
 
@@ -695,4 +843,411 @@ pub async fn setup_mode(env: &Env) -> Result<Option<(ProviderServer, BTreeMap<St
         .map(|k| (k.to_owned(), SHARED_CLASS.to_owned()))
         .collect();
     Ok(Some((server, routes)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Python example (`examples/out-of-tree/python`): a secret store this operator knows
+// nothing of, served by a server in another language, used through the shared operator.
+
+/// The example's rows: `db` a JSON object written as TEXT (as the sqlite3 shell would), the
+/// rest bytes.
+const SQLITE_SEED: &str = r#"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("CREATE TABLE secrets (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
+db.execute("INSERT INTO secrets VALUES ('db', ?)",
+           ('{"user":"alice","password":"s3cr3t","port":5432,"tls":{"mode":"verify"}}',))
+db.executemany("INSERT INTO secrets VALUES (?, ?)", [
+    ("plain", b"v0"),
+    ("binary", bytes([0, 255, 1])),
+    ("app-one", b"1"),
+    ("app-two", b"2"),
+    ("other", b"3"),
+])
+db.commit()
+"#;
+
+/// Prints the value of the row `argv[2]` in the file `argv[1]` as hex, or `absent`.
+const SQLITE_READ: &str = r#"
+import sqlite3, sys
+row = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT value FROM secrets WHERE key = ?", (sys.argv[2],)).fetchone()
+value = None if row is None else row[0]
+print("absent" if value is None else (value.encode() if isinstance(value, str) else bytes(value)).hex())
+"#;
+
+const SQLITE_STORE: &str = "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {name: sqlite}\nspec:\n  refreshInterval: 2s\n  providerRef: {apiVersion: secrets.acme.example/v1, kind: SqliteStore, name: sqlite}\n  runtimeRef: {name: sqlite}\n";
+
+/// Every way an ExternalSecret reads: keys, a JSON property (nested too), bytes that are not
+/// UTF-8, `dataFrom` extract and find by name.
+const SQLITE_ES: &str = r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: app}
+spec:
+  refreshInterval: 1s
+  secretStoreRef: {name: sqlite}
+  target: {name: app-secret}
+  data:
+  - {secretKey: plain, remoteRef: {key: plain}}
+  - {secretKey: db-user, remoteRef: {key: db, property: user}}
+  - {secretKey: tls-mode, remoteRef: {key: db, property: tls.mode}}
+  - {secretKey: binary, remoteRef: {key: binary}}
+  dataFrom:
+  - extract: {key: db}
+  - find: {name: {regexp: "^app-"}}
+"#;
+
+const SQLITE_SOURCE: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: src}\nstringData: {token: t0k3n, password: pa55}\n";
+
+/// A key as a row of its own, and a key as a property of a JSON row.
+const SQLITE_PUSH: &str = r#"
+apiVersion: external-secrets.io/v1alpha1
+kind: PushSecret
+metadata: {name: push}
+spec:
+  refreshInterval: 1h
+  deletionPolicy: Delete
+  secretStoreRefs: [{name: sqlite, kind: SecretStore}]
+  selector: {secret: {name: src}}
+  data:
+  - match: {secretKey: token, remoteRef: {remoteKey: pushed/token}}
+  - match: {secretKey: password, remoteRef: {remoteKey: pushed/db, property: password}}
+"#;
+
+/// What [`SQLITE_ES`] writes, byte for byte.
+fn sqlite_expected() -> BTreeMap<String, Vec<u8>> {
+    let mut want = bytes(&[
+        ("plain", "v0"),
+        ("db-user", "alice"),
+        ("tls-mode", "verify"),
+        // extract: one entry per field, strings as they are, the rest as JSON.
+        ("user", "alice"),
+        ("password", "s3cr3t"),
+        ("port", "5432"),
+        ("tls", r#"{"mode":"verify"}"#),
+        // find: every row whose key matches.
+        ("app-one", "1"),
+        ("app-two", "2"),
+    ]);
+    want.insert("binary".into(), vec![0, 255, 1]);
+    want
+}
+
+/// A trial's files: the stubs, the certificates, the SQLite file and the server's log.
+struct PythonFixture {
+    dir: tempfile::TempDir,
+    example: testenv::PythonExample,
+    db: std::path::PathBuf,
+}
+
+impl PythonFixture {
+    /// The value of the row `key` as the server sees it, straight from the file; None when
+    /// there is no such row.
+    fn row(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let output = testenv::python_example::run(
+            std::process::Command::new(&self.example.python)
+                .args(["-c", SQLITE_READ])
+                .arg(&self.db)
+                .arg(key),
+            &format!("reading the row {key:?} from {}", self.db.display()),
+        )?;
+        let text = String::from_utf8(output.stdout)?;
+        let text = text.trim();
+        if text == "absent" {
+            return Ok(None);
+        }
+        let bytes = (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16))
+            .collect::<Result<Vec<u8>, _>>()
+            .with_context(|| format!("the row {key:?} read as {text:?}"))?;
+        Ok(Some(bytes))
+    }
+}
+
+async fn python_example(env: Arc<Env>) -> Result<()> {
+    let dir = tempfile::Builder::new()
+        .prefix("e2e-python-example-")
+        .tempdir()?;
+    // The venv (created here on a fresh machine) and the stubs.
+    let example = testenv::PythonExample::prepare(&dir.path().join("gen"))?;
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data)?;
+    let db = data.join("team.db");
+    testenv::python_example::run(
+        std::process::Command::new(&example.python)
+            .args(["-c", SQLITE_SEED])
+            .arg(&db),
+        "seeding the SQLite file",
+    )?;
+    // The server's half of the TLS material in ESO's layout; the client half goes to the class.
+    let pki = ProviderPki::generate()?;
+    let certs = dir.path().join("certs");
+    std::fs::create_dir_all(&certs)?;
+    for (name, contents) in [
+        ("ca.crt", &pki.ca_pem),
+        ("tls.crt", &pki.server.cert_pem),
+        ("tls.key", &pki.server.key_pem),
+    ] {
+        std::fs::write(certs.join(name), contents)?;
+    }
+    let client = env.client().await;
+    let crd = std::fs::read_to_string(testenv::python_example::example_dir().join("crd.yaml"))?;
+    testenv::apply_yaml(&client, &crd, true)
+        .await
+        .context("applying the example's crd.yaml")?;
+    testenv::wait_for_crd_established(&client, "sqlitestores.secrets.acme.example", TIMEOUT)
+        .await?;
+    let server = testenv::PythonServer::start(
+        &example,
+        &testenv::PythonServerFiles {
+            tls_dir: certs,
+            // The control plane's admin: client certificate and key data, as kube.py reads.
+            kubeconfig: env.control_plane().kubeconfig_path(),
+            data_dir: data,
+            log: dir.path().join("server.log"),
+        },
+    )?;
+    let fixture = PythonFixture { dir, example, db };
+    match python_example_checks(&env, &client, &server, &pki, &fixture).await {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let tail = server.log_tail(40);
+            drop(server);
+            // Kept for a look at the log and the file.
+            let kept = fixture.dir.keep();
+            Err(anyhow!(
+                "{}\n--- last lines of the Python server's log (kept in {})\n{tail}",
+                crate::chain(&e),
+                kept.display()
+            ))
+        }
+    }
+}
+
+async fn python_example_checks(
+    env: &Env,
+    client: &Client,
+    server: &testenv::PythonServer,
+    pki: &ProviderPki,
+    fx: &PythonFixture,
+) -> Result<()> {
+    let ns = testenv::create_namespace(client, "oop-python").await?;
+    testenv::apply_yaml_in(
+        client,
+        &ns,
+        &format!(
+            "apiVersion: secrets.acme.example/v1\nkind: SqliteStore\nmetadata: {{name: sqlite}}\nspec: {{path: {:?}, table: secrets}}\n",
+            fx.db.display().to_string()
+        ),
+        true,
+    )
+    .await
+    .context("creating the SqliteStore")?;
+
+    // The class: healthy, with the methods the server serves through reflection.
+    provider_class_at(client, &ns, "sqlite", &server.address, pki).await?;
+    let class = wait_class(client, Some(&ns), "sqlite", "True", "Healthy").await?;
+    let mut methods: Vec<&str> = class["status"]["methods"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m.as_str()).collect())
+        .unwrap_or_default();
+    methods.sort_unstable();
+    let mut every = provider_protocol::METHODS;
+    every.sort_unstable();
+    ensure!(
+        methods == every,
+        "the ProviderClass lists the Python server's methods from reflection: {methods:?}"
+    );
+
+    // The store: Ready from the server's Validate, capabilities from its Capabilities.
+    testenv::apply_yaml_in(client, &ns, SQLITE_STORE, true).await?;
+    let store = wait_store(client, &ns, "sqlite", "True", "Valid").await?;
+    ensure!(
+        store["status"]["capabilities"] == "ReadWrite",
+        "the store's capabilities come from the server's Capabilities (READ_WRITE): {}",
+        store["status"]
+    );
+
+    // Reads: every kind of reference, exact bytes.
+    testenv::apply_yaml_in(client, &ns, SQLITE_ES, true).await?;
+    wait_secret(client, &ns, "app-secret", &sqlite_expected())
+        .await
+        .context("the ExternalSecret reading keys, properties, extract and find")?;
+    let es: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    wait_ready("ExternalSecret app", "True", "SecretSynced", || {
+        value(&es, "app")
+    })
+    .await?;
+
+    // Writes: a PushSecret puts a Secret's keys into the table...
+    testenv::apply_yaml_in(client, &ns, SQLITE_SOURCE, true).await?;
+    testenv::apply_yaml_in(client, &ns, SQLITE_PUSH, true).await?;
+    let pushes: Api<api::push_secret::PushSecret> = Api::namespaced(client.clone(), &ns);
+    wait_ready("PushSecret push", "True", "Synced", || {
+        value(&pushes, "push")
+    })
+    .await?;
+    let token = fx.row("pushed/token")?;
+    ensure!(
+        token.as_deref() == Some(b"t0k3n".as_slice()),
+        "the pushed key is a row of the table: pushed/token holds {token:?}"
+    );
+    let pushed_db = fx.row("pushed/db")?;
+    ensure!(
+        pushed_db.as_deref() == Some(br#"{"password":"pa55"}"#.as_slice()),
+        "the pushed property is a field of a JSON row: pushed/db holds {:?}",
+        pushed_db.as_deref().map(String::from_utf8_lossy)
+    );
+    // ...which an ExternalSecret reads back through the same store.
+    testenv::apply_yaml_in(
+        client,
+        &ns,
+        "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: pushed}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: sqlite}\n  data:\n  - {secretKey: token, remoteRef: {key: pushed/token}}\n  - {secretKey: password, remoteRef: {key: pushed/db, property: password}}\n",
+        true,
+    )
+    .await?;
+    wait_secret(
+        client,
+        &ns,
+        "pushed",
+        &bytes(&[("token", "t0k3n"), ("password", "pa55")]),
+    )
+    .await
+    .context("reading the pushed values back")?;
+    // Deleting the PushSecret (deletionPolicy Delete) deletes the rows before it goes.
+    pushes
+        .delete("push", &kube::api::DeleteParams::default())
+        .await?;
+    testenv::wait_for(TIMEOUT, "the PushSecret to be deleted", || async {
+        match pushes.get_opt("push").await? {
+            None => Ok(()),
+            Some(_) => Err(anyhow!("PushSecret push still exists")),
+        }
+    })
+    .await?;
+    for key in ["pushed/token", "pushed/db"] {
+        let row = fx.row(key)?;
+        ensure!(
+            row.is_none(),
+            "deleting the PushSecret (deletionPolicy Delete) left the row {key}: {:?}",
+            row.as_deref().map(String::from_utf8_lossy)
+        );
+    }
+
+    // An ExternalSecret that will change while the server is down.
+    let later = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: later}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: sqlite}\n  data: [{secretKey: value, remoteRef: {key: plain}}]\n";
+    testenv::apply_yaml_in(client, &ns, later, true).await?;
+    wait_secret(client, &ns, "later", &bytes(&[("value", "v0")])).await?;
+
+    // SIGKILL: nothing the operator wrote changes, and the store says the server is gone.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    server.kill();
+    let versions = crate::restart::secret_versions(&secrets).await?;
+    let contents = managed_contents(&secrets).await?;
+    ensure!(
+        versions.len() == 3 && contents.len() == 3,
+        "the Secrets the operator wrote: {:?}",
+        versions.keys().collect::<Vec<_>>()
+    );
+    let store = wait_store(client, &ns, "sqlite", "False", "ValidationFailed")
+        .await
+        .context("the store once the Python server was killed")?;
+    let message = crate::operator::ready(&store)
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    ensure!(
+        message.contains(&server.address),
+        "the store names the server it cannot reach: {message}"
+    );
+    wait_class(client, Some(&ns), "sqlite", "False", "HealthCheckFailed")
+        .await
+        .context("the ProviderClass once the Python server was killed")?;
+    // A change made meanwhile cannot sync yet, and says so.
+    es.patch(
+        "later",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"spec": {"data": [{"secretKey": "value", "remoteRef": {"key": "other"}}]}}),
+        ),
+    )
+    .await?;
+    let failed = wait_ready(
+        "ExternalSecret later, changed while the server is down",
+        "False",
+        "SecretSyncedError",
+        || value(&es, "later"),
+    )
+    .await?;
+    let message = crate::operator::ready(&failed)
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    ensure!(
+        message.contains("not ready") || message.contains(&server.address),
+        "the ExternalSecret says why it cannot sync: {message}"
+    );
+    // Several of `app`'s 1 s refreshes fail meanwhile.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let versions_during = crate::restart::secret_versions(&secrets).await?;
+    ensure!(
+        versions_during == versions,
+        "a Secret was rewritten while the Python server was down: resourceVersions {versions:?} before, {versions_during:?} during"
+    );
+    let contents_during = managed_contents(&secrets).await?;
+    ensure!(
+        contents_during == contents,
+        "a Secret's bytes changed while the Python server was down"
+    );
+
+    // Back on the same port, the operator not restarted: everything recovers by itself.
+    server.restart()?;
+    wait_class(client, Some(&ns), "sqlite", "True", "Healthy")
+        .await
+        .context("the ProviderClass after the restart")?;
+    wait_store(client, &ns, "sqlite", "True", "Valid")
+        .await
+        .context("the store after the restart")?;
+    wait_secret(client, &ns, "later", &bytes(&[("value", "3")]))
+        .await
+        .context("the ExternalSecret changed while the server was down, after the restart")?;
+    wait_ready("ExternalSecret later", "True", "SecretSynced", || {
+        value(&es, "later")
+    })
+    .await?;
+    wait_ready("ExternalSecret app", "True", "SecretSynced", || {
+        value(&es, "app")
+    })
+    .await?;
+    let app = data_of(&secrets.get("app-secret").await?);
+    ensure!(
+        app == sqlite_expected(),
+        "app-secret after the restart holds {:?}",
+        app.keys().collect::<Vec<_>>()
+    );
+    let served = connections_opened(env, &server.address).await?;
+    ensure!(
+        served >= 1.0,
+        "the shared operator counts its connections to the Python server: {served}"
+    );
+    Ok(())
+}
+
+/// The data of every Secret the operator manages in the namespace, by name.
+async fn managed_contents(
+    secrets: &Api<Secret>,
+) -> Result<BTreeMap<String, BTreeMap<String, Vec<u8>>>> {
+    Ok(secrets
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .filter(|s| {
+            s.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("reconcile.external-secrets.io/managed"))
+        })
+        .map(|s| (s.metadata.name.clone().unwrap_or_default(), data_of(s)))
+        .collect())
 }

@@ -98,7 +98,7 @@ async fn configure(vault: &VaultServer, env: &Env) -> Result<()> {
 }
 
 /// A policy named after `ns` that may do anything below `<mount>/<ns>/` of both KV mounts.
-async fn policy_for(vault: &VaultServer, ns: &str) -> Result<()> {
+pub(crate) async fn policy_for(vault: &VaultServer, ns: &str) -> Result<()> {
     let hcl = format!(
         r#"
 path "{KV2}/data/{ns}/*" {{ capabilities = ["create", "read", "update", "delete", "list"] }}
