@@ -296,6 +296,13 @@ struct ControllerArgs {
     /// spec.runtimeRef. Repeat for several kinds.
     #[arg(long = "out-of-process", value_parser = parse_route)]
     out_of_process: Vec<(String, String)>,
+    /// `NAMESPACE/SECRET=SERVICE[,HOST...]`: keep the Secret filled with a provider server's
+    /// mutual TLS in ESO's layout (`ca.crt`, `tls.crt` and `tls.key` for the server, valid for
+    /// the Service's DNS names and any HOST; `client.crt` and `client.key` for this operator,
+    /// CN external-secrets-controller), issued and rotated as the webhook's certificate is.
+    /// Repeat for several servers.
+    #[arg(long = "provider-tls-secret", value_parser = conversion_webhook::provider_tls::Settings::parse)]
+    provider_tls_secrets: Vec<conversion_webhook::provider_tls::Settings>,
     /// Run the controllers only while holding a Lease, so that one of several replicas works.
     #[arg(long)]
     enable_leader_election: bool,
@@ -597,11 +604,26 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
             .await;
         })
     });
+    // Every replica keeps them, as every replica keeps the webhook's certificate; writes name
+    // the resourceVersion read, so only one replica's rotation lands.
+    let provider_tls: Vec<_> = args
+        .provider_tls_secrets
+        .into_iter()
+        .map(|settings| {
+            let client = client.clone();
+            tokio::spawn(conversion_webhook::provider_tls::keep(
+                client,
+                settings,
+                std::future::pending(),
+            ))
+        })
+        .collect();
     let operator = controllers::Operator::new(client, settings, providers::registry());
     let stop = stop_signal();
     let Some((mut leading, lease_task)) = election else {
         operator.run(addresses, std::future::ready(()), stop).await;
         stop_webhook(webhook_stop, webhook_task).await;
+        provider_tls.iter().for_each(tokio::task::JoinHandle::abort);
         return Ok(());
     };
     let mut watching = leading.clone();
@@ -623,6 +645,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     };
     operator.run(addresses, leadership, shutdown).await;
     stop_webhook(webhook_stop, webhook_task).await;
+    provider_tls.iter().for_each(tokio::task::JoinHandle::abort);
     // The watch channels went with the futures, which ends the lease task: hand the Lease over
     // now rather than make the standby wait out its duration.
     if let Ok(Ok(manager)) = lease_task.await

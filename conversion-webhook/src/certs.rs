@@ -1,18 +1,24 @@
-//! The webhook's certificates, kept in one Secret that every replica reads, so that the CA
-//! bundle injected into the CRDs is the same whichever replica answers.
+//! Certificates kept in one Secret that every replica reads: the webhook's, so that the CA
+//! bundle injected into the CRDs is the same whichever replica answers, and a provider server's
+//! mutual TLS (ESO's layout, [`crate::provider_tls`]), whose server reads the Secret's files and
+//! whose client, the operator, reads the Secret.
 //!
 //! Each serving certificate comes with its own CA, made for it and thrown away after signing:
-//! no CA key is ever stored. A rotation runs in two steps so that the API server never meets a
-//! certificate it does not trust yet:
+//! no CA key is ever stored. With mutual TLS the same CA also signs the client certificate, and
+//! nothing else. A rotation runs in two steps so that no peer meets a certificate it does not
+//! trust yet:
 //!
-//! 1. *prepare*: a `next` certificate (and its CA) is added to the Secret, and `ca.crt` becomes
-//!    the current CA plus the next one; the bundle is injected into the CRDs;
-//! 2. *promote*, once every CRD carries the bundle and the API server had time to pick it up:
-//!    `next` becomes the serving certificate, `ca.crt` keeps the old CA for the replicas that
-//!    still serve the old certificate until they read the Secret again.
+//! 1. *prepare*: a `next` certificate (and its CA, and with mutual TLS its client certificate) is
+//!    added to the Secret, and `ca.crt` becomes the current CA plus the next one; the bundle is
+//!    injected into the CRDs, or a provider server reads it from its mounted files;
+//! 2. *promote*, once every peer had time to pick the bundle up: `next` becomes the serving
+//!    certificate (and `next-client` the client one), `ca.crt` keeps the old CA for the replicas
+//!    or servers that still present the old certificates until they read the Secret again.
 //!
 //! Keys of the Secret: `tls.crt` (serving certificate, then its CA), `tls.key`, `ca.crt` (the
-//! bundle to trust), and during a rotation `next.crt` and `next.key`.
+//! bundle to trust), with mutual TLS `client.crt` (client certificate, then its CA) and
+//! `client.key`, and during a rotation `next.crt`, `next.key` (and `next-client.crt`,
+//! `next-client.key`).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -39,8 +45,85 @@ const TLS_KEY: &str = "tls.key";
 const CA_CRT: &str = "ca.crt";
 const NEXT_CRT: &str = "next.crt";
 const NEXT_KEY: &str = "next.key";
+const CLIENT_CRT: &str = "client.crt";
+const CLIENT_KEY: &str = "client.key";
+const NEXT_CLIENT_CRT: &str = "next-client.crt";
+const NEXT_CLIENT_KEY: &str = "next-client.key";
 
-/// A serving certificate, the CA that issued it, and its key.
+/// What a Secret of certificates is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// The conversion webhook's serving certificate.
+    Webhook,
+    /// A provider server's mutual TLS: its serving certificate and the operator's client
+    /// certificate, in ESO's layout.
+    ProviderServer,
+}
+
+/// The common name of the operator's client certificate (ESO's; servers check the chain only).
+pub const CLIENT_COMMON_NAME: &str = "external-secrets-controller";
+
+impl Purpose {
+    /// The common name of each CA (its issuing time follows it).
+    fn ca_name(self) -> &'static str {
+        match self {
+            Self::Webhook => "external-secrets-webhook-ca",
+            Self::ProviderServer => "external-secrets-provider-ca",
+        }
+    }
+
+    /// The common name of the client certificate, if there is one.
+    fn client(self) -> Option<&'static str> {
+        match self {
+            Self::Webhook => None,
+            Self::ProviderServer => Some(CLIENT_COMMON_NAME),
+        }
+    }
+
+    /// `app.kubernetes.io/component` of a Secret created here.
+    fn component(self) -> &'static str {
+        match self {
+            Self::Webhook => "conversion-webhook",
+            Self::ProviderServer => "provider-tls",
+        }
+    }
+
+    fn field_manager(self) -> &'static str {
+        match self {
+            Self::Webhook => crate::FIELD_MANAGER,
+            Self::ProviderServer => crate::provider_tls::FIELD_MANAGER,
+        }
+    }
+
+    /// How the log names such a Secret.
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Webhook => "the webhook's certificate Secret",
+            Self::ProviderServer => "the provider server's TLS Secret",
+        }
+    }
+}
+
+/// One Secret of certificates: where it is and what it must hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub purpose: Purpose,
+    pub namespace: String,
+    pub secret_name: String,
+    /// DNS names and IP addresses the serving certificate is valid for.
+    pub hosts: Vec<String>,
+    /// Validity of each certificate; it is replaced when less than a third is left.
+    pub lifetime: Duration,
+}
+
+impl Target {
+    pub fn secret_ref(&self) -> String {
+        format!("Secret {}/{}", self.namespace, self.secret_name)
+    }
+}
+
+/// A certificate (a serving one, or with mutual TLS a client one), the CA that issued it, and
+/// its key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Serving {
     pub cert_der: Vec<u8>,
@@ -57,41 +140,52 @@ pub struct Serving {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Material {
     pub serving: Serving,
-    /// The certificate waiting for the CRDs to trust its CA.
+    /// The certificate waiting for its CA to be trusted everywhere.
     pub next: Option<Serving>,
     /// The CAs to trust, DER: the serving certificate's first.
     pub ca_bundle: Vec<Vec<u8>>,
+    /// With mutual TLS, the client certificate `serving`'s CA signed...
+    pub client: Option<Serving>,
+    /// ...and the one `next`'s CA signed.
+    pub next_client: Option<Serving>,
 }
 
 impl Material {
     /// A first certificate, with nothing to rotate from.
-    pub fn fresh(settings: &Settings, now: SystemTime) -> Result<Self, Error> {
-        let serving = issue(&settings.hosts(), settings.lifetime, now)?;
+    pub fn fresh(target: &Target, now: SystemTime) -> Result<Self, Error> {
+        let (serving, client) = issue_for(target, now)?;
         Ok(Self {
             ca_bundle: vec![serving.ca_der.clone()],
             serving,
             next: None,
+            client,
+            next_client: None,
         })
     }
 
     /// Step 1 of a rotation: `next` is issued and its CA joins the bundle, replacing the CA of
     /// the certificate served before the current one.
-    pub fn prepare(&self, settings: &Settings, now: SystemTime) -> Result<Self, Error> {
-        let next = issue(&settings.hosts(), settings.lifetime, now)?;
+    pub fn prepare(&self, target: &Target, now: SystemTime) -> Result<Self, Error> {
+        let (next, next_client) = issue_for(target, now)?;
         Ok(Self {
             serving: self.serving.clone(),
             ca_bundle: vec![self.serving.ca_der.clone(), next.ca_der.clone()],
             next: Some(next),
+            client: self.client.clone(),
+            next_client,
         })
     }
 
-    /// Step 2: `next` is served; the CA of the certificate it replaces stays trusted.
+    /// Step 2: `next` is served (and `next_client` presented); the CA of the certificate it
+    /// replaces stays trusted.
     pub fn promote(&self) -> Option<Self> {
         let next = self.next.clone()?;
         Some(Self {
             ca_bundle: vec![next.ca_der.clone(), self.serving.ca_der.clone()],
             serving: next,
             next: None,
+            client: self.next_client.clone().or_else(|| self.client.clone()),
+            next_client: None,
         })
     }
 
@@ -108,12 +202,24 @@ impl Material {
     }
 
     /// Whether the serving certificate should be replaced: less than a third of its lifetime
-    /// left, or not valid for the names the webhook is reached at.
-    pub fn rotation_due(&self, hosts: &[String], now: SystemTime) -> bool {
-        let s = &self.serving;
-        let lifetime = s.not_after.duration_since(s.not_before).unwrap_or_default();
-        let left = s.not_after.duration_since(now).unwrap_or_default();
-        left < lifetime / 3 || !same_hosts(&s.hosts, hosts)
+    /// left (of its own or of the client certificate's), or not valid for the names the
+    /// server is reached at.
+    pub fn rotation_due(&self, target: &Target, now: SystemTime) -> bool {
+        let ending = |s: &Serving| {
+            let lifetime = s.not_after.duration_since(s.not_before).unwrap_or_default();
+            let left = s.not_after.duration_since(now).unwrap_or_default();
+            left < lifetime / 3
+        };
+        ending(&self.serving)
+            || self.client.as_ref().is_some_and(ending)
+            || !same_hosts(&self.serving.hosts, &target.hosts)
+    }
+
+    /// Why this cannot serve `target` at all, so that it is replaced rather than rotated: a
+    /// client certificate is wanted and missing.
+    pub fn unfit_for(&self, target: &Target) -> Option<String> {
+        (target.purpose.client().is_some() && self.client.is_none())
+            .then(|| format!("{CLIENT_CRT} or {CLIENT_KEY} is missing"))
     }
 
     pub fn to_secret_data(&self) -> BTreeMap<String, ByteString> {
@@ -124,9 +230,16 @@ impl Material {
         put(TLS_CRT, self.serving.chain_pem());
         put(TLS_KEY, self.serving.key_pem.clone());
         put(CA_CRT, self.ca_bundle_pem());
-        if let Some(next) = &self.next {
-            put(NEXT_CRT, next.chain_pem());
-            put(NEXT_KEY, next.key_pem.clone());
+        let optional = [
+            (NEXT_CRT, NEXT_KEY, &self.next),
+            (CLIENT_CRT, CLIENT_KEY, &self.client),
+            (NEXT_CLIENT_CRT, NEXT_CLIENT_KEY, &self.next_client),
+        ];
+        for (cert_key, key_key, certificate) in optional {
+            if let Some(certificate) = certificate {
+                put(cert_key, certificate.chain_pem());
+                put(key_key, certificate.key_pem.clone());
+            }
         }
         data
     }
@@ -136,6 +249,20 @@ impl Material {
         let serving = Serving::decode(data, TLS_CRT, TLS_KEY)?
             .ok_or_else(|| format!("{TLS_CRT} or {TLS_KEY} is missing"))?;
         let next = Serving::decode(data, NEXT_CRT, NEXT_KEY)?;
+        let client = Serving::decode(data, CLIENT_CRT, CLIENT_KEY)?;
+        let next_client = Serving::decode(data, NEXT_CLIENT_CRT, NEXT_CLIENT_KEY)?;
+        // A client certificate is signed by the CA of the serving certificate it goes with.
+        let pairs = [
+            (CLIENT_CRT, &client, TLS_CRT, Some(&serving)),
+            (NEXT_CLIENT_CRT, &next_client, NEXT_CRT, next.as_ref()),
+        ];
+        for (what, client, by, serving) in pairs {
+            if let Some(client) = client
+                && serving.is_none_or(|s| s.ca_der != client.ca_der)
+            {
+                return Err(format!("{what} is not signed by the CA of {by}"));
+            }
+        }
         let ca_bundle = data
             .get(CA_CRT)
             .map(|b| certificates(&b.0))
@@ -153,6 +280,8 @@ impl Material {
             serving,
             next,
             ca_bundle,
+            client,
+            next_client,
         })
     }
 }
@@ -211,19 +340,22 @@ impl Serving {
     }
 }
 
-/// A CA for one certificate and the certificate, for `hosts`, valid `lifetime` from `now`.
-pub fn issue(hosts: &[String], lifetime: Duration, now: SystemTime) -> Result<Serving, Error> {
+/// A CA made for `target` and thrown away after signing: the serving certificate for its hosts
+/// and, if it wants one, the client certificate, both valid `lifetime` from `now`.
+pub fn issue_for(target: &Target, now: SystemTime) -> Result<(Serving, Option<Serving>), Error> {
     let issue_err = |what: &'static str| move |e: rcgen::Error| Error::Issue(what, e);
+    let lifetime = target.lifetime;
     let now = OffsetDateTime::from(now);
-    // A little slack for API servers whose clock is behind ours, but never so much that it
-    // counts as a noticeable part of a short (test) lifetime.
+    // A little slack for peers whose clock is behind ours, but never so much that it counts as
+    // a noticeable part of a short (test) lifetime.
     let backdate = (lifetime / 10).min(Duration::from_secs(60));
     let not_before = now - backdate;
     let not_after = now + lifetime;
 
     let mut ca = CertificateParams::default();
     ca.distinguished_name = name(&format!(
-        "external-secrets-webhook-ca@{}",
+        "{}@{}",
+        target.purpose.ca_name(),
         now.unix_timestamp()
     ));
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
@@ -236,34 +368,47 @@ pub fn issue(hosts: &[String], lifetime: Duration, now: SystemTime) -> Result<Se
     let ca_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_err("a CA key"))?;
     let ca = CertifiedIssuer::self_signed(ca, ca_key).map_err(issue_err("the CA"))?;
 
-    let mut leaf = CertificateParams::default();
-    leaf.distinguished_name = name(hosts.first().map_or("external-secrets-webhook", |h| h));
-    leaf.subject_alt_names = hosts
-        .iter()
-        .map(|h| match h.parse::<IpAddr>() {
-            Ok(ip) => Ok(SanType::IpAddress(ip)),
-            Err(_) => h.as_str().try_into().map(SanType::DnsName),
+    let leaf = |common_name: &str, purpose: ExtendedKeyUsagePurpose, hosts: &[String]| {
+        let mut leaf = CertificateParams::default();
+        leaf.distinguished_name = name(common_name);
+        leaf.subject_alt_names = hosts
+            .iter()
+            .map(|h| match h.parse::<IpAddr>() {
+                Ok(ip) => Ok(SanType::IpAddress(ip)),
+                Err(_) => h.as_str().try_into().map(SanType::DnsName),
+            })
+            .collect::<Result<_, _>>()
+            .map_err(issue_err("a subject alternative name"))?;
+        leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        leaf.extended_key_usages = vec![purpose];
+        leaf.use_authority_key_identifier_extension = true;
+        leaf.not_before = not_before;
+        leaf.not_after = not_after;
+        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_err("a key"))?;
+        let cert = leaf
+            .signed_by(&key, &ca)
+            .map_err(issue_err("a certificate"))?;
+        Ok::<_, Error>(Serving {
+            cert_der: cert.der().to_vec(),
+            ca_der: ca.der().to_vec(),
+            key_pem: key.serialize_pem(),
+            not_before: not_before.into(),
+            not_after: not_after.into(),
+            hosts: hosts.to_vec(),
         })
-        .collect::<Result<_, _>>()
-        .map_err(issue_err("a subject alternative name"))?;
-    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    leaf.use_authority_key_identifier_extension = true;
-    leaf.not_before = not_before;
-    leaf.not_after = not_after;
-    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_err("a key"))?;
-    let cert = leaf
-        .signed_by(&key, &ca)
-        .map_err(issue_err("the serving certificate"))?;
-
-    Ok(Serving {
-        cert_der: cert.der().to_vec(),
-        ca_der: ca.der().to_vec(),
-        key_pem: key.serialize_pem(),
-        not_before: not_before.into(),
-        not_after: not_after.into(),
-        hosts: hosts.to_vec(),
-    })
+    };
+    let hosts = &target.hosts;
+    let serving = leaf(
+        hosts.first().map_or("external-secrets-webhook", |h| h),
+        ExtendedKeyUsagePurpose::ServerAuth,
+        hosts,
+    )?;
+    let client = target
+        .purpose
+        .client()
+        .map(|common_name| leaf(common_name, ExtendedKeyUsagePurpose::ClientAuth, &[]))
+        .transpose()?;
+    Ok((serving, client))
 }
 
 fn name(common_name: &str) -> DistinguishedName {
@@ -382,44 +527,48 @@ const ATTEMPTS: usize = 5;
 /// The Secret's certificates, creating the Secret when there is none (or replacing it when it
 /// holds nothing usable). Replicas starting together race on the create; the loser reads the
 /// winner's Secret, so all of them serve one certificate.
-pub async fn load_or_create(api: &Api<Secret>, settings: &Settings) -> Result<Stored, Error> {
+pub async fn load_or_create(api: &Api<Secret>, target: &Target) -> Result<Stored, Error> {
     for _ in 0..ATTEMPTS {
         let existing = api
-            .get_opt(&settings.secret_name)
+            .get_opt(&target.secret_name)
             .await
-            .map_err(|e| Error::Kube("reading", settings.secret_ref(), e))?;
-        let fresh = Material::fresh(settings, SystemTime::now())?;
+            .map_err(|e| Error::Kube("reading", target.secret_ref(), e))?;
+        let fresh = Material::fresh(target, SystemTime::now())?;
         let written = match existing {
-            Some(secret) => match read(&secret) {
+            Some(secret) => match read(&secret, target) {
                 Ok(material) => return Ok(Stored { material, secret }),
+                // Made empty for this (a Helm chart's placeholder): nothing to warn about.
+                Err(_) if secret.data.as_ref().is_none_or(BTreeMap::is_empty) => {
+                    replace(api, target, &secret, &fresh).await?
+                }
                 Err(e) => {
-                    tracing::warn!(secret = %settings.secret_ref(), error = %e, "the webhook's certificate Secret is unusable; replacing it");
-                    replace(api, settings, &secret, &fresh).await?
+                    tracing::warn!(secret = %target.secret_ref(), error = %e, "{} is unusable; replacing it", target.purpose.describe());
+                    replace(api, target, &secret, &fresh).await?
                 }
             },
-            None => create(api, settings, &fresh).await?,
+            None => create(api, target, &fresh).await?,
         };
         if let Some(secret) = written {
-            tracing::info!(secret = %settings.secret_ref(), "created the webhook's CA and serving certificate");
+            tracing::info!(secret = %target.secret_ref(), "issued a CA and certificates into {}", target.purpose.describe());
             return Ok(Stored {
                 material: fresh,
                 secret,
             });
         }
     }
-    Err(Error::Contended(settings.secret_ref()))
+    Err(Error::Contended(target.secret_ref()))
 }
 
 /// The Secret now, or `None` when it is gone or unusable (then [`load_or_create`] repairs it).
-pub async fn reload(api: &Api<Secret>, settings: &Settings) -> Result<Option<Stored>, Error> {
+pub async fn reload(api: &Api<Secret>, target: &Target) -> Result<Option<Stored>, Error> {
     let secret = api
-        .get_opt(&settings.secret_name)
+        .get_opt(&target.secret_name)
         .await
-        .map_err(|e| Error::Kube("reading", settings.secret_ref(), e))?;
-    Ok(secret.and_then(|secret| match read(&secret) {
+        .map_err(|e| Error::Kube("reading", target.secret_ref(), e))?;
+    Ok(secret.and_then(|secret| match read(&secret, target) {
         Ok(material) => Some(Stored { material, secret }),
         Err(e) => {
-            tracing::warn!(secret = %settings.secret_ref(), error = %e, "the webhook's certificate Secret is unusable");
+            tracing::warn!(secret = %target.secret_ref(), error = %e, "{} is unusable", target.purpose.describe());
             None
         }
     }))
@@ -428,32 +577,36 @@ pub async fn reload(api: &Api<Secret>, settings: &Settings) -> Result<Option<Sto
 /// Writes `material` over `stored`; `None` when another replica changed the Secret first.
 pub async fn update(
     api: &Api<Secret>,
-    settings: &Settings,
+    target: &Target,
     stored: &Stored,
     material: Material,
 ) -> Result<Option<Stored>, Error> {
-    Ok(replace(api, settings, &stored.secret, &material)
+    Ok(replace(api, target, &stored.secret, &material)
         .await?
         .map(|secret| Stored { material, secret }))
 }
 
-fn read(secret: &Secret) -> Result<Material, String> {
+fn read(secret: &Secret, target: &Target) -> Result<Material, String> {
     let data = secret
         .data
         .as_ref()
         .ok_or_else(|| "it has no data".to_owned())?;
-    Material::from_secret_data(data)
+    let material = Material::from_secret_data(data)?;
+    match material.unfit_for(target) {
+        Some(why) => Err(why),
+        None => Ok(material),
+    }
 }
 
 async fn create(
     api: &Api<Secret>,
-    settings: &Settings,
+    target: &Target,
     material: &Material,
 ) -> Result<Option<Secret>, Error> {
     let secret = Secret {
         metadata: ObjectMeta {
-            name: Some(settings.secret_name.clone()),
-            namespace: Some(settings.namespace.clone()),
+            name: Some(target.secret_name.clone()),
+            namespace: Some(target.namespace.clone()),
             labels: Some(BTreeMap::from([
                 (
                     "app.kubernetes.io/managed-by".to_owned(),
@@ -461,7 +614,7 @@ async fn create(
                 ),
                 (
                     "app.kubernetes.io/component".to_owned(),
-                    "conversion-webhook".to_owned(),
+                    target.purpose.component().to_owned(),
                 ),
             ])),
             ..ObjectMeta::default()
@@ -470,16 +623,16 @@ async fn create(
         data: Some(material.to_secret_data()),
         ..Secret::default()
     };
-    match api.create(&post_params(), &secret).await {
+    match api.create(&post_params(target), &secret).await {
         Ok(secret) => Ok(Some(secret)),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
-        Err(e) => Err(Error::Kube("creating", settings.secret_ref(), e)),
+        Err(e) => Err(Error::Kube("creating", target.secret_ref(), e)),
     }
 }
 
 async fn replace(
     api: &Api<Secret>,
-    settings: &Settings,
+    target: &Target,
     current: &Secret,
     material: &Material,
 ) -> Result<Option<Secret>, Error> {
@@ -488,19 +641,19 @@ async fn replace(
     secret.data = Some(material.to_secret_data());
     secret.string_data = None;
     match api
-        .replace(&settings.secret_name, &post_params(), &secret)
+        .replace(&target.secret_name, &post_params(target), &secret)
         .await
     {
         Ok(secret) => Ok(Some(secret)),
         // 409: changed since read; 404: deleted since read. Either way, read again.
         Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(None),
-        Err(e) => Err(Error::Kube("replacing", settings.secret_ref(), e)),
+        Err(e) => Err(Error::Kube("replacing", target.secret_ref(), e)),
     }
 }
 
-fn post_params() -> PostParams {
+fn post_params(target: &Target) -> PostParams {
     PostParams {
-        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+        field_manager: Some(target.purpose.field_manager().to_owned()),
         ..PostParams::default()
     }
 }
@@ -539,7 +692,7 @@ mod tests {
         let mut s = settings();
         s.loopback = true;
         let now = SystemTime::now();
-        let material = Material::fresh(&s, now).unwrap();
+        let material = Material::fresh(&s.target(), now).unwrap();
         let back = Material::from_secret_data(&material.to_secret_data()).unwrap();
         assert_eq!(back.serving.cert_der, material.serving.cert_der);
         assert_eq!(back.serving.hosts, s.hosts());
@@ -559,24 +712,24 @@ mod tests {
     fn rotation_is_due_in_the_last_third_or_when_the_names_change() {
         let s = settings();
         let now = SystemTime::now();
-        let m = Material::fresh(&s, now).unwrap();
+        let m = Material::fresh(&s.target(), now).unwrap();
         let m = Material::from_secret_data(&m.to_secret_data()).unwrap();
         // Lifetime 3000 s plus 60 s backdated: due with less than 1020 s left.
-        assert!(!m.rotation_due(&s.hosts(), now));
-        assert!(!m.rotation_due(&s.hosts(), now + Duration::from_secs(1970)));
-        assert!(m.rotation_due(&s.hosts(), now + Duration::from_secs(1990)));
-        assert!(m.rotation_due(&s.hosts(), now + Duration::from_secs(4000)));
+        assert!(!m.rotation_due(&s.target(), now));
+        assert!(!m.rotation_due(&s.target(), now + Duration::from_secs(1970)));
+        assert!(m.rotation_due(&s.target(), now + Duration::from_secs(1990)));
+        assert!(m.rotation_due(&s.target(), now + Duration::from_secs(4000)));
         let mut other = s.clone();
         other.namespace = "elsewhere".into();
-        assert!(m.rotation_due(&other.hosts(), now));
+        assert!(m.rotation_due(&other.target(), now));
     }
 
     #[test]
     fn a_rotation_always_trusts_the_certificate_in_use() {
         let s = settings();
         let now = SystemTime::now();
-        let first = Material::fresh(&s, now).unwrap();
-        let prepared = first.prepare(&s, now).unwrap();
+        let first = Material::fresh(&s.target(), now).unwrap();
+        let prepared = first.prepare(&s.target(), now).unwrap();
         assert_eq!(prepared.serving, first.serving);
         let next = prepared.next.clone().unwrap();
         assert_eq!(
@@ -602,7 +755,7 @@ mod tests {
             [next.ca_der.clone(), first.serving.ca_der.clone()]
         );
         // ...until the next rotation replaces it.
-        let again = promoted.prepare(&s, now).unwrap();
+        let again = promoted.prepare(&s.target(), now).unwrap();
         assert_eq!(again.ca_bundle[0], next.ca_der);
         assert!(!again.ca_bundle.contains(&first.serving.ca_der));
         assert!(first.promote().is_none());
@@ -611,8 +764,8 @@ mod tests {
     #[test]
     fn unusable_secret_data_is_named() {
         let s = settings();
-        let a = Material::fresh(&s, SystemTime::now()).unwrap();
-        let b = Material::fresh(&s, SystemTime::now()).unwrap();
+        let a = Material::fresh(&s.target(), SystemTime::now()).unwrap();
+        let b = Material::fresh(&s.target(), SystemTime::now()).unwrap();
         let data = a.to_secret_data();
         let with = |key: &str, value: &[u8]| {
             let mut d = data.clone();
@@ -649,5 +802,139 @@ mod tests {
             let err = Material::from_secret_data(&data).unwrap_err();
             assert!(err.starts_with(&want), "{err} (want {want})");
         }
+    }
+
+    fn provider_target() -> Target {
+        Target {
+            purpose: Purpose::ProviderServer,
+            namespace: "ns".into(),
+            secret_name: "provider-vault-tls".into(),
+            hosts: vec!["provider-vault.ns.svc".into(), "127.0.0.1".into()],
+            lifetime: Duration::from_secs(3000),
+        }
+    }
+
+    /// A client certificate of `material` and the server certificate, checked as the provider
+    /// server and the operator check them: rustls' verifiers over `ca.crt`.
+    fn handshake_checks(material: &Material, ca_bundle: &[Vec<u8>]) -> Result<(), String> {
+        use rustls::client::danger::ServerCertVerifier;
+        use rustls::pki_types::{ServerName, UnixTime};
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in ca_bundle {
+            roots
+                .add(CertificateDer::from(ca.clone()))
+                .map_err(|e| e.to_string())?;
+        }
+        let roots = std::sync::Arc::new(roots);
+        let provider = std::sync::Arc::new(crate::crypto_provider());
+        let now = UnixTime::now();
+        let client = material.client.as_ref().ok_or("no client certificate")?;
+        rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots.clone(),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| e.to_string())?
+        .verify_client_cert(
+            &CertificateDer::from(client.cert_der.clone()),
+            &[CertificateDer::from(client.ca_der.clone())],
+            now,
+        )
+        .map_err(|e| format!("the client certificate: {e}"))?;
+        rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
+            .build()
+            .map_err(|e| e.to_string())?
+            .verify_server_cert(
+                &CertificateDer::from(material.serving.cert_der.clone()),
+                &[CertificateDer::from(material.serving.ca_der.clone())],
+                &ServerName::try_from("provider-vault.ns.svc").map_err(|e| e.to_string())?,
+                &[],
+                now,
+            )
+            .map_err(|e| format!("the server certificate: {e}"))?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_provider_servers_secret_holds_esos_keys_and_a_client_certificate_of_the_same_ca() {
+        let target = provider_target();
+        let material = Material::fresh(&target, SystemTime::now()).unwrap();
+        let data = material.to_secret_data();
+        let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["ca.crt", "client.crt", "client.key", "tls.crt", "tls.key"]
+        );
+        let back = Material::from_secret_data(&data).unwrap();
+        // Equal but for the sub-second validity X.509 does not hold.
+        assert!(back.to_secret_data() == data);
+        assert!(back.unfit_for(&target).is_none());
+        let client = back.client.as_ref().unwrap();
+        assert_eq!(client.ca_der, back.serving.ca_der);
+        assert!(client.hosts.is_empty());
+        let (_, cert) = x509_parser::parse_x509_certificate(&client.cert_der).unwrap();
+        assert_eq!(
+            cert.subject()
+                .iter_common_name()
+                .next()
+                .unwrap()
+                .as_str()
+                .unwrap(),
+            CLIENT_COMMON_NAME
+        );
+        client.certified_key().unwrap();
+        handshake_checks(&back, &back.ca_bundle).unwrap();
+        assert_eq!(back.serving.hosts, target.hosts);
+
+        // The webhook's Secret has no client certificate, which a provider server's needs.
+        let webhook = Material::fresh(&settings().target(), SystemTime::now()).unwrap();
+        assert!(webhook.client.is_none());
+        assert_eq!(
+            webhook.unfit_for(&target).as_deref(),
+            Some("client.crt or client.key is missing")
+        );
+        assert!(webhook.unfit_for(&settings().target()).is_none());
+    }
+
+    #[test]
+    fn every_step_of_a_provider_rotation_lets_old_and_new_peers_meet() {
+        let target = provider_target();
+        let now = SystemTime::now();
+        let first = Material::fresh(&target, now).unwrap();
+        let prepared = first.prepare(&target, now).unwrap();
+        assert!(prepared.client == first.client);
+        let next_client = prepared.next_client.clone().unwrap();
+        assert_eq!(next_client.ca_der, prepared.next.as_ref().unwrap().ca_der);
+        let data = prepared.to_secret_data();
+        let back = Material::from_secret_data(&data).unwrap();
+        assert!(back.to_secret_data() == data);
+        assert!(back.next_client.is_some());
+        let promoted = prepared.promote().unwrap();
+        assert!(promoted.client.as_ref() == Some(&next_client));
+        assert!(promoted.next_client.is_none());
+        // A server that still reads the prepared files trusts the promoted client, and the
+        // operator, reading the promoted Secret, trusts the server it still meets.
+        let mixed = Material {
+            serving: prepared.serving.clone(),
+            client: promoted.client.clone(),
+            ..promoted.clone()
+        };
+        handshake_checks(&mixed, &prepared.ca_bundle).unwrap();
+        handshake_checks(&mixed, &promoted.ca_bundle).unwrap();
+        // Before the prepare step the new client would be refused: why there are two steps.
+        assert!(handshake_checks(&mixed, &first.ca_bundle).is_err());
+
+        // A client certificate signed by another CA than its server certificate's is named.
+        let mut data = first.to_secret_data();
+        let other = Material::fresh(&target, now).unwrap().to_secret_data();
+        data.insert(CLIENT_CRT.into(), other[CLIENT_CRT].clone());
+        data.insert(CLIENT_KEY.into(), other[CLIENT_KEY].clone());
+        assert_eq!(
+            Material::from_secret_data(&data).unwrap_err(),
+            "client.crt is not signed by the CA of tls.crt"
+        );
+        // Rotation is due when the client certificate nears its end, as for the server's.
+        assert!(!first.rotation_due(&target, now));
+        assert!(first.rotation_due(&target, now + Duration::from_secs(2500)));
     }
 }

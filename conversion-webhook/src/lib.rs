@@ -5,6 +5,8 @@
 //! - [`certs`]: a CA and serving certificate in one Secret shared by every replica, rotated
 //!   in two steps so that the API server always trusts the certificate it meets.
 //! - [`inject`]: the CA bundle into exactly the CRDs the [`Converters`] say need conversion.
+//! - [`provider_tls`]: the same certificate code keeping a provider server's mutual-TLS Secret
+//!   (ESO's layout) issued and rotated.
 //! - [`run`] / [`serve`]: all of it, until shutdown.
 //!
 //! The webhook knows no provider: it dispatches to a [`Converters`], which the binary builds
@@ -12,6 +14,7 @@
 
 pub mod certs;
 pub mod inject;
+pub mod provider_tls;
 mod providers;
 pub mod review;
 pub mod server;
@@ -118,7 +121,18 @@ impl Settings {
     }
 
     pub fn secret_ref(&self) -> String {
-        format!("Secret {}/{}", self.namespace, self.secret_name)
+        self.target().secret_ref()
+    }
+
+    /// The Secret the certificate code keeps for the webhook.
+    pub fn target(&self) -> certs::Target {
+        certs::Target {
+            purpose: certs::Purpose::Webhook,
+            namespace: self.namespace.clone(),
+            secret_name: self.secret_name.clone(),
+            hosts: self.hosts(),
+            lifetime: self.lifetime,
+        }
     }
 }
 
@@ -307,7 +321,7 @@ impl Source {
             let (version, key) = certs::load_external(secrets, settings).await?;
             return Ok((key, Self::External(version)));
         }
-        let stored = certs::load_or_create(secrets, settings).await?;
+        let stored = certs::load_or_create(secrets, &settings.target()).await?;
         let key = stored
             .material
             .serving
@@ -369,9 +383,10 @@ struct Keeper {
 
 impl Keeper {
     async fn check(&mut self) -> Result<bool, Error> {
-        let stored = match certs::reload(&self.secrets, &self.settings).await? {
+        let target = self.settings.target();
+        let stored = match certs::reload(&self.secrets, &target).await? {
             Some(stored) => stored,
-            None => certs::load_or_create(&self.secrets, &self.settings).await?,
+            None => certs::load_or_create(&self.secrets, &target).await?,
         };
         self.adopt(stored);
         let injected = self.inject().await?;
@@ -396,8 +411,8 @@ impl Keeper {
             {
                 tracing::info!(secret = %self.settings.secret_ref(), "serving the rotated certificate");
             }
-        } else if material.rotation_due(&self.settings.hosts(), now) {
-            let prepared = material.prepare(&self.settings, now)?;
+        } else if material.rotation_due(&target, now) {
+            let prepared = material.prepare(&target, now)?;
             if self.write(prepared).await? {
                 tracing::info!(secret = %self.settings.secret_ref(), "issued the next certificate; its CA goes into the CRDs first");
                 return self.inject().await;
@@ -434,7 +449,14 @@ impl Keeper {
 
     /// `false` when another replica changed the Secret first; the next check reads theirs.
     async fn write(&mut self, material: certs::Material) -> Result<bool, Error> {
-        match certs::update(&self.secrets, &self.settings, &self.stored, material).await? {
+        match certs::update(
+            &self.secrets,
+            &self.settings.target(),
+            &self.stored,
+            material,
+        )
+        .await?
+        {
             Some(stored) => {
                 self.adopt(stored);
                 Ok(true)

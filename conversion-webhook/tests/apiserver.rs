@@ -625,7 +625,7 @@ async fn two_replicas_agree(client: Client, name: &'static str) -> Result<()> {
     // Bare Secret races first: four starts at once, one Secret, one certificate.
     let namespace = testenv::create_namespace(&client, "race").await?;
     let secrets = Api::<Secret>::namespaced(client.clone(), &namespace);
-    let s = settings(&namespace);
+    let s = settings(&namespace).target();
     let starts =
         futures::future::join_all((0..4).map(|_| certs::load_or_create(&secrets, &s))).await;
     let certs: BTreeSet<Vec<u8>> = starts
