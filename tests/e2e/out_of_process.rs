@@ -409,12 +409,17 @@ async fn esos_fake_kind(env: Arc<Env>) -> Result<()> {
 }
 
 /// `external-secrets provider conformance`, as a server author runs it, against our own server
-/// for the Fake and the Vault providers (on the real Vault).
+/// for the Fake, the Vault (on the real Vault) and the GitLab provider (on the stand-in).
 async fn conformance(env: Arc<Env>) -> Result<()> {
     let vault = env.vault()?;
     let client = env.client().await;
-    let server = start_server(&env, &["Fake", "Vault"])?;
+    let server = start_server(&env, &["Fake", "Vault", "Gitlab"])?;
     let ns = testenv::create_namespace(&client, "oop-conformance").await?;
+    let gitlab = crate::gitlab::standin(crate::gitlab::TOKEN)?;
+    gitlab.add_project_variable(
+        crate::gitlab::PROJECT,
+        gitlab_standin::Variable::new("CONF_READ", "value-1"),
+    )?;
     crate::vault::policy_for(vault, &ns).await?;
     // GetAllSecrets without a path lists from the mount's root.
     let list = format!("{ns}-list");
@@ -467,9 +472,25 @@ spec:
   path: {kv}
   version: v2
   auth: {{tokenSecretRef: {{name: vault-token, key: token}}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: gitlab-token}}
+stringData: {{token: {gitlab_token}}}
+---
+apiVersion: providers.external-secrets.io/v1alpha1
+kind: Gitlab
+metadata: {{name: gitlab}}
+spec:
+  url: {gitlab_url}
+  projectID: "{project}"
+  auth: {{SecretRef: {{accessToken: {{name: gitlab-token, key: token}}}}}}
 "#,
             server = vault.address(),
             kv = crate::vault::KV2,
+            gitlab_token = crate::gitlab::TOKEN,
+            gitlab_url = gitlab.url(),
+            project = crate::gitlab::PROJECT,
         ),
         true,
     )
@@ -490,6 +511,12 @@ spec:
             format!("providers.external-secrets.io/v1alpha1/Vault/{ns}/vault"),
             vec!["--read-key", vault_key.as_str()],
             format!("{ns}/conformance-"),
+        ),
+        (
+            format!("providers.external-secrets.io/v1alpha1/Gitlab/{ns}/gitlab"),
+            vec!["--read-key", "CONF_READ", "--read-value", "value-1"],
+            // GitLab variable keys take letters, digits and underscores.
+            "conformance_".to_owned(),
         ),
     ];
     for (reference, reads, prefix) in runs {
