@@ -1,7 +1,7 @@
 //! The Helm chart (`charts/external-secrets`): lint and golden renders of several value sets,
-//! and an install and upgrade on a real control plane of its own, with the operator run as a
-//! process under a token of the chart's ServiceAccount and its RBAC checked against the API
-//! server's audit log.
+//! and an install and upgrades on a real control plane of its own, with the operator (and, with
+//! Vault out of process, the provider server) run as processes under tokens of the chart's
+//! ServiceAccounts and their RBAC checked against the API server's audit log.
 
 mod audit;
 mod install;
@@ -31,7 +31,7 @@ fn main() -> std::process::ExitCode {
     let mut trials: Vec<Trial> = render::trials();
     trials.extend(audit::trials());
     trials.push(Trial::test(
-        "install::fake_and_vault_then_gitlab_under_the_service_account",
+        "install::fake_and_vault_then_gitlab_then_vault_out_of_process_under_their_service_accounts",
         || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

@@ -1,7 +1,7 @@
 //! `helm lint` and `helm template` of each value set in `tests/chart/values`, compared with
 //! `tests/chart/golden` (`UPDATE_GOLDEN=1` rewrites those after a deliberate change).
 
-use anyhow::{Result, bail};
+use anyhow::{Result, bail, ensure};
 use libtest_mimic::Trial;
 
 use crate::{CHART, chain, repo};
@@ -32,6 +32,9 @@ pub fn trials() -> Vec<Trial> {
     let size = Trial::test("render::store_crd_of_fake_and_vault_stays_small", || {
         store_crd_size().map_err(|e| chain(&e).into())
     });
+    let classes = Trial::test("render::provider_classes_wait_for_their_crd", || {
+        classes_wait_for_their_crd().map_err(|e| chain(&e).into())
+    });
     value_sets()
         .into_iter()
         .flat_map(|set| {
@@ -45,7 +48,7 @@ pub fn trials() -> Vec<Trial> {
                 }),
             ]
         })
-        .chain([size])
+        .chain([size, classes])
         .collect()
 }
 
@@ -98,23 +101,72 @@ fn lint(set: &str) -> Result<()> {
     Ok(())
 }
 
-/// `helm template` of `set`, as a user's `helm install` would render it.
+/// The API a cluster serves once the chart's CRDs are installed, for what the chart renders only
+/// then (Helm cannot create an object of a kind whose CRD the same release creates).
+const CLASS_API: &str = "external-secrets.io/v1alpha1/ClusterProviderClass";
+
+/// `helm template` of `set`, as a user's `helm install` would render it on a cluster that has
+/// the chart's CRDs already (the first install of a fresh cluster leaves the
+/// ClusterProviderClasses out: [`classes_wait_for_their_crd`]).
 pub fn render(set: &str) -> Result<String> {
+    render_with(set, &["--api-versions", CLASS_API])
+}
+
+fn render_with(set: &str, extra: &[&str]) -> Result<String> {
     let chart = repo(CHART);
-    testenv::helm(
-        None,
-        &[
-            "template",
-            RELEASE,
-            &chart.to_string_lossy(),
-            "--namespace",
-            NAMESPACE,
-            "--kube-version",
-            testenv::KUBERNETES_VERSION,
-            "-f",
-            &values_file(set),
-        ],
-    )
+    let values = values_file(set);
+    let mut args = vec![
+        "template",
+        RELEASE,
+        chart.to_str().unwrap_or_default(),
+        "--namespace",
+        NAMESPACE,
+        "--kube-version",
+        testenv::KUBERNETES_VERSION,
+        "-f",
+        values.as_str(),
+    ];
+    args.extend_from_slice(extra);
+    testenv::helm(None, &args)
+}
+
+/// The kinds and names of a render's objects.
+fn objects(rendered: &str) -> Vec<(String, String)> {
+    rendered
+        .split("\n---\n")
+        .filter_map(|document| {
+            let value: serde_json::Value = serde_yaml::from_str(document).ok()?;
+            Some((
+                value["kind"].as_str()?.to_owned(),
+                value["metadata"]["name"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// Vault out of process on a cluster without the chart's CRDs yet: everything but the
+/// ClusterProviderClass, which Helm could not create in the release that creates its CRD; on a
+/// cluster that serves the kind, the class too.
+fn classes_wait_for_their_crd() -> Result<()> {
+    let class = ("ClusterProviderClass".to_owned(), "vault".to_owned());
+    let fresh = objects(&render_with("vault-out-of-process", &[])?);
+    ensure!(
+        !fresh.contains(&class),
+        "the class is rendered before its CRD is served: {fresh:?}"
+    );
+    ensure!(
+        fresh.contains(&(
+            "Deployment".to_owned(),
+            "es-external-secrets-provider-vault".to_owned()
+        )),
+        "no provider server Deployment in {fresh:?}"
+    );
+    let served = objects(&render("vault-out-of-process")?);
+    ensure!(
+        served.contains(&class),
+        "no ClusterProviderClass vault once the API serves the kind: {served:?}"
+    );
+    Ok(())
 }
 
 /// The render with each CRD reduced to its name and, for the store CRDs, the inline providers

@@ -105,3 +105,81 @@ annotations:
 {{- end }}
 {{- printf "spec.provider: this installation serves only the providers %s; another provider is installed by the chart value providers.<name>.enabled=true" (join ", " $keys | default "(none)") }}
 {{- end }}
+
+{{/* The enabled providers served out of process (providers.<key>.outOfProcess.enabled), as a
+YAML list of the generated table's entries. */}}
+{{- define "external-secrets.outOfProcessProviders" -}}
+{{- $root := . }}
+{{- $out := list }}
+{{- range include "external-secrets.enabledProviders" . | fromYamlArray }}
+{{- $provider := get $root.Values.providers .key | default dict }}
+{{- if ($provider.outOfProcess | default dict).enabled }}
+{{- $out = append $out . }}
+{{- end }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
+{{/* What a provider's clients read besides its own kind, as the provider's code names them
+(its credential references): Secrets, ConfigMaps, ServiceAccount tokens. The controller needs
+these for the providers it runs itself; a provider server for its own. */}}
+{{- define "external-secrets.providerCredentials" -}}
+fake: {}
+vault: {secrets: true, configMaps: true, serviceAccountTokens: true}
+gitlab: {secrets: true, configMaps: true}
+kubernetes: {}
+{{- end }}
+
+{{/* "true" when an enabled provider that logs in with ServiceAccount tokens runs in the
+controller's process. */}}
+{{- define "external-secrets.controllerRequestsTokens" -}}
+{{- $root := . }}
+{{- $credentials := include "external-secrets.providerCredentials" . | fromYaml }}
+{{- $outOfProcess := list }}
+{{- range include "external-secrets.outOfProcessProviders" . | fromYamlArray }}
+{{- $outOfProcess = append $outOfProcess .key }}
+{{- end }}
+{{- range include "external-secrets.enabledProviders" . | fromYamlArray }}
+{{- if and (get $credentials .key | default dict).serviceAccountTokens (not (has .key $outOfProcess)) }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* A provider server's name, for its Deployment, Service, ServiceAccount and RBAC:
+(list $root "<store key>"). */}}
+{{- define "external-secrets.providerServerName" -}}
+{{- $root := index . 0 }}
+{{- $suffix := printf "-provider-%s" (index . 1) }}
+{{- printf "%s%s" (include "external-secrets.fullname" $root | trunc (int (sub 63 (len $suffix))) | trimSuffix "-") $suffix }}
+{{- end }}
+
+{{/* The Secret with a provider server's mutual TLS, which the controller fills. */}}
+{{- define "external-secrets.providerServerTLSSecret" -}}
+{{- printf "%s-tls" (include "external-secrets.providerServerName" .) }}
+{{- end }}
+
+{{/* The ClusterProviderClass of a provider served out of process: (list $root "<store key>"). */}}
+{{- define "external-secrets.providerClassName" -}}
+{{- $root := index . 0 }}
+{{- $provider := get $root.Values.providers (index . 1) | default dict }}
+{{- ($provider.outOfProcess | default dict).className | default (index . 1) }}
+{{- end }}
+
+{{/* Selector labels of a provider server's pods: (list $root "<store key>"). Not the
+controller's: its Services and NetworkPolicy must not select these pods. */}}
+{{- define "external-secrets.providerServerSelectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ printf "%s-provider-%s" (include "external-secrets.name" $root) (index . 1) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+{{- end }}
+
+{{- define "external-secrets.providerServerLabels" -}}
+{{- $root := index . 0 -}}
+helm.sh/chart: {{ printf "%s-%s" $root.Chart.Name $root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "external-secrets.providerServerSelectorLabels" . }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+app.kubernetes.io/component: provider-server
+{{- with $root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
