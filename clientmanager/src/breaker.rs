@@ -2,7 +2,10 @@
 //! PushSecret retries on its own backoff; without this, N of them on a store whose provider is
 //! down ask it N times per backoff step. After an `Unavailable` answer the client answers the
 //! same error itself, without asking, until a wait that doubles from 1 s to a minute has
-//! passed; then calls go through again, and the first answer that is not `Unavailable` ends it.
+//! passed; then one call goes through (the others are still answered for it, however many
+//! retry at that moment), and the first answer that is not `Unavailable` ends the outage. One
+//! call per wait also keeps the wait from growing by as many failures as calls were in flight,
+//! which a slower path to the backend (a provider out of process) would otherwise see.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -15,6 +18,8 @@ use provider::{
 
 const FIRST_WAIT: Duration = Duration::from_secs(1);
 const LONGEST_WAIT: Duration = Duration::from_secs(60);
+/// A probe not answered in this long was lost (its caller gave up): another call may ask.
+const LOST_PROBE: Duration = Duration::from_secs(60);
 
 #[derive(Default)]
 struct Outage {
@@ -23,6 +28,8 @@ struct Outage {
     /// What the provider last answered: repeated as it was, so that the ExternalSecrets'
     /// status and events see one failure, not a new one per wait.
     message: String,
+    /// When the call that asks after the wait started, while it has not answered.
+    probing: Option<Instant>,
 }
 
 pub(crate) struct Guarded {
@@ -48,13 +55,18 @@ impl Guarded {
         self.outage.lock().expect("outage state poisoned")
     }
 
-    /// The error to answer without asking, while the wait lasts.
+    /// The error to answer without asking, while the wait lasts or another call is asking.
     fn held(&self, now: Instant) -> Option<Error> {
-        let outage = self.lock();
-        outage
-            .until
-            .filter(|until| now < *until)
-            .map(|_| Error::Unavailable(outage.message.clone()))
+        let mut outage = self.lock();
+        let until = outage.until?;
+        let asking = outage
+            .probing
+            .is_some_and(|started| now.duration_since(started) < LOST_PROBE);
+        if now < until || asking {
+            return Some(Error::Unavailable(outage.message.clone()));
+        }
+        outage.probing = Some(now);
+        None
     }
 
     fn record<T>(&self, result: &Result<T>, now: Instant) {
@@ -68,6 +80,7 @@ impl Guarded {
                         .min(LONGEST_WAIT);
                     outage.until = Some(now + wait);
                     outage.message = message.clone();
+                    outage.probing = None;
                     false
                 }
                 _ => std::mem::take(&mut *outage).failures > 0,
@@ -225,6 +238,33 @@ mod tests {
         );
         client.get_secret(&remote).await.unwrap();
         assert_eq!(recoveries.load(Ordering::SeqCst), 1, "once");
+        // After a wait, one call asks; the others are answered for it meanwhile.
+        down.store(true, Ordering::SeqCst);
+        client.record::<()>(
+            &Err(Error::Unavailable("down again".into())),
+            Instant::now(),
+        );
+        client.lock().until = Some(Instant::now());
+        let now = Instant::now();
+        assert!(
+            client.held(now).is_none(),
+            "the first call after the wait asks"
+        );
+        assert!(client.held(now).is_some(), "the next is held while it asks");
+        client.record::<()>(&Err(Error::Unavailable("still".into())), now);
+        assert!(client.lock().probing.is_none());
+        assert_eq!(
+            client.lock().until,
+            Some(now + FIRST_WAIT * 2),
+            "the wait doubles once per failed probe"
+        );
+        // A probe that never answers does not hold calls forever.
+        client.lock().until = Some(now);
+        assert!(client.held(now).is_none());
+        assert!(
+            client.held(now + LOST_PROBE).is_none(),
+            "a lost probe is replaced"
+        );
         // Any other answer is not an outage.
         client.record::<()>(&Err(Error::NoSecret), Instant::now());
         assert!(client.held(Instant::now()).is_none());
