@@ -233,7 +233,14 @@ async fn vault_out_of_process(
             ],
         )
     };
-    upgrade()?;
+    // The CRD is served since the first install: the class is created, and the notes say so.
+    let notes = upgrade()?;
+    ensure!(
+        notes.contains(&format!(
+            "Vault: Deployment {VAULT_SERVER}, ClusterProviderClass vault"
+        )) && !notes.contains("NOT created"),
+        "helm upgrade's notes: {notes}"
+    );
     only_these_providers_installed(admin, &["fake", "vault", "gitlab"]).await?;
 
     let classes = Api::<DynamicObject>::all_with(
