@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use prost::Message;
 use provider_protocol::v1::secret_store_provider_client::SecretStoreProviderClient;
 use provider_protocol::{METHODS, SERVICE, v1};
 use provider_remote::{Pool, PoolMetrics, Settings};
@@ -1344,18 +1343,6 @@ enum Reflected {
     },
 }
 
-/// The method names of the service in encoded file descriptors.
-fn service_methods(files: &[Vec<u8>]) -> Option<Vec<String>> {
-    let (package, service) = SERVICE.rsplit_once('.')?;
-    files
-        .iter()
-        .filter_map(|bytes| prost_types::FileDescriptorProto::decode(bytes.as_slice()).ok())
-        .filter(|file| file.package() == package)
-        .flat_map(|file| file.service)
-        .find(|s| s.name() == service)
-        .map(|s| s.method.iter().map(|m| m.name().to_owned()).collect())
-}
-
 macro_rules! reflect {
     ($name:ident, $($pb:ident)::+) => {
         /// Lists the services, then asks for the file that defines ours, on one stream.
@@ -1391,7 +1378,7 @@ macro_rules! reflect {
                             services = Some(list.service.into_iter().map(|s| s.name).collect());
                         }
                         Some(MessageResponse::FileDescriptorResponse(files)) => {
-                            methods = service_methods(&files.file_descriptor_proto);
+                            methods = provider_remote::service_methods(&files.file_descriptor_proto);
                         }
                         _ => {}
                     },

@@ -13,5 +13,5 @@ mod tls;
 
 pub use client::RemoteClient;
 pub use pool::{Connection, Pool, PoolMetrics, Settings};
-pub use probe::{Probe, probe};
+pub use probe::{Probe, probe, service_methods};
 pub use tls::{TlsError, TlsMaterial};

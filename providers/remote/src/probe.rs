@@ -94,6 +94,12 @@ async fn methods(channel: Channel, connection: &Connection) -> Option<Vec<String
         Some(files) => files,
         None => service_files!(v1alpha, channel, connection.deadline())?,
     };
+    service_methods(&files)
+}
+
+/// The methods of `provider.v1.SecretStoreProvider` in encoded file descriptors, as server
+/// reflection returns them.
+pub fn service_methods(files: &[Vec<u8>]) -> Option<Vec<String>> {
     let (package, service) = provider_protocol::SERVICE.rsplit_once('.')?;
     files
         .iter()
