@@ -68,6 +68,11 @@ fn main() -> ExitCode {
             "issuer_certificate_served_and_followed_never_written",
             issuer_certificate,
         ),
+        trial(
+            &cp,
+            "provider_tls_filled_and_rotated_without_a_refused_handshake",
+            provider_tls_rotation,
+        ),
     ];
     if !args.list && trials.iter().any(|t| selected(&args, t.name())) {
         match ControlPlane::start() {
@@ -796,5 +801,144 @@ async fn issuer_certificate(client: Client, name: &'static str) -> Result<()> {
     );
     let _ = stop.send(());
     task.await??;
+    Ok(())
+}
+
+/// A provider server's TLS Secret, created empty (as the Helm chart does) and kept by two
+/// operator replicas with short certificates: filled, then rotated several times. At every state
+/// seen, a server still reading files from up to `LAG` earlier (a kubelet updating its mounted
+/// Secret late) and the operator reading the Secret now accept each other.
+async fn provider_tls_rotation(client: Client, name: &'static str) -> Result<()> {
+    use webhook::provider_tls;
+    const RUN: Duration = Duration::from_secs(25);
+    const LAG: Duration = Duration::from_millis(700);
+    let namespace = testenv::create_namespace(&client, name).await?;
+    let secrets = Api::<Secret>::namespaced(client.clone(), &namespace);
+    let placeholder: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "provider-vault-tls"}, "type": "Opaque",
+    }))?;
+    secrets.create(&PostParams::default(), &placeholder).await?;
+    let mut settings = provider_tls::Settings::parse(&format!(
+        "{namespace}/provider-vault-tls=provider-vault,127.0.0.1"
+    ))
+    .map_err(anyhow::Error::msg)?;
+    settings.lifetime = Duration::from_secs(9);
+    settings.check_interval = Duration::from_millis(200);
+    settings.settle = Duration::from_secs(1);
+    let keepers: Vec<_> = (0..2)
+        .map(|_| {
+            tokio::spawn(provider_tls::keep(
+                client.clone(),
+                settings.clone(),
+                std::future::pending(),
+            ))
+        })
+        .collect();
+
+    let started = Instant::now();
+    let mut seen: Vec<(Instant, certs::Material)> = Vec::new();
+    let mut failures = Vec::new();
+    while started.elapsed() < RUN {
+        let data = secrets
+            .get("provider-vault-tls")
+            .await?
+            .data
+            .unwrap_or_default();
+        if !data.is_empty() {
+            let now = certs::Material::from_secret_data(&data).map_err(anyhow::Error::msg)?;
+            if seen
+                .last()
+                .is_none_or(|(_, last)| last.to_secret_data() != data)
+            {
+                seen.push((Instant::now(), now));
+            }
+            let (at, current) = seen.last().context("a state")?;
+            for (when, files) in seen.iter().rev() {
+                if at.duration_since(*when) > LAG + Duration::from_millis(100) {
+                    break;
+                }
+                if let Err(e) = mutual_tls_accepts(files, current) {
+                    failures.push(format!(
+                        "{:.1}s: server files {:.1}s old: {e}",
+                        started.elapsed().as_secs_f64(),
+                        at.duration_since(*when).as_secs_f64()
+                    ));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    keepers.iter().for_each(tokio::task::JoinHandle::abort);
+    let served: BTreeSet<Vec<u8>> = seen
+        .iter()
+        .map(|(_, m)| m.serving.cert_der.clone())
+        .collect();
+    eprintln!(
+        "provider TLS: {} states, {} server certificates in {RUN:?}",
+        seen.len(),
+        served.len()
+    );
+    ensure!(
+        failures.is_empty(),
+        "{} refused handshakes:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // Lifetime 9 s, rotated with a third left, then 1 s of settling: about every 7 s.
+    ensure!(
+        served.len() >= 3,
+        "only {} server certificates in {RUN:?}",
+        served.len()
+    );
+    let last = &seen.last().context("a state")?.1;
+    ensure!(
+        last.serving.hosts == settings.hosts() && last.client.is_some(),
+        "the last state: hosts {:?}, client {}",
+        last.serving.hosts,
+        last.client.is_some()
+    );
+    Ok(())
+}
+
+/// Whether a provider server with `files` (its `ca.crt`, `tls.crt`) and the operator with
+/// `secret` (its `ca.crt`, `client.crt`) each accept the other's certificate, as rustls checks
+/// them: the server the client's chain against its bundle, the operator the server's against its
+/// bundle and the name `127.0.0.1`.
+fn mutual_tls_accepts(files: &certs::Material, secret: &certs::Material) -> Result<()> {
+    use rustls::client::danger::ServerCertVerifier;
+    let roots = |bundle: &[Vec<u8>]| -> Result<Arc<rustls::RootCertStore>> {
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in bundle {
+            roots.add(CertificateDer::from(ca.clone()))?;
+        }
+        Ok(Arc::new(roots))
+    };
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let now = rustls::pki_types::UnixTime::now();
+    let client = secret.client.as_ref().context("no client certificate")?;
+    rustls::server::WebPkiClientVerifier::builder_with_provider(
+        roots(&files.ca_bundle)?,
+        provider.clone(),
+    )
+    .build()?
+    .verify_client_cert(
+        &CertificateDer::from(client.cert_der.clone()),
+        &[CertificateDer::from(client.ca_der.clone())],
+        now,
+    )
+    .context("the server refuses the client certificate")?;
+    rustls::client::WebPkiServerVerifier::builder_with_provider(
+        roots(&secret.ca_bundle)?,
+        provider,
+    )
+    .build()?
+    .verify_server_cert(
+        &CertificateDer::from(files.serving.cert_der.clone()),
+        &[CertificateDer::from(files.serving.ca_der.clone())],
+        &ServerName::try_from("127.0.0.1")?,
+        &[],
+        now,
+    )
+    .context("the operator refuses the server certificate")?;
     Ok(())
 }
