@@ -3,14 +3,10 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -159,47 +155,10 @@ pub fn code_name(code: tonic::Code) -> &'static str {
     }
 }
 
-#[derive(Clone)]
-struct Shared {
-    registry: Arc<Registry>,
-    serving: Arc<AtomicBool>,
-}
-
 /// `/metrics`, plus `/healthz` and `/readyz` for probes that cannot speak mTLS gRPC (the
 /// kubelet's); `/readyz` fails once the server is shutting down.
 pub(crate) fn router(registry: Arc<Registry>, serving: Arc<AtomicBool>) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .with_state(Shared { registry, serving })
-}
-
-async fn metrics(State(s): State<Shared>) -> impl IntoResponse {
-    let mut body = String::new();
-    match prometheus_client::encoding::text::encode(&mut body, &s.registry) {
-        Result::Ok(()) => (
-            StatusCode::OK,
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            body,
-        ),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            [(header::CONTENT_TYPE, "text/plain")],
-            e.to_string(),
-        ),
-    }
-}
-
-async fn readyz(State(s): State<Shared>) -> impl IntoResponse {
-    if s.serving.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
-    }
+    http_endpoints::metrics(registry).merge(http_endpoints::probes(serving, "shutting down"))
 }
 
 /// Serves [`router`] on `listener` until `shutdown`.
