@@ -4,18 +4,19 @@
 //! health and reflection, the error codes the README promises, and the example's manifests
 //! and RBAC against a real API server (`testenv::ControlPlane`).
 //!
-//! The server's packages come from the example's hash-pinned `requirements.txt`, installed
-//! into a venv under the target directory and reused while the file is unchanged; its stubs
-//! are generated from `providers/protocol/proto` for each run. Missing python3 or venv support
-//! fails with the command that fixes it: a test that quietly skips proves nothing.
+//! The venv (the example's hash-pinned `requirements.txt`, installed under the target directory
+//! and reused while the file is unchanged), the stubs generated from `providers/protocol/proto`
+//! and the server process are `testenv::python_example`'s, which the e2e suite's trial of the
+//! example through the operator shares. Missing python3 or venv support fails with the command
+//! that fixes it: a test that quietly skips proves nothing.
 
 mod support;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Output, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitCode};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use base64::Engine;
@@ -27,6 +28,7 @@ use provider_protocol::v1;
 use provider_remote::{Pool, PoolMetrics, RemoteClient, Settings, TlsMaterial};
 use support::{Ca, Issued, write_server_files};
 use testenv::ControlPlane;
+use testenv::python_example::{self, PythonExample, PythonServer, PythonServerFiles};
 
 const API_VERSION: &str = "secrets.acme.example/v1";
 const KIND: &str = "SqliteStore";
@@ -41,93 +43,11 @@ fn root() -> PathBuf {
 }
 
 fn example() -> PathBuf {
-    root().join("examples/out-of-tree/python")
-}
-
-/// `CARGO_TARGET_DIR` if set, else the workspace's `target`.
-fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => root().join("target"),
-    }
-}
-
-fn describe(output: &Output) -> String {
-    format!(
-        "exit {}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn run(command: &mut Command, what: &str) -> Result<Output> {
-    let output = command
-        .output()
-        .with_context(|| format!("running {what}"))?;
-    ensure!(
-        output.status.success(),
-        "{what} failed\n{}",
-        describe(&output)
-    );
-    Ok(output)
+    python_example::example_dir()
 }
 
 // ---------------------------------------------------------------------------------------------
-// Setup: the venv, the stubs, the database, the cluster objects and the running server
-
-/// The venv's python, creating the venv and installing the requirements when needed.
-fn venv_python() -> Result<PathBuf> {
-    let requirements = example().join("requirements.txt");
-    let wanted = std::fs::read_to_string(&requirements).context("reading requirements.txt")?;
-    let venv = target_dir().join("python-example-venv");
-    let python = venv.join("bin/python");
-    // The stamp is the requirements file the venv was made from.
-    let stamp = venv.join("requirements.installed");
-    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) && python.exists() {
-        return Ok(python);
-    }
-    let version = Command::new("python3").arg("--version").output();
-    if !version.as_ref().is_ok_and(|o| o.status.success()) {
-        bail!(
-            "python3 is needed to run the Python example server and was not found ({version:?}). \
-             Install it, e.g. `apt-get install -y python3 python3-venv`."
-        );
-    }
-    let _ = std::fs::remove_dir_all(&venv);
-    let created = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .output()
-        .context("running python3 -m venv")?;
-    ensure!(
-        created.status.success(),
-        "`python3 -m venv {}` failed; install venv support, e.g. `apt-get install -y python3-venv`.\n{}",
-        venv.display(),
-        describe(&created)
-    );
-    let installed = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .args(["--require-hashes", "--only-binary=:all:", "-r"])
-        .arg(&requirements)
-        .output()
-        .context("running pip")?;
-    ensure!(
-        installed.status.success(),
-        "installing {} into {} failed (PyPI must be reachable once; later runs reuse the venv)\n{}",
-        requirements.display(),
-        venv.display(),
-        describe(&installed)
-    );
-    std::fs::write(&stamp, wanted).context("writing the venv stamp")?;
-    Ok(python)
-}
+// Setup: the venv and stubs (testenv's), the database, the cluster objects and the running server
 
 /// The rows the tests read. `db` is written as TEXT, as the sqlite3 shell would; the rest as
 /// BLOB, as the server writes.
@@ -151,84 +71,24 @@ other.execute("CREATE TABLE unrelated (x)")
 other.commit()
 "#;
 
-/// A running example server; stopped (SIGTERM, as a pod is) when dropped.
-struct PythonServer {
-    child: Mutex<Child>,
-    address: String,
-    log: PathBuf,
-}
-
-impl PythonServer {
-    /// Starts `server.py` on a free 127.0.0.1 port with the certificates in `certs`, reading the
-    /// cluster through `kubeconfig`; its output goes to `<name>.log`.
-    fn start(fx: &Files, certs: &Path, kubeconfig: &Path, name: &str) -> Result<Self> {
-        let log = fx.dir.path().join(format!("{name}.log"));
-        let out = std::fs::File::create(&log)?;
-        let child = Command::new(&fx.python)
-            .arg(example().join("server.py"))
-            .args(["--port", "0", "--host", "127.0.0.1", "--tls-dir"])
-            .arg(certs)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--data-dir")
-            .arg(fx.dir.path().join("data"))
-            .env("PYTHONPATH", fx.dir.path().join("gen"))
-            .env("PYTHONUNBUFFERED", "1")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .context("starting server.py")?;
-        let mut server = Self {
-            child: Mutex::new(child),
-            address: String::new(),
-            log,
-        };
-        // It prints the port it was given.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let text = std::fs::read_to_string(&server.log).unwrap_or_default();
-            if let Some(port) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("listening on port "))
-            {
-                server.address = format!("127.0.0.1:{}", port.trim());
-                return Ok(server);
-            }
-            if let Some(status) = server.child.lock().unwrap().try_wait()? {
-                bail!("server.py exited ({status}) before listening:\n{text}");
-            }
-            if Instant::now() > deadline {
-                bail!("server.py did not say it listens within a minute:\n{text}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// SIGTERM, as Kubernetes stops a pod; errs when it had to be killed.
-    fn stop(&self) -> Result<()> {
-        testenv::terminate(&mut self.child.lock().unwrap(), Duration::from_secs(15))
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    }
-}
-
-impl Drop for PythonServer {
-    fn drop(&mut self) {
-        if let Ok(mut child) = self.child.lock() {
-            let _ = testenv::terminate(&mut child, Duration::from_secs(10));
-        }
-    }
+/// Starts `server.py` on a free 127.0.0.1 port with the certificates in `certs`, reading the
+/// cluster through `kubeconfig`; its output goes to `<name>.log`.
+fn start_server(fx: &Files, certs: &Path, kubeconfig: &Path, name: &str) -> Result<PythonServer> {
+    PythonServer::start(
+        &fx.example,
+        &PythonServerFiles {
+            tls_dir: certs.to_owned(),
+            kubeconfig: kubeconfig.to_owned(),
+            data_dir: fx.dir.path().join("data"),
+            log: fx.dir.path().join(format!("{name}.log")),
+        },
+    )
 }
 
 /// What the servers read: stubs, certificates, databases and kubeconfigs, in one folder.
 struct Files {
     dir: tempfile::TempDir,
-    python: PathBuf,
+    example: PythonExample,
     ca: Ca,
     client: Issued,
 }
@@ -241,25 +101,14 @@ struct Fixture {
 }
 
 fn setup() -> Result<Fixture> {
-    let python = venv_python()?;
     let dir = tempfile::Builder::new()
         .prefix("python-example-")
         .tempdir()?;
-    let gen_dir = dir.path().join("gen");
-    std::fs::create_dir_all(&gen_dir)?;
-    run(
-        Command::new(&python)
-            .args(["-m", "grpc_tools.protoc", "-I"])
-            .arg(root().join("providers/protocol/proto"))
-            .arg(format!("--python_out={}", gen_dir.display()))
-            .arg(format!("--grpc_python_out={}", gen_dir.display()))
-            .arg("provider/v1/secretstore.proto"),
-        "generating the Python stubs with grpc_tools.protoc",
-    )?;
+    let example = PythonExample::prepare(&dir.path().join("gen"))?;
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data)?;
-    run(
-        Command::new(&python)
+    python_example::run(
+        Command::new(&example.python)
             .args(["-c", SEED])
             .arg(data.join("secrets.db"))
             .arg(data.join("other.db")),
@@ -272,7 +121,7 @@ fn setup() -> Result<Fixture> {
     let client = ca.client();
     let files = Files {
         dir,
-        python,
+        example,
         ca,
         client,
     };
@@ -283,7 +132,7 @@ fn setup() -> Result<Fixture> {
         .build()?
         .block_on(cluster_objects(&cp, &files))?;
     // The admin kubeconfig as the control plane writes it: client certificate and key data.
-    let server = PythonServer::start(&files, &certs, &cp.kubeconfig_path(), "server")?;
+    let server = start_server(&files, &certs, &cp.kubeconfig_path(), "server")?;
     Ok(Fixture { server, cp, files })
 }
 
@@ -444,7 +293,7 @@ where
         rt.block_on(body(fx.clone())).map_err(|e| {
             Failed::from(format!(
                 "{e:#}\n--- last lines of the Python server's log\n{}",
-                fx.server.log_tail()
+                fx.server.log_tail(30)
             ))
         })
     })
@@ -1046,7 +895,7 @@ async fn service_account_rbac(fx: Arc<Fixture>) -> Result<()> {
         ),
     )?;
     let certs = fx.files.dir.path().join("certs");
-    let server = PythonServer::start(&fx.files, &certs, &kubeconfig, "server-service-account")?;
+    let server = start_server(&fx.files, &certs, &kubeconfig, "server-service-account")?;
     let pool = pool();
     let store = fx.client_of(
         &server,
@@ -1055,7 +904,7 @@ async fn service_account_rbac(fx: Arc<Fixture>) -> Result<()> {
         TEAM_B,
     )?;
     let got = store.get_secret(&key("plain")).await.map_err(|e| {
-        anyhow::anyhow!("GetSecret through a server running as {SERVER_NAMESPACE}/{SERVER_ACCOUNT}: {e}\n--- its log\n{}", server.log_tail())
+        anyhow::anyhow!("GetSecret through a server running as {SERVER_NAMESPACE}/{SERVER_ACCOUNT}: {e}\n--- its log\n{}", server.log_tail(30))
     })?;
     ensure!(got == b"v0", "the ServiceAccount's server read {got:?}");
     Ok(())
@@ -1085,7 +934,7 @@ async fn rotation_and_shutdown(fx: Arc<Fixture>) -> Result<()> {
     std::fs::create_dir_all(&certs)?;
     let old_ca = Ca::new("before-rotation");
     write_server_files(&certs, &old_ca, &old_ca.server());
-    let server = PythonServer::start(
+    let server = start_server(
         &fx.files,
         &certs,
         &fx.cp.kubeconfig_path(),
@@ -1125,7 +974,7 @@ async fn rotation_and_shutdown(fx: Arc<Fixture>) -> Result<()> {
     server.stop().map_err(|e| {
         anyhow::anyhow!(
             "SIGTERM did not stop the server: {e}\n{}",
-            server.log_tail()
+            server.log_tail(30)
         )
     })
 }
