@@ -135,7 +135,15 @@ fn uses(request: &Request, permission: &Permission) -> bool {
             .name
             .as_ref()
             .is_none_or(|n| request.name.as_ref() == Some(n))
-        && request.code.is_some_and(|c| c < 400)
+        && request.code.is_some_and(authorized)
+}
+
+/// Whether RBAC let the request through: answered, and not refused. A 404 (a GET of an object
+/// that does not exist yet), a 409 (a conflict) or a 422 (an invalid object) come from the
+/// handler, after authorization; 401, 403 and 429 (API priority and fairness, which runs before
+/// authorization) and the 5xx do not say.
+fn authorized(code: u16) -> bool {
+    code < 400 || [404, 409, 422].contains(&code)
 }
 
 /// The refused requests and the permissions no request used, as one list of findings.
@@ -165,7 +173,8 @@ pub fn trials() -> Vec<Trial> {
 }
 
 /// The checker itself can fail: a refusal and an unused verb are both reported, a used or
-/// excepted permission is not.
+/// excepted permission is not; a GET answered 404 used its permission, a request throttled
+/// before authorization (429) did not.
 fn checker_finds_both() -> Result<()> {
     let log = [
         r#"{"verb":"get","user":{"username":"sa"},"objectRef":{"resource":"secrets","name":"a"},"responseStatus":{"code":200}}"#,
@@ -174,13 +183,16 @@ fn checker_finds_both() -> Result<()> {
         r#"{"verb":"delete","user":{"username":"other"},"objectRef":{"resource":"secrets","name":"a"},"responseStatus":{"code":200}}"#,
         r#"{"verb":"get","user":{"username":"sa"},"requestURI":"/apis"}"#,
         r#"{"verb":"patch","user":{"username":"sa"},"objectRef":{"resource":"configmaps","name":"c"},"responseStatus":{"code":201}}"#,
+        r#"{"verb":"get","user":{"username":"sa"},"objectRef":{"resource":"configmaps","name":"gone"},"responseStatus":{"code":404}}"#,
+        r#"{"verb":"list","user":{"username":"sa"},"objectRef":{"resource":"secrets"},"responseStatus":{"code":429}}"#,
     ]
     .join("\n");
     let requests = requests(&log, "sa")?;
     let rules: Vec<PolicyRule> = serde_json::from_value(serde_json::json!([
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "delete"]},
         {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
          "resourceNames": ["a", "b"], "verbs": ["patch"]},
     ]))?;
@@ -197,6 +209,7 @@ fn checker_finds_both() -> Result<()> {
             == [
                 "refused: list core/configmaps",
                 "granted, never used: delete core/secrets",
+                "granted, never used: list core/secrets",
                 "granted, never used: patch apiextensions.k8s.io/customresourcedefinitions a",
             ],
         "findings: {found:#?}"
