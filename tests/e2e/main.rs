@@ -166,7 +166,9 @@ fn main() -> ExitCode {
     // Out of process, the suites of the providers that moved run again; the rest ran already.
     .filter(|t| {
         std::env::var_os(out_of_process::MODE).is_none()
-            || out_of_process::SUITES.iter().any(|s| t.name().starts_with(s))
+            || out_of_process::SUITES
+                .iter()
+                .any(|s| t.name().starts_with(s))
     })
     .collect();
 
