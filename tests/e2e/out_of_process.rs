@@ -1097,6 +1097,73 @@ async fn python_example_checks(
         store["status"]
     );
 
+    // A server author's check, run as they would: the conformance command against it.
+    let tls = fx.dir.path().join("client");
+    std::fs::create_dir_all(&tls)?;
+    for (name, contents) in pki.client_secret_data() {
+        std::fs::write(tls.join(name), contents)?;
+    }
+    let conformance = std::process::Command::new(binary())
+        .args([
+            "provider",
+            "conformance",
+            "--address",
+            &server.address,
+            "--tls-dir",
+        ])
+        .arg(&tls)
+        .args([
+            "--provider-ref",
+            &format!("secrets.acme.example/v1/SqliteStore/{ns}/sqlite"),
+        ])
+        .args(["--read-key", "plain", "--read-value", "v0"])
+        .output()?;
+    let report = String::from_utf8_lossy(&conformance.stdout);
+    ensure!(
+        conformance.status.success() && report.contains("0 failed"),
+        "the conformance command against the Python server:\n{report}{}",
+        String::from_utf8_lossy(&conformance.stderr)
+    );
+
+    // A read-only store (spec.readOnly): Capabilities says so, and a PushSecret to it is
+    // refused by the operator with a condition that says why, before any call.
+    testenv::apply_yaml_in(
+        client,
+        &ns,
+        &format!(
+            "apiVersion: secrets.acme.example/v1\nkind: SqliteStore\nmetadata: {{name: sqlite-ro}}\nspec: {{path: {:?}, table: secrets, readOnly: true}}\n---\napiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: sqlite-ro}}\nspec:\n  runtimeRef: {{name: sqlite}}\n  providerRef: {{apiVersion: secrets.acme.example/v1, kind: SqliteStore, name: sqlite-ro}}\n",
+            fx.db.display().to_string()
+        ),
+        true,
+    )
+    .await?;
+    let read_only = wait_store(client, &ns, "sqlite-ro", "True", "Valid").await?;
+    ensure!(
+        read_only["status"]["capabilities"] == "ReadOnly",
+        "{}",
+        read_only["status"]
+    );
+    let pushes: Api<api::push_secret::PushSecret> = Api::namespaced(client.clone(), &ns);
+    testenv::apply_yaml_in(
+        client,
+        &ns,
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: ro-src}\nstringData: {token: nope}\n---\napiVersion: external-secrets.io/v1alpha1\nkind: PushSecret\nmetadata: {name: ro}\nspec:\n  refreshInterval: 1h\n  secretStoreRefs: [{name: sqlite-ro, kind: SecretStore}]\n  selector: {secret: {name: ro-src}}\n  data:\n  - match: {secretKey: token, remoteRef: {remoteKey: never/written}}\n",
+        true,
+    )
+    .await?;
+    let refused = wait_ready("PushSecret ro", "False", "Errored", || value(&pushes, "ro")).await?;
+    let message = crate::operator::ready(&refused)
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    ensure!(
+        message.contains("read-only"),
+        "the PushSecret says why: {message}"
+    );
+    ensure!(
+        fx.row("never/written")?.is_none(),
+        "nothing reached the read-only store"
+    );
+
     // Reads: every kind of reference, exact bytes.
     testenv::apply_yaml_in(client, &ns, SQLITE_ES, true).await?;
     wait_secret(client, &ns, "app-secret", &sqlite_expected())

@@ -15,7 +15,7 @@ import re
 import sqlite3
 import urllib.parse
 
-from errors import InvalidSpec, ProviderError, Unavailable
+from errors import Conflict, InvalidSpec, ProviderError, Unavailable
 
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # SQLite's errors that a later try may not meet.
@@ -36,6 +36,13 @@ class Store:
         if not isinstance(table, str) or not TABLE_NAME.match(table):
             raise InvalidSpec(f"{where}: spec.table must be a plain SQL name (letters, digits, _)")
         self.path, self.table, self.where = path, table, where
+        # A team that only reads (say, secrets another system writes) sets spec.readOnly.
+        self.read_only = spec.get("readOnly") is True
+
+    def writable(self):
+        """Refuses a write to a read-only store (the operator refuses it first, by Capabilities)."""
+        if self.read_only:
+            raise Conflict(f"{self.where} is read-only (spec.readOnly)")
 
     @contextlib.contextmanager
     def _db(self):

@@ -140,6 +140,7 @@ class SqliteProvider(pb_grpc.SecretStoreProviderServicer):
     @rpc
     def PushSecret(self, request, context):
         store = self.store(request.provider_ref, request.source_namespace)
+        store.writable()
         data = request.push_secret_data
         if not data.remote_key:
             raise InvalidSpec("push_secret_data.remote_key is required")
@@ -166,6 +167,7 @@ class SqliteProvider(pb_grpc.SecretStoreProviderServicer):
     @rpc
     def DeleteSecret(self, request, context):
         store = self.store(request.provider_ref, request.source_namespace)
+        store.writable()
         ref = request.remote_ref
         if not ref.property:
             store.update(ref.remote_key, lambda old: None)
@@ -194,8 +196,8 @@ class SqliteProvider(pb_grpc.SecretStoreProviderServicer):
 
     @rpc
     def Capabilities(self, request, context):
-        served_kind(request.provider_ref)  # from the kind alone: nothing to read
-        return pb.CapabilitiesResponse(capabilities=pb.READ_WRITE)
+        store = self.store(request.provider_ref, request.source_namespace, data_call=False)
+        return pb.CapabilitiesResponse(capabilities=pb.READ_ONLY if store.read_only else pb.READ_WRITE)
 
 
 def served_kind(ref):
