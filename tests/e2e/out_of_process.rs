@@ -421,13 +421,14 @@ async fn conformance(env: Arc<Env>) -> Result<()> {
         gitlab_standin::Variable::new("CONF_READ", "value-1"),
     )?;
     crate::vault::policy_for(vault, &ns).await?;
-    // GetAllSecrets without a path lists from the mount's root.
+    // GetAllSecrets without a path lists from the mount's root, through every folder (other
+    // trials' too); it reads only what matches.
     let list = format!("{ns}-list");
     vault
         .write_policy(
             &list,
             &format!(
-                "path \"{}/metadata/\" {{ capabilities = [\"list\"] }}",
+                "path \"{0}/metadata/\" {{ capabilities = [\"list\"] }}\npath \"{0}/metadata/*\" {{ capabilities = [\"list\"] }}",
                 crate::vault::KV2
             ),
         )
