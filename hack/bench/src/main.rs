@@ -1,12 +1,16 @@
 //! Times the operator binary the way a user runs it: its own process, talking to a real
 //! kube-apiserver through a kubeconfig, syncing N ExternalSecrets from a Fake SecretStore or,
 //! with `--store vault`, from a real Vault server through one AppRole SecretStore, and with
-//! `--store gitlab`, from the GitLab stand-in through one token.
+//! `--store gitlab`, from the GitLab stand-in through one token. With `--provider
+//! out-of-process` the store names a ProviderClass of a `provider serve` process (the same
+//! binary) the bench starts, and a loop in this process times single GetSecret calls through
+//! the real client-side adapter against that server, beside the in-process Fake client.
 //! `hack/bench.sh` builds everything and runs this; see `hack/README.md` for results.
 
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -19,31 +23,41 @@ use gitlab_standin::{GitlabStandin, Role, Variable};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
-use testenv::{ControlPlane, KvVersion, VaultServer};
+use provider::{ProviderRuntime, ProviderSchema, SecretsClient};
+use provider_protocol::v1;
+use testenv::{ControlPlane, KvVersion, ProviderServer, VaultServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const STORE: &str = "bench";
 
-const FAKE_STORE_YAML: &str = r#"
-apiVersion: external-secrets.io/v1
-kind: SecretStore
-metadata:
-  name: bench
-spec:
-  provider:
-    fake:
-      data:
-      - key: user
-        value: alice
-      - key: config
-        value: '{"a":"1","b":"2"}'
-"#;
+/// The ProviderClass (or ClusterProviderClass) of the out-of-process runs, and its TLS Secret.
+const CLASS: &str = "bench-provider";
+const CLASS_TLS: &str = "bench-provider-tls";
+
+/// The inline `spec.provider.fake` of the Fake store, in process and out of process alike.
+fn fake_inline() -> serde_json::Value {
+    serde_json::json!({"data": [
+        {"key": "user", "value": "alice"},
+        {"key": "config", "value": r#"{"a":"1","b":"2"}"#},
+    ]})
+}
+
+fn fake_store_yaml() -> String {
+    // JSON is YAML: the same value as `fake_inline`, no second copy of the data.
+    format!(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: {STORE}}}\nspec:\n  provider:\n    fake: {}\n",
+        fake_inline()
+    )
+}
 
 /// Enough parallel creates to keep the apiserver busy without the bench itself becoming the
 /// bottleneck being measured.
 const CREATE_PARALLELISM: usize = 32;
 
 const POLL: Duration = Duration::from_millis(500);
+
+/// Calls of each kind before the per-call loop starts timing.
+const WARM_UP_CALLS: usize = 200;
 
 #[derive(Parser)]
 #[command(
@@ -79,6 +93,72 @@ struct Args {
     /// and at v1beta1, which the API server converts through the operator's webhook.
     #[arg(long)]
     conversion: bool,
+    /// Where the provider runs, one fresh control plane per choice and count: in the operator,
+    /// or in `<operator> provider serve` started by the bench and named by the store's
+    /// runtimeRef (a ProviderClass, mTLS on loopback). Default: both for the Fake store,
+    /// in-process for the others.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    provider: Vec<Runtime>,
+    /// Out of process through a ClusterProviderClass whose TLS Secret is in a namespace of its
+    /// own, instead of a ProviderClass with its Secret beside the ExternalSecrets' Secrets.
+    #[arg(long)]
+    cluster_provider_class: bool,
+    /// GetSecret calls of the per-call loop after each out-of-process Fake run, through the
+    /// client-side adapter and through the in-process Fake client, one at a time.
+    #[arg(long, default_value_t = 5000)]
+    calls: usize,
+    /// Seconds from the operator's start until the first create, at the least (the store must be
+    /// Ready too). At start the operator injects the conversion webhook's CA into the provider
+    /// CRDs, so the API server rebuilds their watch caches and the operator's watches re-list for
+    /// a few seconds; creates during that are about twice as slow, which made a run that got its
+    /// store Ready early (out of process) look slower than one that did not.
+    #[arg(long, default_value_t = 15)]
+    warm_up: u64,
+    /// Seconds to wait once everything is Ready before reading the settled RSS (printed when a
+    /// run is out of process).
+    #[arg(long, default_value_t = 10)]
+    settle: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Runtime {
+    /// The operator calls the provider in its own process.
+    InProcess,
+    /// The store's runtimeRef names a ProviderClass of a provider server the bench starts.
+    OutOfProcess,
+}
+
+impl Runtime {
+    fn label(self) -> &'static str {
+        match self {
+            Self::InProcess => "in process",
+            Self::OutOfProcess => "out of process",
+        }
+    }
+}
+
+impl Args {
+    /// `--provider` without repeats, or its default for the store.
+    fn runtimes(&self) -> Vec<Runtime> {
+        let mut chosen: Vec<Runtime> = Vec::new();
+        for &r in &self.provider {
+            if !chosen.contains(&r) {
+                chosen.push(r);
+            }
+        }
+        if chosen.is_empty() {
+            chosen.push(Runtime::InProcess);
+            if self.store == Backend::Fake {
+                chosen.push(Runtime::OutOfProcess);
+            }
+        }
+        chosen
+    }
+
+    /// Whether the table with the provider server's columns is printed (and RSS settles).
+    fn compares_runtimes(&self) -> bool {
+        self.runtimes() != [Runtime::InProcess]
+    }
 }
 
 /// What `--templated` adds to each ExternalSecret: the fetched keys (`user`, `a`, `b` from both
@@ -114,7 +194,42 @@ struct ServerCounts {
     requests: usize,
 }
 
+/// The provider server of an out-of-process run: its memory, the calls it answered and the
+/// connections the operator opened to it.
+struct ProviderStats {
+    rss_before_mib: f64,
+    peak_rss_mib: f64,
+    rss_settled_mib: f64,
+    calls: f64,
+    connections_opened: f64,
+    /// CPU seconds from the first create until all were Ready.
+    cpu_s: f64,
+}
+
+/// Times of single GetSecret calls, sorted, in microseconds.
+struct PerCall {
+    in_process: Vec<f64>,
+    remote: Vec<f64>,
+    /// Remote minus in-process, call by call (each pair made back to back).
+    difference: Vec<f64>,
+    /// gRPC health Check on the same connection: a round trip through the same TLS, HTTP/2 and
+    /// tonic layers with next to nothing for either side to do, the floor of any call.
+    health: Vec<f64>,
+    /// CPU per remote GetSecret in microseconds, from a second loop of remote calls only: this
+    /// process (the client side) and the server, from their `/proc` CPU times.
+    client_cpu: f64,
+    server_cpu: f64,
+    /// The machine's 1-minute load average as the loop started (other work shares the cores).
+    load: f64,
+    /// The server's own time per GetSecret from `grpc_server_handling_seconds` (sum / count over
+    /// the loop): the part of a remote call spent inside the server's handler.
+    server_mean: Option<f64>,
+}
+
 struct Run {
+    /// Which entry of `--counts` (a count may be repeated); in and out of process share it.
+    round: usize,
+    runtime: Runtime,
     count: usize,
     creates_done: Duration,
     all_ready: Duration,
@@ -122,8 +237,24 @@ struct Run {
     rss_before_mib: f64,
     peak_rss_mib: f64,
     rss_end_mib: f64,
+    /// The machine's 1-minute load average when all were Ready.
+    load: f64,
+    /// CPU seconds of the operator, and of the API server when found, from the first create
+    /// until all were Ready: work, where the wall time also counts waiting for the shared cores.
+    operator_cpu_s: f64,
+    apiserver_cpu_s: Option<f64>,
+    /// Requests the API server answered from the first create until all were Ready
+    /// (`apiserver_request_total`, watches included as one each).
+    api_requests: f64,
+    /// The mean of `externalsecret_reconcile_duration` (each ExternalSecret's last reconcile),
+    /// in milliseconds.
+    reconcile_ms: f64,
+    /// `VmRSS` after `--settle` seconds, when the runtimes are compared.
+    rss_settled_mib: Option<f64>,
     sync_calls: f64,
     server: Option<ServerCounts>,
+    provider: Option<ProviderStats>,
+    per_call: Option<PerCall>,
 }
 
 fn main() -> Result<()> {
@@ -134,60 +265,79 @@ fn main() -> Result<()> {
         args.operator.display()
     );
     ensure!(!args.counts.is_empty(), "--counts is empty");
-    let runtime = tokio::runtime::Runtime::new()?;
+    let tokio = tokio::runtime::Runtime::new()?;
     let mut runs = Vec::new();
     let mut kubernetes = String::new();
-    for &count in &args.counts {
-        // Started outside the runtime: start() blocks, and dropping it joins the supervisor.
-        let cp = ControlPlane::start()?;
-        let server = match args.store {
-            Backend::Fake => None,
-            Backend::Vault => Some(Server::Vault(Box::new(VaultServer::start()?))),
-            Backend::Gitlab => Some(Server::Gitlab(GitlabStandin::start()?)),
-        };
-        if args.conversion {
-            if runs.is_empty() && count == args.counts[0] {
-                println!(
-                    "| Vault objects | LIST at v1alpha1 (storage) | LIST at v1beta1 (converted) | ratio | conversions/s |"
-                );
-                println!("|---:|---:|---:|---:|---:|");
-            }
-            runtime.block_on(async {
-                let client = cp.client().await;
-                run_conversion(&cp, &client, &args, count).await
-            })?;
-            continue;
-        }
-        let result = runtime.block_on(async {
-            let client = cp.client().await;
-            kubernetes = client.apiserver_version().await?.git_version;
-            run(&cp, &client, &args, count, server.as_ref()).await
-        });
-        let log = cp.dir().join("operator.log");
-        report_operator_log(&log);
-        match result {
-            Ok(r) => runs.push(r),
-            Err(e) => {
-                let text = std::fs::read_to_string(&log).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                eprintln!("bench: the end of {}:", log.display());
-                for line in &lines[lines.len().saturating_sub(20)..] {
-                    eprintln!("  {line}");
-                }
-                if std::env::var_os("EXTERNAL_SECRETS_TESTENV_KEEP").is_none() {
-                    eprintln!(
-                        "bench: set EXTERNAL_SECRETS_TESTENV_KEEP=1 to keep {}",
-                        log.display()
+    let runtimes = if args.conversion {
+        vec![Runtime::InProcess]
+    } else {
+        args.runtimes()
+    };
+    for (round, &count) in args.counts.iter().enumerate() {
+        for &runtime in &runtimes {
+            // Started outside the runtime: start() blocks, and dropping it joins the supervisor.
+            let cp = ControlPlane::start()?;
+            let server = match args.store {
+                Backend::Fake => None,
+                Backend::Vault => Some(Server::Vault(Box::new(VaultServer::start()?))),
+                Backend::Gitlab => Some(Server::Gitlab(GitlabStandin::start()?)),
+            };
+            if args.conversion {
+                if count == args.counts[0] {
+                    println!(
+                        "| Vault objects | LIST at v1alpha1 (storage) | LIST at v1beta1 (converted) | ratio | conversions/s |"
                     );
+                    println!("|---:|---:|---:|---:|---:|");
                 }
-                return Err(e.context(format!("the run with {count} ExternalSecrets failed")));
+                tokio.block_on(async {
+                    let client = cp.client().await;
+                    run_conversion(&cp, &client, &args, count).await
+                })?;
+                continue;
+            }
+            let result = tokio.block_on(async {
+                let client = cp.client().await;
+                kubernetes = client.apiserver_version().await?.git_version;
+                run(&cp, &client, &args, count, runtime, server.as_ref()).await
+            });
+            let log = cp.dir().join("operator.log");
+            report_log("operator", &log);
+            match result {
+                Ok(r) => runs.push(Run { round, ..r }),
+                Err(e) => {
+                    print_tail(&log);
+                    return Err(e.context(format!(
+                        "the run with {count} ExternalSecrets, provider {}, failed",
+                        runtime.label()
+                    )));
+                }
             }
         }
     }
     if !args.conversion {
-        print_table(&runs, &kubernetes, &args);
+        if args.compares_runtimes() {
+            print_runtime_tables(&runs, &kubernetes, &args);
+        } else {
+            print_table(&runs, &kubernetes, &args);
+        }
     }
     Ok(())
+}
+
+/// The last lines of a log, and how to keep it.
+fn print_tail(log: &Path) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    eprintln!("bench: the end of {}:", log.display());
+    for line in &lines[lines.len().saturating_sub(20)..] {
+        eprintln!("  {line}");
+    }
+    if std::env::var_os("EXTERNAL_SECRETS_TESTENV_KEEP").is_none() {
+        eprintln!(
+            "bench: set EXTERNAL_SECRETS_TESTENV_KEEP=1 to keep {}",
+            log.display()
+        );
+    }
 }
 
 /// The store to read from, and the spec of every ExternalSecret.
@@ -206,7 +356,7 @@ async fn prepare(
                 "data": [{"secretKey": "user", "remoteRef": {"key": "user"}}],
                 "dataFrom": [{"extract": {"key": "config"}}],
             });
-            return Ok((FAKE_STORE_YAML.to_owned(), spec));
+            return Ok((fake_store_yaml(), spec));
         }
     };
     vault.mount_kv("secret", KvVersion::V2).await?;
@@ -268,30 +418,190 @@ async fn prepare_gitlab(
     Ok((store, spec))
 }
 
+/// A process the bench watches: it fails as soon as one has exited.
+#[derive(Clone, Copy)]
+struct Watched {
+    pid: u32,
+    name: &'static str,
+}
+
+/// The provider server of an out-of-process run and its pid (for its memory).
+struct ProviderProcess {
+    server: ProviderServer,
+    pid: u32,
+}
+
 async fn run(
     cp: &ControlPlane,
     client: &Client,
     args: &Args,
     count: usize,
+    runtime: Runtime,
     server: Option<&Server>,
 ) -> Result<Run> {
-    eprintln!("bench: {count} ExternalSecrets");
+    eprintln!(
+        "bench: {count} ExternalSecrets, provider {}",
+        runtime.label()
+    );
     testenv::install_crds(client, &args.crds).await?;
     let ns = testenv::create_namespace(client, "bench").await?;
 
     let (pid, metrics_port) = spawn_operator(cp, args)?;
+    let first_create = Instant::now() + Duration::from_secs(args.warm_up);
+    let operator = Watched {
+        pid,
+        name: "the operator",
+    };
+    let provider = match runtime {
+        Runtime::InProcess => None,
+        // After the CRDs, which its watches need.
+        Runtime::OutOfProcess => Some(start_provider_server(cp, args).await?),
+    };
+    let result = measure(
+        cp,
+        client,
+        args,
+        count,
+        &ns,
+        operator,
+        metrics_port,
+        first_create,
+        server,
+        provider.as_ref(),
+    )
+    .await;
+    if let Some(p) = &provider {
+        let log = p.server.log_path();
+        report_log("provider server", &log);
+        if result.is_err() {
+            print_tail(&log);
+        }
+    }
+    result
+}
 
-    let (store_yaml, mut spec) = prepare(client, &ns, server).await?;
+/// `<operator> provider serve --kind <the store's kind>` with mTLS on loopback.
+async fn start_provider_server(cp: &ControlPlane, args: &Args) -> Result<ProviderProcess> {
+    let kind = match args.store {
+        Backend::Fake => "Fake",
+        Backend::Vault => "Vault",
+        Backend::Gitlab => "Gitlab",
+    };
+    let binary = args.operator.clone();
+    let kubeconfig = cp.kubeconfig_path();
+    // start() waits, blocking, until the gRPC port accepts connections.
+    let server =
+        tokio::task::spawn_blocking(move || ProviderServer::start(&binary, &kubeconfig, &[kind]))
+            .await??;
+    // testenv keeps the pid to itself; the server is the one process reading its certificates
+    // folder.
+    let pid = pid_with_arg(&format!("--tls-dir={}", server.certs_dir().display()))?;
+    eprintln!(
+        "bench: provider server {} (pid {pid}, log {})",
+        server.address,
+        server.log_path().display()
+    );
+    Ok(ProviderProcess { server, pid })
+}
+
+/// The class of `provider` for a store in `ns`, with the client half of its mTLS in ESO's
+/// Secret: a ProviderClass in `ns` with its Secret beside it or, with `--cluster-provider-class`,
+/// a ClusterProviderClass whose Secret is in a namespace of its own. Returns the store's
+/// `runtimeRef`.
+async fn provider_class(
+    client: &Client,
+    ns: &str,
+    provider: &ProviderProcess,
+    cluster: bool,
+) -> Result<String> {
+    let tls_ns = if cluster {
+        testenv::create_namespace(client, "bench-tls").await?
+    } else {
+        ns.to_owned()
+    };
+    let secret = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": CLASS_TLS},
+        "stringData": provider.server.pki().client_secret_data(),
+    });
+    // JSON is YAML.
+    testenv::apply_yaml_in(client, &tls_ns, &secret.to_string(), true).await?;
+    let (kind, tls_ref, runtime_ref) = if cluster {
+        (
+            "ClusterProviderClass",
+            format!("{{name: {CLASS_TLS}, namespace: {tls_ns}}}"),
+            format!("{{kind: ClusterProviderClass, name: {CLASS}}}"),
+        )
+    } else {
+        (
+            "ProviderClass",
+            format!("{{name: {CLASS_TLS}}}"),
+            format!("{{name: {CLASS}}}"),
+        )
+    };
+    testenv::apply_yaml_in(
+        client,
+        ns,
+        &format!(
+            "apiVersion: external-secrets.io/v1alpha1\nkind: {kind}\nmetadata: {{name: {CLASS}}}\nspec: {{address: '{}', tlsSecretRef: {tls_ref}}}\n",
+            provider.server.address
+        ),
+        true,
+    )
+    .await?;
+    Ok(runtime_ref)
+}
+
+/// `store_yaml` with `spec.runtimeRef: <runtime_ref>`.
+fn with_runtime_ref(store_yaml: &str, runtime_ref: &str) -> Result<String> {
+    const SPEC: &str = "\nspec:\n  provider:";
+    ensure!(
+        store_yaml.contains(SPEC),
+        "the store has no `spec:` followed by `provider:`:\n{store_yaml}"
+    );
+    Ok(store_yaml.replacen(
+        SPEC,
+        &format!("\nspec:\n  runtimeRef: {runtime_ref}\n  provider:"),
+        1,
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    cp: &ControlPlane,
+    client: &Client,
+    args: &Args,
+    count: usize,
+    ns: &str,
+    operator: Watched,
+    metrics_port: u16,
+    first_create: Instant,
+    server: Option<&Server>,
+    provider: Option<&ProviderProcess>,
+) -> Result<Run> {
+    let pid = operator.pid;
+    let mut watched = vec![operator];
+    if let Some(p) = provider {
+        watched.push(Watched {
+            pid: p.pid,
+            name: "the provider server",
+        });
+    }
+    let (mut store_yaml, mut spec) = prepare(client, ns, server).await?;
+    if let Some(p) = provider {
+        let runtime_ref = provider_class(client, ns, p, args.cluster_provider_class).await?;
+        store_yaml = with_runtime_ref(&store_yaml, &runtime_ref)?;
+    }
 
     if args.templated {
         spec["target"] = template();
     }
-    testenv::apply_yaml_in(client, &ns, &store_yaml, true).await?;
-    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    testenv::apply_yaml_in(client, ns, &store_yaml, true).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), ns);
     // Not testenv::wait_for: that would take a dead operator for "not yet" and wait it out.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        alive(pid)?;
+        alive(&watched)?;
         let store = stores.get(STORE).await?;
         let conditions = store.status.map(|s| s.conditions).unwrap_or_default();
         match api::conditions::find(&conditions, READY) {
@@ -304,9 +614,12 @@ async fn run(
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
+    tokio::time::sleep_until(first_create.into()).await;
+    alive(&watched)?;
     // What the operator needs with one store and nothing to sync, to tell its fixed cost from
     // its cost per ExternalSecret.
     let rss_before_mib = rss_mib(pid, "VmRSS")?;
+    let provider_rss_before_mib = provider.map(|p| rss_mib(p.pid, "VmRSS")).transpose()?;
     // Requests per refresh, not the store's validation.
     if let Some(Server::Gitlab(gitlab)) = server {
         gitlab.reset_requests();
@@ -314,9 +627,23 @@ async fn run(
 
     let spec: ExternalSecretSpec = serde_json::from_value(spec)?;
     let names: Vec<String> = (0..count).map(|i| format!("es-{i:05}")).collect();
-    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
 
+    // testenv keeps the API server's pid to itself; its certificates folder is in the control
+    // plane's.
+    let apiserver = pid_with_arg(&format!(
+        "--cert-dir={}",
+        cp.dir().join("apiserver-certs").display()
+    ))
+    .ok();
+    let cpu = |pid: Option<u32>| pid.map(cpu_seconds).transpose();
+    let cpu_before = [
+        cpu(Some(pid))?,
+        cpu(provider.map(|p| p.pid))?,
+        cpu(apiserver)?,
+    ];
+    let api_before = apiserver_metrics(client).await?;
     let start = Instant::now();
     let creating = futures::stream::iter(names.iter().map(|name| {
         let api = externalsecrets.clone();
@@ -330,7 +657,14 @@ async fn run(
     .buffer_unordered(CREATE_PARALLELISM)
     .try_for_each(|_| async { Ok(()) });
     // Polled alongside the creates, so that time to Ready is not rounded up to the end of them.
-    let waiting = wait_all(&externalsecrets, &secrets, &names, start, args.timeout, pid);
+    let waiting = wait_all(
+        &externalsecrets,
+        &secrets,
+        &names,
+        start,
+        args.timeout,
+        &watched,
+    );
     let (creates_done, (all_ready, all_secrets)) = tokio::try_join!(
         async {
             creating.await?;
@@ -339,16 +673,56 @@ async fn run(
         waiting
     )?;
 
+    let cpu_after = [
+        cpu(Some(pid))?,
+        cpu(provider.map(|p| p.pid))?,
+        cpu(apiserver)?,
+    ];
+    let [operator_cpu_s, provider_cpu_s, apiserver_cpu_s] =
+        std::array::from_fn(|i| Some(cpu_after[i]? - cpu_before[i]?));
+    let api_after = apiserver_metrics(client).await?;
+    // Both kept with the control plane's folder, to tell requests apart by verb and resource.
+    std::fs::write(cp.dir().join("apiserver-metrics-before.txt"), &api_before)?;
+    std::fs::write(cp.dir().join("apiserver-metrics-after.txt"), &api_after)?;
+    let api_requests = sum_of(&api_after, "apiserver_request_total")
+        - sum_of(&api_before, "apiserver_request_total");
     let peak_rss_mib = rss_mib(pid, "VmHWM")?;
     let rss_end_mib = rss_mib(pid, "VmRSS")?;
+    let load = load_average()?;
+    let provider_peak_rss_mib = provider.map(|p| rss_mib(p.pid, "VmHWM")).transpose()?;
+    let rss_settled_mib = if args.compares_runtimes() {
+        tokio::time::sleep(Duration::from_secs(args.settle)).await;
+        alive(&watched)?;
+        Some(rss_mib(pid, "VmRSS")?)
+    } else {
+        None
+    };
     let metrics = scrape(metrics_port).await?;
     // Kept with the control plane's folder (EXTERNAL_SECRETS_TESTENV_KEEP=1) for a closer look.
     std::fs::write(cp.dir().join("operator-metrics.txt"), &metrics)?;
-    let sync_calls = metrics
-        .lines()
-        .filter(|l| l.starts_with("externalsecret_sync_calls_total"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let sync_calls = sum_of(&metrics, "externalsecret_sync_calls_total");
+    let durations = samples(&metrics, "externalsecret_reconcile_duration");
+    let reconcile_ms = durations.iter().sum::<f64>() / durations.len().max(1) as f64 / 1e6;
+    let provider_stats = match provider {
+        None => None,
+        Some(p) => {
+            let served = scrape(p.server.metrics_address.port()).await?;
+            std::fs::write(cp.dir().join("provider-metrics.txt"), &served)?;
+            Some(ProviderStats {
+                rss_before_mib: provider_rss_before_mib.unwrap_or_default(),
+                peak_rss_mib: provider_peak_rss_mib.unwrap_or_default(),
+                rss_settled_mib: rss_mib(p.pid, "VmRSS")?,
+                calls: sum_of(&served, "grpc_server_handled_total"),
+                connections_opened: sum_of(&metrics, "provider_connections_opened_total"),
+                cpu_s: provider_cpu_s.unwrap_or_default(),
+            })
+        }
+    };
+    // After the memory readings: the loop's calls are not the sync's.
+    let per_call = match provider {
+        Some(p) if server.is_none() => Some(per_call(p, ns, args.calls).await?),
+        _ => None,
+    };
     let server = match server {
         None => None,
         Some(Server::Vault(v)) => Some(ServerCounts {
@@ -363,6 +737,12 @@ async fn run(
         }),
     };
     Ok(Run {
+        round: 0,
+        runtime: if provider.is_some() {
+            Runtime::OutOfProcess
+        } else {
+            Runtime::InProcess
+        },
         server,
         count,
         creates_done,
@@ -371,7 +751,198 @@ async fn run(
         rss_before_mib,
         peak_rss_mib,
         rss_end_mib,
+        rss_settled_mib,
+        load,
+        operator_cpu_s: operator_cpu_s.unwrap_or_default(),
+        apiserver_cpu_s,
+        api_requests,
+        reconcile_ms,
         sync_calls,
+        provider: provider_stats,
+        per_call,
+    })
+}
+
+/// The API server's own `/metrics`.
+async fn apiserver_metrics(client: &Client) -> Result<String> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    Ok(client.request_text(request).await?)
+}
+
+/// Every sample of `metric` (any labels) in a Prometheus text scrape.
+fn samples(text: &str, metric: &str) -> Vec<f64> {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(metric)
+                .is_some_and(|rest| rest.starts_with(['{', ' ']))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .collect()
+}
+
+fn sum_of(text: &str, metric: &str) -> f64 {
+    samples(text, metric).iter().sum()
+}
+
+/// The value of the sample `metric{labels}` (exactly those labels), if present.
+fn sample(text: &str, metric: &str, labels: &str) -> Option<f64> {
+    let name = format!("{metric}{{{labels}}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&name)?.trim().parse().ok())
+}
+
+/// Times `calls` GetSecret calls one at a time through the client-side adapter
+/// (`provider_remote::Pool` + `RemoteClient`, mTLS, loopback) against the run's server, each
+/// paired with the same call on an in-process Fake client built from the same spec.
+async fn per_call(provider: &ProviderProcess, ns: &str, calls: usize) -> Result<PerCall> {
+    use api::provider_kinds::Scope;
+    eprintln!(
+        "bench: {calls} GetSecret calls in process and through {}",
+        provider.server.address
+    );
+    let resource = api::providers::fake::DESCRIPTOR.storage_resource(Scope::Namespaced);
+
+    // In process: what the operator builds for the inline store (its converted spec).
+    let fake = provider_fake::Fake::default();
+    let spec = fake.convert(&fake_inline())?;
+    let local = fake
+        .new_client(
+            provider::ClientRequest {
+                provider: provider::ProviderIdentity {
+                    kind: resource.kind.clone(),
+                    namespace: Some(ns.to_owned()),
+                    name: STORE.to_owned(),
+                },
+                api_version: resource.api_version.clone(),
+                spec,
+                namespace: ns.to_owned(),
+            },
+            Arc::new(provider::StaticCredentials::default()),
+        )
+        .await?;
+
+    // Out of process: what the operator sends for the same store, the provider object converted
+    // from its inline spec, which the server reads from its watch cache.
+    let pki = provider.server.pki();
+    let tls = provider_remote::TlsMaterial {
+        ca: pki.ca_pem.into_bytes(),
+        cert: pki.client.cert_pem.into_bytes(),
+        key: pki.client.key_pem.into_bytes(),
+    };
+    let pool = provider_remote::Pool::new(
+        provider_remote::Settings::default(),
+        provider_remote::PoolMetrics::default(),
+    );
+    let remote = provider_remote::RemoteClient::new(
+        pool.get(&provider.server.address, Some(&tls))?,
+        v1::ProviderReference {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+            name: STORE.to_owned(),
+            namespace: ns.to_owned(),
+            store_ref_kind: api::store::SECRET_STORE_KIND.into(),
+        },
+        ns.to_owned(),
+    );
+
+    let key = provider::RemoteRef {
+        key: "user".into(),
+        ..Default::default()
+    };
+    for (name, client) in [
+        ("in process", &*local),
+        ("out of process", &remote as &dyn SecretsClient),
+    ] {
+        let value = client
+            .get_secret(&key)
+            .await
+            .with_context(|| format!("GetSecret {name}"))?;
+        ensure!(
+            value == b"alice",
+            "GetSecret {name} answered {:?}",
+            String::from_utf8_lossy(&value)
+        );
+    }
+    for _ in 0..WARM_UP_CALLS {
+        local.get_secret(&key).await?;
+        remote.get_secret(&key).await?;
+    }
+
+    let port = provider.server.metrics_address.port();
+    let histogram = |text: &str| {
+        let labels = r#"method="GetSecret""#;
+        Some((
+            sample(text, "grpc_server_handling_seconds_sum", labels)?,
+            sample(text, "grpc_server_handling_seconds_count", labels)?,
+        ))
+    };
+    let mut health = tonic_health::pb::health_client::HealthClient::new(
+        pool.get(&provider.server.address, Some(&tls))?.channel(),
+    );
+    let check = || tonic_health::pb::HealthCheckRequest {
+        service: String::new(),
+    };
+    for _ in 0..WARM_UP_CALLS {
+        health.check(check()).await?;
+    }
+
+    let load = load_average()?;
+    let before = histogram(&scrape(port).await?);
+    let mut times: [Vec<f64>; 3] = std::array::from_fn(|_| Vec::with_capacity(calls));
+    let mut difference = Vec::with_capacity(calls);
+    for i in 0..calls {
+        // Rotated, so that no side always runs on the caches another one warmed.
+        let mut took = [0.0; 3];
+        for k in 0..3 {
+            let side = (i + k) % 3;
+            let started = Instant::now();
+            match side {
+                0 => {
+                    local.get_secret(&key).await?;
+                }
+                1 => {
+                    remote.get_secret(&key).await?;
+                }
+                _ => {
+                    health.check(check()).await?;
+                }
+            }
+            took[side] = started.elapsed().as_secs_f64() * 1e6;
+        }
+        for (v, t) in times.iter_mut().zip(took) {
+            v.push(t);
+        }
+        difference.push(took[1] - took[0]);
+    }
+    let after = histogram(&scrape(port).await?);
+    // What a call costs each side in CPU, which the wall times above only bound: the pairs'
+    // loop also runs the other calls, so this one runs remote calls alone.
+    let self_pid = std::process::id();
+    let (client0, server0) = (cpu_seconds(self_pid)?, cpu_seconds(provider.pid)?);
+    for _ in 0..calls {
+        remote.get_secret(&key).await?;
+    }
+    let per = |s: f64| s / calls as f64 * 1e6;
+    let client_cpu = per(cpu_seconds(self_pid)? - client0);
+    let server_cpu = per(cpu_seconds(provider.pid)? - server0);
+    let server_mean = match (before, after) {
+        (Some((sum0, n0)), Some((sum1, n1))) if n1 > n0 => Some((sum1 - sum0) / (n1 - n0) * 1e6),
+        _ => None,
+    };
+    difference.sort_by(f64::total_cmp);
+    let [mut in_process, mut out, mut health] = times;
+    for v in [&mut in_process, &mut out, &mut health] {
+        v.sort_by(f64::total_cmp);
+    }
+    Ok(PerCall {
+        in_process,
+        remote: out,
+        difference,
+        health,
+        client_cpu,
+        server_cpu,
+        load,
+        server_mean,
     })
 }
 
@@ -383,14 +954,14 @@ async fn wait_all(
     names: &[String],
     start: Instant,
     timeout: u64,
-    pid: u32,
+    watched: &[Watched],
 ) -> Result<(Duration, Duration)> {
     let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
     let deadline = start + Duration::from_secs(timeout);
     let (mut all_ready, mut all_secrets) = (None, None);
     let mut last_print = Instant::now();
     loop {
-        alive(pid)?;
+        alive(watched)?;
         let (mut ready, mut present) = (0, 0);
         if all_ready.is_none() {
             ready = externalsecrets
@@ -493,6 +1064,10 @@ async fn run_conversion(
     testenv::install_crds(client, &args.crds).await?;
     let ns = testenv::create_namespace(client, "bench").await?;
     let (pid, _) = spawn_operator(cp, args)?;
+    let watched = [Watched {
+        pid,
+        name: "the operator",
+    }];
     let resource = |v: &str| -> ApiResource {
         api::providers::vault::DESCRIPTOR.resource(api::provider_kinds::Scope::Namespaced, v)
     };
@@ -502,7 +1077,7 @@ async fn run_conversion(
     // The webhook has put its URL and CA into the CRD once a v1beta1 read succeeds.
     let deadline = Instant::now() + Duration::from_secs(60);
     while beta.list(&ListParams::default()).await.is_err() {
-        alive(pid)?;
+        alive(&watched)?;
         ensure!(
             Instant::now() < deadline,
             "the conversion webhook did not come up in 60s"
@@ -557,7 +1132,7 @@ async fn run_conversion(
         }
         times.push(best);
     }
-    alive(pid)?;
+    alive(&watched)?;
     println!(
         "| {count} | {:.2} s | {:.2} s | {:.2} | {:.0} |",
         times[0].as_secs_f64(),
@@ -568,18 +1143,77 @@ async fn run_conversion(
     Ok(())
 }
 
-/// Fails when the operator process has exited; the supervisor reaps children only when the
-/// control plane stops, so a dead operator is still a zombie here.
-fn alive(pid: u32) -> Result<()> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The state follows the parenthesised command name, which may itself contain spaces.
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next());
-    if matches!(state, None | Some("Z" | "X")) {
-        bail!("the operator (pid {pid}) exited");
+/// Fails when a watched process has exited; the supervisor reaps children only when the
+/// control plane (or the provider server) stops, so a dead one is still a zombie here.
+fn alive(watched: &[Watched]) -> Result<()> {
+    for w in watched {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", w.pid)).unwrap_or_default();
+        // The state follows the parenthesised command name, which may itself contain spaces.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next());
+        if matches!(state, None | Some("Z" | "X")) {
+            bail!("{} (pid {}) exited", w.name, w.pid);
+        }
     }
     Ok(())
+}
+
+/// The one running process with `arg` among its arguments.
+fn pid_with_arg(arg: &str) -> Result<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let entry = entry?;
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    match found[..] {
+        [pid] => Ok(pid),
+        _ => bail!(
+            "{} processes have the argument {arg}: {found:?}",
+            found.len()
+        ),
+    }
+}
+
+/// User and system CPU seconds of a process, all its threads.
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    // Reported in clock ticks of USER_HZ, which is 100 on every Linux ABI.
+    const TICKS: f64 = 100.0;
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    // After the parenthesised command name: state is field 3, utime and stime fields 14 and 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| -> Result<f64> {
+        fields
+            .get(i - 3)
+            .and_then(|v| v.parse::<f64>().ok())
+            .with_context(|| format!("{path} has no field {i}"))
+    };
+    Ok((ticks(14)? + ticks(15)?) / TICKS)
+}
+
+/// The 1-minute load average.
+fn load_average() -> Result<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg")?;
+    text.split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("/proc/loadavg: {text:?}"))
 }
 
 /// A `/proc/<pid>/status` memory field (reported in kB) in MiB.
@@ -621,11 +1255,11 @@ async fn scrape(port: u16) -> Result<String> {
     Ok(response)
 }
 
-/// Warnings and errors in the operator's log go to stderr: a fast run that logged errors is
-/// not a good result.
-fn report_operator_log(path: &Path) {
+/// Warnings and errors in a process's log go to stderr: a fast run that logged errors is not a
+/// good result.
+fn report_log(what: &str, path: &Path) {
     let Ok(text) = std::fs::read_to_string(path) else {
-        eprintln!("bench: no operator log at {}", path.display());
+        eprintln!("bench: no {what} log at {}", path.display());
         return;
     };
     let bad: Vec<&str> = text
@@ -633,7 +1267,7 @@ fn report_operator_log(path: &Path) {
         .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
         .collect();
     eprintln!(
-        "bench: operator log: {} lines, {} WARN/ERROR",
+        "bench: {what} log: {} lines, {} WARN/ERROR",
         text.lines().count(),
         bad.len()
     );
@@ -642,7 +1276,8 @@ fn report_operator_log(path: &Path) {
     }
 }
 
-fn print_table(runs: &[Run], kubernetes: &str, args: &Args) {
+/// The line above a table: what ran where.
+fn describe(kubernetes: &str, args: &Args) -> String {
     let nproc = std::thread::available_parallelism().map_or(0, usize::from);
     let extra: String = args.operator_args.iter().map(|a| format!(" {a}")).collect();
     let store = match args.store {
@@ -655,10 +1290,14 @@ fn print_table(runs: &[Run], kubernetes: &str, args: &Args) {
     } else {
         ""
     };
-    println!(
-        "Kubernetes {kubernetes}, {store}{templated}, nproc {nproc}, operator --concurrent {}{extra}\n",
+    format!(
+        "Kubernetes {kubernetes}, {store}{templated}, nproc {nproc}, operator --concurrent {}{extra}",
         args.concurrency
-    );
+    )
+}
+
+fn print_table(runs: &[Run], kubernetes: &str, args: &Args) {
+    println!("{}\n", describe(kubernetes, args));
     println!(
         "| ExternalSecrets | time to all Ready | Secrets/s | peak RSS (MiB) | RSS at end (MiB) \
          | RSS before ExternalSecrets (MiB) | creates done | time to all Secrets | sync calls \
@@ -666,12 +1305,7 @@ fn print_table(runs: &[Run], kubernetes: &str, args: &Args) {
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in runs {
-        let (logins, reads) = r.server.as_ref().map_or(("-".into(), "-".into()), |c| {
-            (
-                c.logins.map_or("-".into(), |l| l.to_string()),
-                c.requests.to_string(),
-            )
-        });
+        let (logins, reads) = server_columns(r);
         println!(
             "| {} | {:.1} s | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} s | {:.1} s | {} | {logins} | {reads} |",
             r.count,
@@ -684,5 +1318,148 @@ fn print_table(runs: &[Run], kubernetes: &str, args: &Args) {
             r.all_secrets.as_secs_f64(),
             r.sync_calls,
         );
+    }
+}
+
+/// Vault's logins and the secret manager's requests, `-` where there is none.
+fn server_columns(r: &Run) -> (String, String) {
+    r.server.as_ref().map_or(("-".into(), "-".into()), |c| {
+        (
+            c.logins.map_or("-".into(), |l| l.to_string()),
+            c.requests.to_string(),
+        )
+    })
+}
+
+/// The value at quantile `q` of sorted `values` (nearest rank).
+fn quantile(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * values.len() as f64).ceil() as usize;
+    values[rank.clamp(1, values.len()) - 1]
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+/// In process beside out of process: time, both processes' memory, the server's calls; then
+/// the per-call loop's times.
+fn print_runtime_tables(runs: &[Run], kubernetes: &str, args: &Args) {
+    let mib = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+    println!(
+        "{}; out of process: `{} provider serve` on 127.0.0.1 with mTLS, through a {}; \
+         settled = {} s after all Ready\n",
+        describe(kubernetes, args),
+        args.operator
+            .file_name()
+            .map_or("external-secrets".into(), |n| n.to_string_lossy()),
+        if args.cluster_provider_class {
+            "ClusterProviderClass (its TLS Secret in a namespace of its own)"
+        } else {
+            "ProviderClass (its TLS Secret beside the ExternalSecrets)"
+        },
+        args.settle,
+    );
+    println!(
+        "| provider | ExternalSecrets | time to all Ready | vs in process | Secrets/s \
+         | operator peak RSS (MiB) | operator RSS settled (MiB) | operator RSS before ExternalSecrets (MiB) \
+         | server peak RSS (MiB) | server RSS settled (MiB) | server RSS before ExternalSecrets (MiB) \
+         | creates done | time to all Secrets | sync calls | server calls | connections opened \
+         | provider logins | provider requests | operator CPU | server CPU | API server CPU \
+         | API requests | mean last reconcile | load avg |"
+    );
+    println!(
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for r in runs {
+        let baseline = runs
+            .iter()
+            .find(|b| b.round == r.round && b.runtime == Runtime::InProcess);
+        let ratio = match (r.runtime, baseline) {
+            (Runtime::OutOfProcess, Some(b)) => format!(
+                "{:.2} ×",
+                r.all_ready.as_secs_f64() / b.all_ready.as_secs_f64()
+            ),
+            _ => "-".into(),
+        };
+        let p = r.provider.as_ref();
+        let (logins, reads) = server_columns(r);
+        println!(
+            "| {} | {} | {:.1} s | {ratio} | {:.0} | {:.1} | {} | {:.1} | {} | {} | {} | {:.1} s | {:.1} s | {} | {} | {} | {logins} | {reads} | {:.1} s | {} | {} | {} | {:.1} ms | {:.1} |",
+            r.runtime.label(),
+            r.count,
+            r.all_ready.as_secs_f64(),
+            r.count as f64 / r.all_ready.as_secs_f64(),
+            r.peak_rss_mib,
+            mib(r.rss_settled_mib),
+            r.rss_before_mib,
+            mib(p.map(|p| p.peak_rss_mib)),
+            mib(p.map(|p| p.rss_settled_mib)),
+            mib(p.map(|p| p.rss_before_mib)),
+            r.creates_done.as_secs_f64(),
+            r.all_secrets.as_secs_f64(),
+            r.sync_calls,
+            p.map_or("-".into(), |p| p.calls.to_string()),
+            p.map_or("-".into(), |p| p.connections_opened.to_string()),
+            r.operator_cpu_s,
+            p.map_or("-".into(), |p| format!("{:.1} s", p.cpu_s)),
+            r.apiserver_cpu_s
+                .map_or("-".into(), |c| format!("{c:.1} s")),
+            r.api_requests,
+            r.reconcile_ms,
+            r.load,
+        );
+    }
+    let measured: Vec<&Run> = runs.iter().filter(|r| r.per_call.is_some()).collect();
+    if measured.is_empty() {
+        return;
+    }
+    println!(
+        "\nGetSecret one call at a time from the bench process, {} calls after {WARM_UP_CALLS} of warm-up, \
+         each out-of-process call (`provider_remote::Pool` + `RemoteClient`, mTLS, loopback) \
+         paired with the same call on an in-process Fake client; after the run of N \
+         ExternalSecrets, on its server. *gRPC health Check*: a round trip on the same connection \
+         with next to nothing to do on either side, timed in the same loop. *server handler*: \
+         the server's own `grpc_server_handling_seconds` sum / count over the loop. *CPU per \
+         remote call*: user + system CPU time of each process over a second loop of {} remote \
+         calls alone, per call (10 ms ticks).\n",
+        args.calls, args.calls
+    );
+    println!("| after N | path | p50 (µs) | p99 (µs) | mean (µs) | load avg |");
+    println!("|---:|---|---:|---:|---:|---:|");
+    for r in measured {
+        let Some(c) = &r.per_call else { continue };
+        for (path, values) in [
+            ("in process (Fake client)", &c.in_process),
+            ("out of process (RemoteClient → server)", &c.remote),
+            ("difference (per pair)", &c.difference),
+            ("gRPC health Check, same connection", &c.health),
+        ] {
+            println!(
+                "| {} | {path} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                r.count,
+                quantile(values, 0.5),
+                quantile(values, 0.99),
+                mean(values),
+                c.load,
+            );
+        }
+        println!(
+            "| {} | server handler (histogram) | - | - | {} | {:.1} |",
+            r.count,
+            c.server_mean.map_or("-".into(), |m| format!("{m:.1}")),
+            c.load,
+        );
+        for (path, cpu) in [
+            ("CPU per remote call, client (bench process)", c.client_cpu),
+            ("CPU per remote call, server", c.server_cpu),
+        ] {
+            println!(
+                "| {} | {path} | - | - | {cpu:.0} | {:.1} |",
+                r.count, c.load
+            );
+        }
     }
 }
