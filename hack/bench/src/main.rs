@@ -204,6 +204,8 @@ struct ProviderStats {
     connections_opened: f64,
     /// CPU seconds from the first create until all were Ready.
     cpu_s: f64,
+    /// gRPC health Checks from the bench while the ExternalSecrets synced, sorted, in µs.
+    round_trips: Vec<f64>,
 }
 
 /// Times of single GetSecret calls, sorted, in microseconds.
@@ -644,6 +646,14 @@ async fn measure(
         cpu(apiserver)?,
     ];
     let api_before = apiserver_metrics(client).await?;
+    let stop_probe = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let probe = match provider {
+        Some(p) => Some(tokio::spawn(probe_while_syncing(
+            connect(p)?,
+            stop_probe.clone(),
+        ))),
+        None => None,
+    };
     let start = Instant::now();
     let creating = futures::stream::iter(names.iter().map(|name| {
         let api = externalsecrets.clone();
@@ -672,6 +682,11 @@ async fn measure(
         },
         waiting
     )?;
+    stop_probe.store(true, std::sync::atomic::Ordering::Relaxed);
+    let round_trips = match probe {
+        Some(task) => Some(task.await??),
+        None => None,
+    };
 
     let cpu_after = [
         cpu(Some(pid))?,
@@ -715,6 +730,7 @@ async fn measure(
                 calls: sum_of(&served, "grpc_server_handled_total"),
                 connections_opened: sum_of(&metrics, "provider_connections_opened_total"),
                 cpu_s: provider_cpu_s.unwrap_or_default(),
+                round_trips: round_trips.unwrap_or_default(),
             })
         }
     };
@@ -791,6 +807,52 @@ fn sample(text: &str, metric: &str, labels: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(&name)?.trim().parse().ok())
 }
 
+/// A pooled connection to `provider` with the client half of its mTLS, as the operator makes
+/// one (the pool dials on the first call).
+fn connect(provider: &ProviderProcess) -> Result<provider_remote::Connection> {
+    let pki = provider.server.pki();
+    let tls = provider_remote::TlsMaterial {
+        ca: pki.ca_pem.into_bytes(),
+        cert: pki.client.cert_pem.into_bytes(),
+        key: pki.client.key_pem.into_bytes(),
+    };
+    let pool = provider_remote::Pool::new(
+        provider_remote::Settings::default(),
+        provider_remote::PoolMetrics::default(),
+    );
+    Ok(pool.get(&provider.server.address, Some(&tls))?)
+}
+
+fn health_check() -> tonic_health::pb::HealthCheckRequest {
+    tonic_health::pb::HealthCheckRequest {
+        service: String::new(),
+    }
+}
+
+/// How often the probe times a round trip to the server while the ExternalSecrets sync.
+const PROBE_EVERY: Duration = Duration::from_millis(50);
+
+/// Times a gRPC health Check on a connection of its own every [`PROBE_EVERY`] until `stop`:
+/// what a round trip to the server takes while the machine is busy with the sync, in µs.
+async fn probe_while_syncing(
+    connection: provider_remote::Connection,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<Vec<f64>> {
+    use std::sync::atomic::Ordering;
+    let mut health = tonic_health::pb::health_client::HealthClient::new(connection.channel());
+    // The first call connects.
+    health.check(health_check()).await?;
+    let mut times = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        health.check(health_check()).await?;
+        times.push(started.elapsed().as_secs_f64() * 1e6);
+        tokio::time::sleep(PROBE_EVERY).await;
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times)
+}
+
 /// Times `calls` GetSecret calls one at a time through the client-side adapter
 /// (`provider_remote::Pool` + `RemoteClient`, mTLS, loopback) against the run's server, each
 /// paired with the same call on an in-process Fake client built from the same spec.
@@ -823,18 +885,9 @@ async fn per_call(provider: &ProviderProcess, ns: &str, calls: usize) -> Result<
 
     // Out of process: what the operator sends for the same store, the provider object converted
     // from its inline spec, which the server reads from its watch cache.
-    let pki = provider.server.pki();
-    let tls = provider_remote::TlsMaterial {
-        ca: pki.ca_pem.into_bytes(),
-        cert: pki.client.cert_pem.into_bytes(),
-        key: pki.client.key_pem.into_bytes(),
-    };
-    let pool = provider_remote::Pool::new(
-        provider_remote::Settings::default(),
-        provider_remote::PoolMetrics::default(),
-    );
+    let connection = connect(provider)?;
     let remote = provider_remote::RemoteClient::new(
-        pool.get(&provider.server.address, Some(&tls))?,
+        connection.clone(),
         v1::ProviderReference {
             api_version: resource.api_version.clone(),
             kind: resource.kind.clone(),
@@ -876,14 +929,9 @@ async fn per_call(provider: &ProviderProcess, ns: &str, calls: usize) -> Result<
             sample(text, "grpc_server_handling_seconds_count", labels)?,
         ))
     };
-    let mut health = tonic_health::pb::health_client::HealthClient::new(
-        pool.get(&provider.server.address, Some(&tls))?.channel(),
-    );
-    let check = || tonic_health::pb::HealthCheckRequest {
-        service: String::new(),
-    };
+    let mut health = tonic_health::pb::health_client::HealthClient::new(connection.channel());
     for _ in 0..WARM_UP_CALLS {
-        health.check(check()).await?;
+        health.check(health_check()).await?;
     }
 
     let load = load_average()?;
@@ -904,7 +952,7 @@ async fn per_call(provider: &ProviderProcess, ns: &str, calls: usize) -> Result<
                     remote.get_secret(&key).await?;
                 }
                 _ => {
-                    health.check(check()).await?;
+                    health.check(health_check()).await?;
                 }
             }
             took[side] = started.elapsed().as_secs_f64() * 1e6;
@@ -1368,10 +1416,10 @@ fn print_runtime_tables(runs: &[Run], kubernetes: &str, args: &Args) {
          | server peak RSS (MiB) | server RSS settled (MiB) | server RSS before ExternalSecrets (MiB) \
          | creates done | time to all Secrets | sync calls | server calls | connections opened \
          | provider logins | provider requests | operator CPU | server CPU | API server CPU \
-         | API requests | mean last reconcile | load avg |"
+         | API requests | mean last reconcile | round trip while syncing, p50 / p99 | load avg |"
     );
     println!(
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for r in runs {
         let baseline = runs
@@ -1387,7 +1435,7 @@ fn print_runtime_tables(runs: &[Run], kubernetes: &str, args: &Args) {
         let p = r.provider.as_ref();
         let (logins, reads) = server_columns(r);
         println!(
-            "| {} | {} | {:.1} s | {ratio} | {:.0} | {:.1} | {} | {:.1} | {} | {} | {} | {:.1} s | {:.1} s | {} | {} | {} | {logins} | {reads} | {:.1} s | {} | {} | {} | {:.1} ms | {:.1} |",
+            "| {} | {} | {:.1} s | {ratio} | {:.0} | {:.1} | {} | {:.1} | {} | {} | {} | {:.1} s | {:.1} s | {} | {} | {} | {logins} | {reads} | {:.1} s | {} | {} | {} | {:.1} ms | {} | {:.1} |",
             r.runtime.label(),
             r.count,
             r.all_ready.as_secs_f64(),
@@ -1409,6 +1457,12 @@ fn print_runtime_tables(runs: &[Run], kubernetes: &str, args: &Args) {
                 .map_or("-".into(), |c| format!("{c:.1} s")),
             r.api_requests,
             r.reconcile_ms,
+            p.filter(|p| !p.round_trips.is_empty())
+                .map_or("-".into(), |p| format!(
+                    "{:.2} / {:.2} ms",
+                    quantile(&p.round_trips, 0.5) / 1e3,
+                    quantile(&p.round_trips, 0.99) / 1e3
+                )),
             r.load,
         );
     }
