@@ -51,6 +51,7 @@ impl StoreKind {
 /// named after the store, in the store's scope, owned by it.
 pub fn convert(registry: &ProviderRegistry, store: &LoadedStore) -> Result<Converted> {
     if let Some(reference) = &store.spec.provider_ref {
+        check_reference_namespace(store, reference)?;
         return Ok(Converted {
             reference: reference.clone(),
             generated: None,
@@ -121,6 +122,31 @@ pub fn convert(registry: &ProviderRegistry, store: &LoadedStore) -> Result<Conve
             object,
         }),
     })
+}
+
+/// `spec.providerRef.namespace`: a SecretStore reads only provider objects of its own namespace,
+/// and a cluster-scoped kind has none. The object is never loaded from elsewhere, so naming
+/// another namespace would otherwise be ignored without a word.
+fn check_reference_namespace(store: &LoadedStore, reference: &ProviderRef) -> Result<()> {
+    let Some(written) = reference.namespace.as_deref() else {
+        return Ok(());
+    };
+    let refused = |reason: String| Err(Error::ProviderRefNamespace { reason });
+    if let (StoreKind::SecretStore, Some(own)) = (store.kind, store.namespace.as_deref())
+        && written != own
+    {
+        return refused(format!(
+            "a SecretStore reads only provider objects of its own namespace {own:?}, not {written:?}"
+        ));
+    }
+    let group = reference.api_version.split_once('/').map(|(g, _)| g);
+    if group.and_then(Scope::of_group) == Some(Scope::Cluster) {
+        return refused(format!(
+            "{} {} is cluster-scoped and has no namespace",
+            reference.api_version, reference.kind
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -254,6 +280,44 @@ mod tests {
         .unwrap();
         assert_eq!(converted.reference.kind, "Vault");
         assert_eq!(converted.generated, None);
+    }
+
+    #[test]
+    fn a_provider_ref_namespace_is_the_stores_own_or_refused_by_field() {
+        let converted = |kind, reference: Value| {
+            convert(&registry(), &store(kind, json!({"providerRef": reference})))
+                .map(|c| c.reference.namespace)
+                .map_err(|e| e.to_string())
+        };
+        let namespaced = |ns: &str| json!({"apiVersion": "providers.external-secrets.io/v1alpha1", "kind": "Fake", "name": "shared", "namespace": ns});
+        assert_eq!(
+            converted(StoreKind::SecretStore, namespaced("team-a")),
+            Ok(Some("team-a".into()))
+        );
+        assert_eq!(
+            converted(StoreKind::SecretStore, namespaced("kube-system")),
+            Err(r#"spec.providerRef.namespace: a SecretStore reads only provider objects of its own namespace "team-a", not "kube-system""#.into())
+        );
+        // A foreign kind (served through a runtimeRef) is held to the same rule.
+        assert!(
+            converted(
+                StoreKind::SecretStore,
+                json!({"apiVersion": "secrets.acme.example/v1", "kind": "SqliteStore", "name": "db", "namespace": "team-b"})
+            )
+            .is_err()
+        );
+        // A ClusterSecretStore names the namespace of a namespaced object served out of process.
+        assert_eq!(
+            converted(StoreKind::ClusterSecretStore, namespaced("team-b")),
+            Ok(Some("team-b".into()))
+        );
+        assert_eq!(
+            converted(
+                StoreKind::ClusterSecretStore,
+                json!({"apiVersion": "cluster.providers.external-secrets.io/v1alpha1", "kind": "Fake", "name": "shared", "namespace": "team-b"})
+            ),
+            Err("spec.providerRef.namespace: cluster.providers.external-secrets.io/v1alpha1 Fake is cluster-scoped and has no namespace".into())
+        );
     }
 
     #[test]

@@ -72,6 +72,8 @@ pub enum Error {
         "spec.providerRef: {written} is not a provider kind of this operator; a kind served by a server of its own needs spec.runtimeRef naming its ProviderClass"
     )]
     NeedsRuntime { written: String },
+    #[error("spec.providerRef.namespace: {reason}")]
+    ProviderRefNamespace { reason: String },
     #[error("provider {kind} is not served at version {version} (served: {served})")]
     VersionNotServed {
         kind: String,
@@ -161,6 +163,7 @@ impl Error {
             Self::UnknownProviderKind { .. } => "UnknownProviderKind",
             Self::NotCompiledIn { .. } => "NotCompiledIn",
             Self::NeedsRuntime { .. } => "NeedsRuntime",
+            Self::ProviderRefNamespace { .. } => "ProviderRefNamespace",
             Self::VersionNotServed { .. } => "VersionNotServed",
             Self::Convert { .. } => "Convert",
             Self::ProviderNotInstalled { .. } => "ProviderNotInstalled",
