@@ -256,6 +256,16 @@ impl Resolver for OneClient {
     }
 }
 
+/// The run (printed) against the real server serving `client` as `fake`; any other name is
+/// `missing`.
+async fn run_serving(client: Arc<dyn SecretsClient>, missing: fn() -> Error) -> Report {
+    install_crypto();
+    let served = serve_resolver(Arc::new(OneClient { client, missing })).await;
+    let report = run(options(served.addr, Some(served.tls.clone()), "fake")).await;
+    println!("{report}");
+    report
+}
+
 /// Answers "the secret does not exist" to everything but validation.
 struct NotFoundForEverything;
 
@@ -292,14 +302,7 @@ impl SecretsClient for NotFoundForEverything {
 
 #[tokio::test]
 async fn a_server_answering_not_found_for_everything_fails_what_that_breaks() {
-    install_crypto();
-    let served = serve_resolver(Arc::new(OneClient {
-        client: Arc::new(NotFoundForEverything),
-        missing: || Error::NoSecret,
-    }))
-    .await;
-    let report = run(options(served.addr, Some(served.tls.clone()), "fake")).await;
-    println!("{report}");
+    let report = run_serving(Arc::new(NotFoundForEverything), || Error::NoSecret).await;
     assert_eq!(
         report.failed(),
         [
@@ -382,14 +385,10 @@ impl SecretsClient for Leaky {
 
 #[tokio::test]
 async fn a_server_leaking_a_value_into_an_error_message_fails_only_that() {
-    install_crypto();
-    let served = serve_resolver(Arc::new(OneClient {
-        client: Arc::new(Leaky(fake_client().await)),
-        missing: || Error::InvalidSpec("no such provider object".into()),
-    }))
+    let report = run_serving(Arc::new(Leaky(fake_client().await)), || {
+        Error::InvalidSpec("no such provider object".into())
+    })
     .await;
-    let report = run(options(served.addr, Some(served.tls.clone()), "fake")).await;
-    println!("{report}");
     assert_eq!(report.failed(), [names::NO_SECRET_IN_ERRORS]);
     assert_eq!(
         detail(&report, names::NO_SECRET_IN_ERRORS),
@@ -420,98 +419,82 @@ struct LooseService {
 }
 
 impl LooseService {
-    fn namespace(&self, namespace: &mut String) {
+    /// What the loosened service does before ours serves `method`: refuses GetAllSecrets when
+    /// `no_find`, takes an empty `source_namespace` (which `field` reaches) for the test
+    /// namespace when `any_namespace`, and holds GetSecret behind the one before it when
+    /// `one_at_a_time` (the guard it hands back is kept until the answer).
+    async fn loosen<T>(
+        &self,
+        method: &str,
+        request: Request<T>,
+        field: impl FnOnce(&mut T) -> &mut String,
+    ) -> Result<(Request<T>, Option<tokio::sync::MutexGuard<'_, ()>>), Status> {
+        if self.loose.no_find && method == "get_all_secrets" {
+            return Err(Status::unimplemented("GetAllSecrets is not served here"));
+        }
+        let mut r = request.into_inner();
+        let namespace = field(&mut r);
         if self.loose.any_namespace && namespace.is_empty() {
             *namespace = NAMESPACE.into();
         }
-    }
-}
-
-#[async_trait]
-impl SecretStoreProvider for LooseService {
-    async fn get_secret(
-        &self,
-        request: Request<v1::GetSecretRequest>,
-    ) -> Result<Response<v1::GetSecretResponse>, Status> {
-        let mut r = request.into_inner();
-        self.namespace(&mut r.source_namespace);
-        let _one = match self.loose.one_at_a_time {
-            Some(pause) => {
+        let one = match self.loose.one_at_a_time {
+            Some(pause) if method == "get_secret" => {
                 let guard = self.lock.lock().await;
                 tokio::time::sleep(pause).await;
                 Some(guard)
             }
-            None => None,
+            _ => None,
         };
-        self.inner.get_secret(Request::new(r)).await
+        Ok((Request::new(r), one))
     }
+}
 
-    async fn get_secret_map(
-        &self,
-        request: Request<v1::GetSecretMapRequest>,
-    ) -> Result<Response<v1::GetSecretMapResponse>, Status> {
-        let mut r = request.into_inner();
-        self.namespace(&mut r.source_namespace);
-        self.inner.get_secret_map(Request::new(r)).await
-    }
+/// The service: each data method (`method(Request) -> Response;`) loosened, then ours.
+macro_rules! loose_service {
+    ($($method:ident($request:ident) -> $response:ident;)*) => {
+        #[async_trait]
+        impl SecretStoreProvider for LooseService {
+            $(
+                async fn $method(
+                    &self,
+                    request: Request<v1::$request>,
+                ) -> Result<Response<v1::$response>, Status> {
+                    let (request, _one) = self
+                        .loosen(stringify!($method), request, |r| &mut r.source_namespace)
+                        .await?;
+                    self.inner.$method(request).await
+                }
+            )*
 
-    async fn push_secret(
-        &self,
-        request: Request<v1::PushSecretRequest>,
-    ) -> Result<Response<v1::PushSecretResponse>, Status> {
-        let mut r = request.into_inner();
-        self.namespace(&mut r.source_namespace);
-        self.inner.push_secret(Request::new(r)).await
-    }
+            async fn validate(
+                &self,
+                request: Request<v1::ValidateRequest>,
+            ) -> Result<Response<v1::ValidateResponse>, Status> {
+                self.inner.validate(request).await
+            }
 
-    async fn delete_secret(
-        &self,
-        request: Request<v1::DeleteSecretRequest>,
-    ) -> Result<Response<v1::DeleteSecretResponse>, Status> {
-        let mut r = request.into_inner();
-        self.namespace(&mut r.source_namespace);
-        self.inner.delete_secret(Request::new(r)).await
-    }
-
-    async fn secret_exists(
-        &self,
-        request: Request<v1::SecretExistsRequest>,
-    ) -> Result<Response<v1::SecretExistsResponse>, Status> {
-        let mut r = request.into_inner();
-        self.namespace(&mut r.source_namespace);
-        self.inner.secret_exists(Request::new(r)).await
-    }
-
-    async fn get_all_secrets(
-        &self,
-        request: Request<v1::GetAllSecretsRequest>,
-    ) -> Result<Response<v1::GetAllSecretsResponse>, Status> {
-        if self.loose.no_find {
-            return Err(Status::unimplemented("GetAllSecrets is not served here"));
+            async fn capabilities(
+                &self,
+                request: Request<v1::CapabilitiesRequest>,
+            ) -> Result<Response<v1::CapabilitiesResponse>, Status> {
+                if self.loose.claims_read_only {
+                    return Ok(Response::new(v1::CapabilitiesResponse {
+                        capabilities: v1::SecretStoreCapabilities::ReadOnly.into(),
+                    }));
+                }
+                self.inner.capabilities(request).await
+            }
         }
-        let mut r = request.into_inner();
-        self.namespace(&mut r.source_namespace);
-        self.inner.get_all_secrets(Request::new(r)).await
-    }
+    };
+}
 
-    async fn validate(
-        &self,
-        request: Request<v1::ValidateRequest>,
-    ) -> Result<Response<v1::ValidateResponse>, Status> {
-        self.inner.validate(request).await
-    }
-
-    async fn capabilities(
-        &self,
-        request: Request<v1::CapabilitiesRequest>,
-    ) -> Result<Response<v1::CapabilitiesResponse>, Status> {
-        if self.loose.claims_read_only {
-            return Ok(Response::new(v1::CapabilitiesResponse {
-                capabilities: v1::SecretStoreCapabilities::ReadOnly.into(),
-            }));
-        }
-        self.inner.capabilities(request).await
-    }
+loose_service! {
+    get_secret(GetSecretRequest) -> GetSecretResponse;
+    get_secret_map(GetSecretMapRequest) -> GetSecretMapResponse;
+    push_secret(PushSecretRequest) -> PushSecretResponse;
+    delete_secret(DeleteSecretRequest) -> DeleteSecretResponse;
+    secret_exists(SecretExistsRequest) -> SecretExistsResponse;
+    get_all_secrets(GetAllSecretsRequest) -> GetAllSecretsResponse;
 }
 
 /// A plaintext server of the loosened service over the static resolver (the Fake as `fake`),
