@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use external_secrets_provider_server::ServeOptions;
 use provider_protocol::v1;
+use provider_protocol::v1::secret_store_provider_client::SecretStoreProviderClient;
 use provider_protocol::{error_from_status, error_to_status};
 use support::*;
 use tonic::Code;
@@ -26,6 +27,77 @@ fn push_remote(key: &str) -> Option<v1::PushSecretRemoteRef> {
         remote_key: key.into(),
         property: String::new(),
     })
+}
+
+type Client = SecretStoreProviderClient<tonic::transport::Channel>;
+
+/// Whether the Fake has `key`, by SecretExists.
+async fn exists(c: &mut Client, key: &str) -> bool {
+    c.secret_exists(v1::SecretExistsRequest {
+        provider_ref: reference("fake"),
+        remote_ref: push_remote(key),
+        source_namespace: NAMESPACE.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .exists
+}
+
+/// Validate of the provider object `name` for a caller in `ns`.
+async fn validate(c: &mut Client, name: &str, ns: &str) -> v1::ValidateResponse {
+    c.validate(v1::ValidateRequest {
+        provider_ref: reference(name),
+        source_namespace: ns.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+/// Each data call about `key` with `provider_ref` and `source_namespace` as given: its method
+/// and how it ended.
+async fn data_calls(
+    c: &mut Client,
+    r: Option<v1::ProviderReference>,
+    ns: &str,
+    key: &str,
+) -> Vec<(&'static str, Result<(), tonic::Status>)> {
+    // `name` and how `method` ended, called with a `Request` of `fields`, the reference and the
+    // namespace.
+    macro_rules! call {
+        ($name:literal, $method:ident: $request:ident { $($fields:tt)* }) => {
+            (
+                $name,
+                c.$method(v1::$request {
+                    provider_ref: r.clone(),
+                    source_namespace: ns.to_owned(),
+                    $($fields)*
+                })
+                .await
+                .map(drop),
+            )
+        };
+    }
+    let find = Some(v1::ExternalSecretFind::default());
+    let push_secret_data = Some(v1::PushSecretData {
+        secret_key: key.into(),
+        remote_key: key.into(),
+        ..Default::default()
+    });
+    let secret_data = HashMap::from([(key.to_owned(), b"v".to_vec())]);
+    vec![
+        call!("GetSecret", get_secret: GetSecretRequest { remote_ref: remote(key) }),
+        call!("GetSecretMap", get_secret_map: GetSecretMapRequest { remote_ref: remote(key) }),
+        call!("GetAllSecrets", get_all_secrets: GetAllSecretsRequest { find }),
+        call!("PushSecret", push_secret: PushSecretRequest {
+            secret_data,
+            push_secret_data,
+            ..Default::default()
+        }),
+        call!("DeleteSecret", delete_secret: DeleteSecretRequest { remote_ref: push_remote(key) }),
+        call!("SecretExists", secret_exists: SecretExistsRequest { remote_ref: push_remote(key) }),
+    ]
 }
 
 #[tokio::test]
@@ -100,18 +172,7 @@ async fn every_method_answers() {
     })
     .await
     .unwrap();
-    let exists = |key: &str| v1::SecretExistsRequest {
-        provider_ref: reference("fake"),
-        remote_ref: push_remote(key),
-        source_namespace: ns(),
-    };
-    assert!(
-        c.secret_exists(exists("pushed"))
-            .await
-            .unwrap()
-            .into_inner()
-            .exists
-    );
+    assert!(exists(&mut c, "pushed").await);
     assert_eq!(
         c.get_secret(get_secret("fake", "pushed"))
             .await
@@ -127,32 +188,12 @@ async fn every_method_answers() {
     })
     .await
     .unwrap();
-    assert!(
-        !c.secret_exists(exists("pushed"))
-            .await
-            .unwrap()
-            .into_inner()
-            .exists
-    );
+    assert!(!exists(&mut c, "pushed").await);
 
-    let validated = c
-        .validate(v1::ValidateRequest {
-            provider_ref: reference("fake"),
-            source_namespace: ns(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let validated = validate(&mut c, "fake", NAMESPACE).await;
     assert!(validated.valid && !validated.unknown, "{validated:?}");
     // A store's validation may come without a caller.
-    let unknown = c
-        .validate(v1::ValidateRequest {
-            provider_ref: reference("fake-unknown"),
-            source_namespace: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let unknown = validate(&mut c, "fake-unknown", "").await;
     assert!(unknown.valid && unknown.unknown, "{unknown:?}");
 
     let capabilities = c
@@ -192,77 +233,16 @@ async fn each_provider_error_comes_back_with_its_documented_code_from_every_meth
     for (variant, code) in DOCUMENTED {
         let name = format!("error-{variant}");
         let r = || reference(&name);
-        let statuses = [
-            (
-                "GetSecret",
-                c.get_secret(get_secret(&name, "k")).await.map(drop),
-            ),
-            (
-                "GetSecretMap",
-                c.get_secret_map(v1::GetSecretMapRequest {
-                    remote_ref: remote("k"),
-                    provider_ref: r(),
-                    source_namespace: ns(),
-                })
-                .await
-                .map(drop),
-            ),
-            (
-                "GetAllSecrets",
-                c.get_all_secrets(v1::GetAllSecretsRequest {
-                    provider_ref: r(),
-                    find: Some(v1::ExternalSecretFind::default()),
-                    source_namespace: ns(),
-                })
-                .await
-                .map(drop),
-            ),
-            (
-                "PushSecret",
-                c.push_secret(v1::PushSecretRequest {
-                    provider_ref: r(),
-                    secret_data: HashMap::from([("k".to_owned(), b"v".to_vec())]),
-                    push_secret_data: Some(v1::PushSecretData {
-                        secret_key: "k".into(),
-                        remote_key: "k".into(),
-                        ..Default::default()
-                    }),
-                    source_namespace: ns(),
-                    ..Default::default()
-                })
-                .await
-                .map(drop),
-            ),
-            (
-                "DeleteSecret",
-                c.delete_secret(v1::DeleteSecretRequest {
-                    provider_ref: r(),
-                    remote_ref: push_remote("k"),
-                    source_namespace: ns(),
-                })
-                .await
-                .map(drop),
-            ),
-            (
-                "SecretExists",
-                c.secret_exists(v1::SecretExistsRequest {
-                    provider_ref: r(),
-                    remote_ref: push_remote("k"),
-                    source_namespace: ns(),
-                })
-                .await
-                .map(drop),
-            ),
-            (
-                "Validate",
-                c.validate(v1::ValidateRequest {
-                    provider_ref: r(),
-                    source_namespace: ns(),
-                })
-                .await
-                .map(drop),
-            ),
-        ];
+        let mut statuses = data_calls(&mut c, r(), NAMESPACE, "k").await;
+        statuses.push((
+            "Validate",
+            c.validate(v1::ValidateRequest {
+                provider_ref: r(),
+                source_namespace: ns(),
+            })
+            .await
+            .map(drop),
+        ));
         let sent = error(variant);
         assert_eq!(error_to_status(&sent).code(), code, "{variant}");
         for (method, result) in statuses {
@@ -307,59 +287,10 @@ async fn data_calls_refuse_an_empty_source_namespace_and_a_missing_reference() {
         } else {
             "provider_ref"
         };
-        let ns = || ns.to_owned();
-        let results = [
-            c.get_secret(v1::GetSecretRequest {
-                remote_ref: remote("plain"),
-                provider_ref: r.clone(),
-                source_namespace: ns(),
-            })
-            .await
-            .map(drop),
-            c.get_secret_map(v1::GetSecretMapRequest {
-                remote_ref: remote("db"),
-                provider_ref: r.clone(),
-                source_namespace: ns(),
-            })
-            .await
-            .map(drop),
-            c.get_all_secrets(v1::GetAllSecretsRequest {
-                provider_ref: r.clone(),
-                find: Some(v1::ExternalSecretFind::default()),
-                source_namespace: ns(),
-            })
-            .await
-            .map(drop),
-            c.push_secret(v1::PushSecretRequest {
-                provider_ref: r.clone(),
-                push_secret_data: Some(v1::PushSecretData {
-                    remote_key: "x".into(),
-                    ..Default::default()
-                }),
-                source_namespace: ns(),
-                ..Default::default()
-            })
-            .await
-            .map(drop),
-            c.delete_secret(v1::DeleteSecretRequest {
-                provider_ref: r.clone(),
-                remote_ref: push_remote("x"),
-                source_namespace: ns(),
-            })
-            .await
-            .map(drop),
-            c.secret_exists(v1::SecretExistsRequest {
-                provider_ref: r.clone(),
-                remote_ref: push_remote("x"),
-                source_namespace: ns(),
-            })
-            .await
-            .map(drop),
-        ];
-        for (i, result) in results.into_iter().enumerate() {
+        for (method, result) in data_calls(&mut c, r, ns, "x").await {
             let status = result.expect_err("refused");
-            assert_eq!(status.code(), Code::InvalidArgument, "call {i}: {status:?}");
-            assert!(status.message().contains(field), "call {i}: {status:?}");
+            assert_eq!(status.code(), Code::InvalidArgument, "{method}: {status:?}");
+            assert!(status.message().contains(field), "{method}: {status:?}");
         }
     }
     // Validate and Capabilities need the reference too.
@@ -450,15 +381,34 @@ async fn mtls_refuses_clients_without_a_certificate_from_its_ca() {
     assert!(can_call(server.addr, &ca, Some(&server.client)).await);
 }
 
+type InFlight =
+    tokio::task::JoinHandle<Result<tonic::Response<v1::GetSecretResponse>, tonic::Status>>;
+
+/// A GetSecret of the `slow` client over `c`, in flight once this returns.
+async fn slow_call(server: &mut Running, mut c: Client) -> InFlight {
+    let in_flight = tokio::spawn(async move { c.get_secret(get_secret("slow", "k")).await });
+    server.slow.started.recv().await.unwrap();
+    in_flight
+}
+
+/// Lets the slow call finish; it answers.
+async fn finish_slow_call(server: &Running, in_flight: InFlight) {
+    server.slow.release.add_permits(1);
+    let answer = in_flight
+        .await
+        .unwrap()
+        .expect("the call in flight completes");
+    assert_eq!(answer.into_inner().value, b"slow");
+}
+
 #[tokio::test]
 async fn rewritten_certificates_are_used_without_a_restart_while_calls_in_flight_finish() {
     let mut server = Running::start().await;
     let (old_ca, old_client) = (server.ca.pem(), server.client.clone());
 
     // A call in flight on a connection made with the old certificates.
-    let mut c = server.connect().await;
-    let in_flight = tokio::spawn(async move { c.get_secret(get_secret("slow", "k")).await });
-    server.slow.started.recv().await.unwrap();
+    let c = server.connect().await;
+    let in_flight = slow_call(&mut server, c).await;
 
     let new_ca = Ca::new("rotated-ca");
     let (new_client, new_ca_pem) = (new_ca.client(), new_ca.pem());
@@ -483,12 +433,7 @@ async fn rewritten_certificates_are_used_without_a_restart_while_calls_in_flight
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(can_call(server.addr, &new_ca.pem(), Some(&new_client)).await);
 
-    server.slow.release.add_permits(1);
-    let answer = in_flight
-        .await
-        .unwrap()
-        .expect("the call in flight completes");
-    assert_eq!(answer.into_inner().value, b"slow");
+    finish_slow_call(&server, in_flight).await;
     server.stop();
     server.task.await.unwrap().unwrap();
 }
@@ -536,9 +481,7 @@ async fn shutdown_drains_calls_in_flight_and_stops_accepting() {
         status(health.message().await.unwrap()),
         ServingStatus::Serving
     );
-    let mut c = v1::secret_store_provider_client::SecretStoreProviderClient::new(channel);
-    let in_flight = tokio::spawn(async move { c.get_secret(get_secret("slow", "k")).await });
-    server.slow.started.recv().await.unwrap();
+    let in_flight = slow_call(&mut server, Client::new(channel)).await;
 
     server.stop();
     // Who watches health hears it first; probes over HTTP too.
@@ -566,12 +509,7 @@ async fn shutdown_drains_calls_in_flight_and_stops_accepting() {
         "stopped before the call in flight finished"
     );
 
-    server.slow.release.add_permits(1);
-    let answer = in_flight
-        .await
-        .unwrap()
-        .expect("the call in flight completes");
-    assert_eq!(answer.into_inner().value, b"slow");
+    finish_slow_call(&server, in_flight).await;
     tokio::time::timeout(Duration::from_secs(5), server.task)
         .await
         .expect("stops once drained")
@@ -585,9 +523,8 @@ async fn shutdown_waits_no_longer_than_the_grace_period() {
         o.grace_period = Duration::from_millis(300);
     })
     .await;
-    let mut c = server.connect().await;
-    let in_flight = tokio::spawn(async move { c.get_secret(get_secret("slow", "k")).await });
-    server.slow.started.recv().await.unwrap();
+    let c = server.connect().await;
+    let in_flight = slow_call(&mut server, c).await;
     server.stop();
     tokio::time::timeout(Duration::from_secs(5), server.task)
         .await
