@@ -51,14 +51,23 @@ impl RemoteClient {
     /// A status as the provider error it stands for; one that says the server could not be
     /// reached names the server, since the store's condition is all the user sees.
     fn failed(&self, status: &tonic::Status, method: &str) -> Error {
+        // A status the server sent carries no source; one made here from a failed connection,
+        // handshake or deadline does, whatever code tonic gave it: the server was not reached,
+        // which the breaker must see as such.
+        let local = std::error::Error::source(status).is_some();
         match protocol::error_from_status(status, method) {
-            Error::Unavailable(_) => Error::Unavailable(format!(
-                "provider server {}: {}",
-                self.connection.address(),
-                crate::probe::describe(status)
-            )),
+            Error::Unavailable(_) => self.unreachable(status),
+            _ if local => self.unreachable(status),
             other => other,
         }
+    }
+
+    fn unreachable(&self, status: &tonic::Status) -> Error {
+        Error::Unavailable(format!(
+            "provider server {}: {}",
+            self.connection.address(),
+            crate::probe::describe(status)
+        ))
     }
 
     fn provider_ref(&self) -> Option<v1::ProviderReference> {

@@ -48,8 +48,12 @@ pub(crate) fn describe(status: &tonic::Status) -> String {
     let mut text = status.message().to_owned();
     let mut source = std::error::Error::source(status);
     while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
+        // tonic repeats "transport error" at each level.
+        let part = s.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
         source = s.source();
     }
     text
