@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use api::provider_kinds::Scope;
-use api::store::ProviderRef;
+use api::store::{CLUSTER_SECRET_STORE_KIND, ProviderRef, SECRET_STORE_KIND};
 use async_trait::async_trait;
 use clientmanager::{ClientManager, ProviderObject, StoreKind};
 use futures::StreamExt;
@@ -147,6 +147,16 @@ impl KubeResolver {
 
     /// Where `reference` points: this project's kind at a scope, or one of ESO's.
     fn target(&self, reference: &v1::ProviderReference) -> Result<Target<'_>, provider::Error> {
+        for (field, value) in [
+            ("api_version", &reference.api_version),
+            ("kind", &reference.kind),
+        ] {
+            if value.is_empty() {
+                return Err(provider::Error::InvalidSpec(format!(
+                    "provider_ref.{field} is required"
+                )));
+            }
+        }
         let not_served = || {
             let mut kinds = self.manager.registry().kinds();
             kinds.sort_unstable();
@@ -232,60 +242,62 @@ impl Resolver for KubeResolver {
         reference: &v1::ProviderReference,
         source_namespace: &str,
     ) -> Result<Resolved, provider::Error> {
-        let target = self.target(reference)?;
+        let store = store_kind(&reference.store_ref_kind)?;
         if reference.name.is_empty() {
             return Err(provider::Error::InvalidSpec(
                 "provider_ref.name is required".into(),
             ));
         }
-        let caller = match StoreKind::parse(Some(&reference.store_ref_kind)) {
-            StoreKind::SecretStore => Caller::SecretStore,
-            StoreKind::ClusterSecretStore => Caller::ClusterSecretStore,
-        };
+        let target = self.target(reference)?;
         let namespaced = match &target {
             Target::Ours(scope, _) => *scope == Scope::Namespaced,
             Target::Eso(_) => true,
         };
-        // The object's namespace: the reference's, else (ESO's rule) the caller's.
-        let object_namespace = Some(reference.namespace.as_str())
-            .filter(|ns| !ns.is_empty())
-            .or(Some(source_namespace).filter(|ns| !ns.is_empty()));
-        if namespaced && object_namespace.is_none() {
-            return Err(provider::Error::InvalidSpec(format!(
-                "provider_ref.namespace is required: {} is a namespaced kind",
-                reference.kind
-            )));
-        }
+        // A namespaced object's namespace: the reference's, else (ESO's rule) the caller's.
+        let object_namespace = if namespaced {
+            let namespace = [reference.namespace.as_str(), source_namespace]
+                .into_iter()
+                .find(|ns| !ns.is_empty())
+                .ok_or_else(|| {
+                    provider::Error::InvalidSpec(format!(
+                        "provider_ref.namespace is required: {} is a namespaced kind",
+                        reference.kind
+                    ))
+                })?;
+            Some(namespace)
+        } else {
+            None
+        };
         // A SecretStore and its ExternalSecrets share a namespace, and so does what it reads.
-        if caller == Caller::SecretStore
-            && namespaced
+        if let Some(namespace) = object_namespace
+            && store == StoreKind::SecretStore
             && !source_namespace.is_empty()
-            && object_namespace != Some(source_namespace)
+            && namespace != source_namespace
         {
             return Err(provider::Error::Credentials {
-                reference: format!(
-                    "{} {}/{}",
-                    reference.kind,
-                    object_namespace.unwrap_or_default(),
-                    reference.name
-                ),
+                reference: format!("{} {namespace}/{}", reference.kind, reference.name),
                 reason: format!(
                     "a SecretStore used from namespace {source_namespace:?} reads only provider objects of that namespace"
                 ),
             });
         }
-        // Whom the client works for: the caller's namespace; for a store's validation (no
-        // caller) a SecretStore's own, and none for a ClusterSecretStore, whose referent
-        // credentials then cannot be checked.
-        let home = match (source_namespace, caller) {
-            ("", Caller::SecretStore) => reference.namespace.as_str(),
-            (ns, _) => ns,
+        // Whom the client works for, which decides where its credentials may come from. A
+        // namespaced provider object reads credentials only from its own namespace, whichever
+        // store uses it: otherwise whoever may edit the object could, through a ClusterSecretStore
+        // naming it, have this server read Secrets of any namespace. A cluster-scoped one works
+        // for the caller's namespace; for a store's validation (no caller) a SecretStore's own,
+        // and none for a ClusterSecretStore, whose referent credentials then cannot be checked.
+        let (caller, home) = match (object_namespace, store) {
+            (Some(namespace), _) => (Caller::Provider, namespace),
+            (None, StoreKind::SecretStore) if source_namespace.is_empty() => {
+                (Caller::SecretStore, reference.namespace.as_str())
+            }
+            (None, StoreKind::SecretStore) => (Caller::SecretStore, source_namespace),
+            (None, StoreKind::ClusterSecretStore) => (Caller::ClusterSecretStore, source_namespace),
         };
         let object = match target {
-            Target::Ours(scope, _) => {
-                let namespace = object_namespace
-                    .filter(|_| scope == Scope::Namespaced)
-                    .map(str::to_owned);
+            Target::Ours(_, _) => {
+                let namespace = object_namespace.map(str::to_owned);
                 let provider_ref = ProviderRef {
                     api_version: reference.api_version.clone(),
                     kind: reference.kind.clone(),
@@ -326,6 +338,17 @@ impl Resolver for KubeResolver {
             Target::Ours(_, provider) => provider,
             Target::Eso(eso) => eso.provider.clone(),
         })
+    }
+}
+
+/// `store_ref_kind` as the store kind it names; empty means SecretStore (ESO's rule).
+fn store_kind(kind: &str) -> Result<StoreKind, provider::Error> {
+    match kind {
+        "" | SECRET_STORE_KIND => Ok(StoreKind::SecretStore),
+        CLUSTER_SECRET_STORE_KIND => Ok(StoreKind::ClusterSecretStore),
+        other => Err(provider::Error::InvalidSpec(format!(
+            "provider_ref.store_ref_kind: {other:?} is neither {SECRET_STORE_KIND} nor {CLUSTER_SECRET_STORE_KIND}"
+        ))),
     }
 }
 

@@ -21,6 +21,17 @@ fn fake_object(api_version: &str, name: &str, value: &str) -> Value {
     })
 }
 
+/// A Vault object of team-a whose token is a Secret of another namespace.
+fn vault_reading_kube_system() -> Value {
+    json!({
+        "apiVersion": "providers.external-secrets.io/v1alpha1",
+        "kind": "Vault",
+        "metadata": {"name": "vault", "namespace": NS, "uid": "uid-vault", "generation": 1, "resourceVersion": "1"},
+        "spec": {"server": "http://127.0.0.1:1", "path": "secret", "version": "v2",
+                 "auth": {"tokenSecretRef": {"name": "root", "namespace": "kube-system", "key": "token"}}},
+    })
+}
+
 fn respond(status: u16, body: Value) -> http::Response<kube::client::Body> {
     let mut answer = http::Response::new(kube::client::Body::from(body.to_string().into_bytes()));
     *answer.status_mut() = http::StatusCode::from_u16(status).unwrap();
@@ -54,7 +65,13 @@ fn api_server(gets: Arc<Mutex<Vec<String>>>) -> kube::Client {
                     json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "1"},
                            "items": [fake_object("providers.external-secrets.io/v1alpha1", "db", "ours")]}),
                 ),
-                "/apis/cluster.providers.external-secrets.io/v1alpha1/fakes" => respond(
+                p if p == format!("{ours}/vaults") => respond(
+                    200,
+                    json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "1"},
+                           "items": [vault_reading_kube_system()]}),
+                ),
+                "/apis/cluster.providers.external-secrets.io/v1alpha1/fakes"
+                | "/apis/cluster.providers.external-secrets.io/v1alpha1/vaults" => respond(
                     200,
                     json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "1"}, "items": []}),
                 ),
@@ -89,7 +106,8 @@ fn reference(api_version: &str, kind: &str, name: &str, store: &str) -> v1::Prov
 async fn resolver(gets: Arc<Mutex<Vec<String>>>) -> KubeResolver {
     let mut compiled_in = ProviderRegistry::default();
     compiled_in.register(Arc::new(provider_fake::Fake::default()));
-    let served = served_registry(&compiled_in, &["Fake".to_owned()]).unwrap();
+    compiled_in.register(Arc::new(provider_vault::Vault::default()));
+    let served = served_registry(&compiled_in, &["Fake".to_owned(), "Vault".to_owned()]).unwrap();
     KubeResolver::start(api_server(gets), served, &mut Default::default()).await
 }
 
@@ -153,7 +171,7 @@ async fn refuses_what_it_does_not_serve_and_a_secret_store_of_another_namespace(
     let gets = Arc::new(Mutex::new(Vec::new()));
     let resolver = resolver(gets.clone()).await;
     for (api_version, kind) in [
-        ("providers.external-secrets.io/v1alpha1", "Vault"),
+        ("providers.external-secrets.io/v1alpha1", "Gitlab"),
         ("example.com/v1", "Fake"),
         ("provider.external-secrets.io/v1", "Fake"),
         ("provider.external-secrets.io/v2alpha1", "SecretsManager"),
@@ -165,7 +183,7 @@ async fn refuses_what_it_does_not_serve_and_a_secret_store_of_another_namespace(
         {
             Err(Error::InvalidSpec(m)) => assert_eq!(
                 m,
-                format!("this server serves Fake; not {api_version} {kind}")
+                format!("this server serves Fake, Vault; not {api_version} {kind}")
             ),
             Err(e) => panic!("{api_version} {kind}: {e:?}"),
             Ok(_) => panic!("{api_version} {kind} was served"),
@@ -261,5 +279,48 @@ async fn serves_esos_own_fake_kind_apart_from_ours() {
     match resolver.resolve(&missing, NS).await {
         Err(Error::InvalidSpec(m)) => assert!(m.contains("does not exist"), "{m}"),
         other => panic!("{:?}", other.map(|_| ())),
+    }
+}
+
+/// A namespaced provider object reads credentials only from its own namespace, also when a
+/// ClusterSecretStore names it: whoever may edit the object must not reach, through a cluster
+/// store, the Secrets of namespaces they cannot read.
+#[tokio::test]
+async fn a_namespaced_object_reads_credentials_of_its_namespace_only_whoever_calls() {
+    let gets = Arc::new(Mutex::new(Vec::new()));
+    let resolver = resolver(gets.clone()).await;
+    for store in ["SecretStore", "ClusterSecretStore"] {
+        let vault = reference(
+            "providers.external-secrets.io/v1alpha1",
+            "Vault",
+            "vault",
+            store,
+        );
+        // Until the watch cache holds the object the error is another one.
+        let mut refusal = String::new();
+        for _ in 0..100 {
+            refusal = match resolver.resolve(&vault, NS).await {
+                Ok(resolved) => format!("{:?}", resolved.client.get_secret(&key()).await),
+                Err(e) => format!("{e:?}"),
+            };
+            if refusal.contains("kube-system") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            refusal.starts_with("InvalidSpec(")
+                && refusal.contains("auth.tokenSecretRef.namespace")
+                && refusal.contains("is not allowed"),
+            "{store}: {refusal}"
+        );
+        let read: Vec<_> = gets
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| p.contains("/namespaces/kube-system/"))
+            .cloned()
+            .collect();
+        assert!(read.is_empty(), "{store}: read {read:?}");
     }
 }

@@ -27,8 +27,8 @@ use provider::{
 use provider_protocol::v1;
 use provider_remote::{Pool, PoolMetrics, RemoteClient, Settings, TlsMaterial};
 use support::{Ca, Issued, write_server_files};
-use testenv::ControlPlane;
 use testenv::python_example::{self, PythonExample, PythonServer, PythonServerFiles};
+use testenv::{ControlPlane, Selection};
 
 const API_VERSION: &str = "secrets.acme.example/v1";
 const KIND: &str = "SqliteStore";
@@ -253,30 +253,27 @@ fn main() -> ExitCode {
             manifests_accepted,
         ),
     ];
-    if !args.list && trials.iter().any(|t| selected(&args, t.name())) {
-        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-        match setup() {
-            Ok(fixture) => {
-                let _ = shared.set(Arc::new(fixture));
-            }
-            Err(e) => {
-                eprintln!("setting up the Python example server: {e:#}");
-                return ExitCode::FAILURE;
-            }
-        }
+    let selection = Selection {
+        list: args.list,
+        filter: args.filter.as_deref(),
+        exact: args.exact,
+    };
+    let names = trials.iter().map(Trial::name);
+    if let Err(failed) = selection.set_up(
+        names,
+        &shared,
+        "setting up the Python example server",
+        || {
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+            setup().map(Arc::new)
+        },
+    ) {
+        return failed;
     }
     let conclusion = libtest_mimic::run(&args, trials);
     // The trials are gone: this is the last owner, so the server and the control plane stop.
     drop(shared);
     conclusion.exit_code()
-}
-
-fn selected(args: &Arguments, name: &str) -> bool {
-    match &args.filter {
-        Some(filter) if args.exact => name == filter,
-        Some(filter) => name.contains(filter.as_str()),
-        None => true,
-    }
 }
 
 fn trial<F, Fut>(shared: &Shared, name: &'static str, body: F) -> Trial
