@@ -27,7 +27,7 @@ use libtest_mimic::{Arguments, Trial};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
-use testenv::ControlPlane;
+use testenv::{ControlPlane, Selection};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
@@ -74,30 +74,25 @@ fn main() -> ExitCode {
             provider_tls_rotation,
         ),
     ];
-    if !args.list && trials.iter().any(|t| selected(&args, t.name())) {
-        match ControlPlane::start() {
-            Ok(started) => {
-                let _ = cp.set(started);
-            }
-            Err(e) => {
-                eprintln!("starting the control plane: {e:#}");
-                return ExitCode::FAILURE;
-            }
-        }
+    let selection = Selection {
+        list: args.list,
+        filter: args.filter.as_deref(),
+        exact: args.exact,
+    };
+    let names = trials.iter().map(Trial::name);
+    if let Err(failed) = selection.set_up(
+        names,
+        &cp,
+        "starting the control plane",
+        ControlPlane::start,
+    ) {
+        return failed;
     }
     // The trials are dropped when `run` returns, so `cp` is the last owner: dropping it
     // stops the control plane.
     let conclusion = libtest_mimic::run(&args, trials);
     drop(cp);
     conclusion.exit_code()
-}
-
-fn selected(args: &Arguments, name: &str) -> bool {
-    match &args.filter {
-        Some(filter) if args.exact => name == filter,
-        Some(filter) => name.contains(filter.as_str()),
-        None => true,
-    }
 }
 
 fn trial<F, Fut>(cp: &Shared, name: &'static str, body: F) -> Trial

@@ -16,6 +16,7 @@ pub use process::terminate;
 pub use provider_server::{ProviderPki, ProviderServer};
 pub use python_example::{PythonExample, PythonServer, PythonServerFiles};
 mod quickstart;
+mod selection;
 mod standby;
 mod vault;
 
@@ -37,6 +38,7 @@ pub use apply::{
 };
 pub use pki::{CertificateAuthority, IssuedCertificate};
 pub use quickstart::{VAULT_QUICKSTART, approle_reader, vault_quickstart};
+pub use selection::Selection;
 pub use standby::{SeenRequest, VaultStandby, replication_state};
 pub use vault::{
     AuditedRequest, JwtRole, KubernetesRole, KvV2Secret, KvVersion, TokenOptions, VAULT_VERSION,
