@@ -134,6 +134,23 @@ impl Caches {
         }
     }
 
+    /// Cached stores of every namespace and cluster stores that `keep` accepts by name and spec.
+    pub(crate) fn every_store_where(
+        &self,
+        keep: impl Fn(&str, &SecretStoreSpec) -> bool,
+    ) -> Vec<LoadedStore> {
+        let namespaced = self.secret_stores.get().map_or_else(Vec::new, |s| {
+            s.state()
+                .iter()
+                .filter(|s| keep(&s.name_any(), &s.spec))
+                .map(|s| LoadedStore::from_secret_store(s))
+                .collect()
+        });
+        let mut stores = namespaced;
+        stores.extend(self.stores_where(None, keep));
+        stores
+    }
+
     /// Cached provider objects of every kind in `scope` whose label `key` is `value`.
     pub(crate) fn providers_labelled(
         &self,

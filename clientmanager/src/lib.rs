@@ -744,6 +744,30 @@ impl ClientManager {
             .collect()
     }
 
+    /// The stores `class` serves, by their `runtimeRef` or, for a ClusterProviderClass, by the
+    /// route of their provider's kind, from the watch caches.
+    pub fn stores_using_class(&self, class: &ClassRef) -> Vec<LoadedStore> {
+        let routed = class.namespace.is_none() && self.routes.values().any(|c| *c == class.name);
+        // A cheap test before the full Convert a route needs.
+        let candidate = |_: &str, spec: &api::store::SecretStoreSpec| match &spec.runtime_ref {
+            Some(r) => r.name == class.name,
+            None => routed,
+        };
+        let stores = match &class.namespace {
+            Some(ns) => self.watched.stores_where(Some(ns), candidate),
+            None => self.watched.every_store_where(candidate),
+        };
+        stores
+            .into_iter()
+            .filter(|store| {
+                convert(&self.registry, store).is_ok_and(|c| {
+                    self.class_of(store, &c.reference.kind)
+                        .is_ok_and(|served| served.as_ref() == Some(class))
+                })
+            })
+            .collect()
+    }
+
     /// Provider objects converted from the store with this `uid` (label and controller owner),
     /// from the provider watch caches: cleaning up after a change of kind costs no request.
     pub fn converted_from(&self, store: &LoadedStore) -> Vec<(ApiResource, DynamicObject)> {

@@ -309,3 +309,90 @@ fn stores_are_used_only_for_what_they_can_do() {
         Some("read-only: PushSecrets cannot write to it")
     );
 }
+
+#[tokio::test]
+async fn a_class_knows_the_stores_it_serves() {
+    use api::store::{ClusterSecretStore, SecretStore};
+    use kube::runtime::{reflector, watcher};
+
+    let recorder = Arc::new(Recorder::default());
+    let m = manager(&recorder, Arc::default())
+        .route_kinds([("Fake".to_owned(), "fake-server".to_owned())].into());
+    let fake = json!({"apiVersion": "providers.external-secrets.io/v1alpha1", "kind": "Fake", "name": "p"});
+    let store = |ns: &str, name: &str, spec: Value| -> SecretStore {
+        serde_json::from_value(json!({
+            "apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+            "metadata": {"name": name, "namespace": ns, "uid": name},
+            "spec": spec,
+        }))
+        .unwrap()
+    };
+    let (stores, mut writer) = reflector::store::<SecretStore>();
+    for s in [
+        store(
+            "team-a",
+            "own",
+            json!({"providerRef": fake, "runtimeRef": {"name": "vault"}}),
+        ),
+        store(
+            "team-b",
+            "elsewhere",
+            json!({"providerRef": fake, "runtimeRef": {"name": "vault"}}),
+        ),
+        store(
+            "team-a",
+            "cluster",
+            json!({"providerRef": fake, "runtimeRef": {"kind": "ClusterProviderClass", "name": "vault"}}),
+        ),
+        store("team-b", "routed", json!({"providerRef": fake})),
+        store(
+            "team-b",
+            "inline-routed",
+            json!({"provider": {"fake": {"data": []}}}),
+        ),
+        store(
+            "team-a",
+            "other-class",
+            json!({"providerRef": fake, "runtimeRef": {"name": "other"}}),
+        ),
+    ] {
+        writer.apply_watcher_event(&watcher::Event::Apply(s));
+    }
+    let (cluster_stores, mut cluster_writer) = reflector::store::<ClusterSecretStore>();
+    cluster_writer.apply_watcher_event(&watcher::Event::Apply(
+        serde_json::from_value(json!({
+            "apiVersion": "external-secrets.io/v1", "kind": "ClusterSecretStore",
+            "metadata": {"name": "cluster-wide", "uid": "cluster-wide"},
+            "spec": {"providerRef": {"apiVersion": "cluster.providers.external-secrets.io/v1alpha1", "kind": "Fake", "name": "p"},
+                     "runtimeRef": {"kind": "ClusterProviderClass", "name": "vault"}},
+        }))
+        .unwrap(),
+    ));
+    m.use_store_caches(stores, cluster_stores);
+
+    let served = |class: ClassRef| {
+        let mut names: Vec<_> = m
+            .stores_using_class(&class)
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        served(ClassRef {
+            namespace: Some("team-a".into()),
+            name: "vault".into()
+        }),
+        ["own"]
+    );
+    assert_eq!(
+        served(ClassRef::cluster("vault")),
+        ["cluster", "cluster-wide"]
+    );
+    assert_eq!(
+        served(ClassRef::cluster("fake-server")),
+        ["inline-routed", "routed"],
+        "stores without a runtimeRef, by the route of their kind"
+    );
+}

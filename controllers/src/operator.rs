@@ -175,12 +175,13 @@ impl Operator {
         let externalsecrets = self
             .externalsecret_triggers
             .controller(ctx.clone(), shutdown.clone());
-        let discovery = provider_objects::discover(ctx.clone(), nudges);
+        let discovery = provider_objects::discover(ctx.clone(), nudges.clone());
         let namespaces = namespace_cache(ctx.clone());
         let recoveries = recoveries(ctx.clone());
         let classes = crate::provider_class::controller::<ProviderClass>(
             ctx.clone(),
             scoped(&client, namespace.as_deref()),
+            nudges.clone(),
             shutdown.clone(),
             "providerclass",
         )
@@ -190,6 +191,7 @@ impl Operator {
                 crate::provider_class::controller::<ClusterProviderClass>(
                     ctx.clone(),
                     Api::all(client.clone()),
+                    nudges,
                     shutdown.clone(),
                     "clusterproviderclass",
                 )

@@ -21,6 +21,7 @@ use tracing::instrument;
 
 use crate::context::{Context, apply_status};
 use crate::outcome::{after_reconcile, error_policy};
+use crate::provider_objects::StoreNudges;
 use crate::readiness::StatusError;
 
 /// A server that answers is asked again after this long, one that does not sooner.
@@ -103,11 +104,20 @@ fn assess(
 pub async fn reconcile<C: ClassObject>(
     class: Arc<C>,
     ctx: Arc<Context>,
+    nudges: &StoreNudges,
 ) -> Result<Action, StatusError> {
     let reference = class.class_ref();
+    let changed = ctx.generations.changed(class.as_ref());
     let health = ctx.manager.check_class(&reference).await;
     let (status, why, message, methods, recheck) = assess(health, class.address());
     let previous = class.class_status().cloned().unwrap_or_default();
+    let was_ready = api::conditions::find(&previous.conditions, READY)
+        .is_some_and(|c| c.status == ConditionStatus::True);
+    if changed || (status == ConditionStatus::True && !was_ready) {
+        // As a provider object does: the stores it serves revalidate now rather than at their
+        // interval (a store that named it before it existed, or before its server answered).
+        nudges.send(ctx.manager.stores_using_class(&reference));
+    }
     let mut conditions = previous.conditions.clone();
     set_condition(
         &mut conditions,
@@ -144,19 +154,25 @@ pub async fn reconcile<C: ClassObject>(
     Ok(Action::requeue(recheck))
 }
 
-/// The controller of one class kind; its watch cache is the client manager's class lookup.
+/// The controller of one class kind; its watch cache is the client manager's class lookup. A
+/// class that changes or turns Ready has its stores nudged.
 pub async fn controller<C: ClassObject>(
     ctx: Arc<Context>,
     api: Api<C>,
+    nudges: StoreNudges,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
     name: &'static str,
 ) -> kube::runtime::reflector::Store<C> {
     let controller = Controller::new(api, watcher::Config::default());
     let store = controller.store();
+    let reconcile = move |class, ctx| {
+        let nudges = nudges.clone();
+        async move { reconcile::<C>(class, ctx, &nudges).await }
+    };
     tokio::spawn(
         controller
             .graceful_shutdown_on(shutdown)
-            .run(reconcile::<C>, error_policy(name), ctx.clone())
+            .run(reconcile, error_policy(name), ctx.clone())
             .for_each(after_reconcile(ctx)),
     );
     store

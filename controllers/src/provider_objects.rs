@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use api::conditions::{Condition, ConditionStatus, READY, set_condition};
 use api::provider_kinds::{ProviderStatus, Scope};
 use api::store::{ClusterSecretStore, SecretStore};
-use clientmanager::{ProviderObject, StoreKind};
+use clientmanager::{LoadedStore, ProviderObject, StoreKind};
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -33,6 +33,27 @@ pub struct StoreNudges {
     pub cluster_secret_stores: UnboundedSender<ObjectRef<ClusterSecretStore>>,
     /// Tells store controllers that a provider CRD appeared.
     pub installed: Vec<UnboundedSender<()>>,
+}
+
+impl StoreNudges {
+    /// Has `stores` revalidated now rather than at their interval.
+    pub fn send(&self, stores: Vec<LoadedStore>) {
+        for store in stores {
+            match (store.kind, store.namespace) {
+                (StoreKind::SecretStore, Some(ns)) => {
+                    let _ = self
+                        .secret_stores
+                        .unbounded_send(ObjectRef::new(&store.name).within(&ns));
+                }
+                (StoreKind::ClusterSecretStore, _) => {
+                    let _ = self
+                        .cluster_secret_stores
+                        .unbounded_send(ObjectRef::new(&store.name));
+                }
+                (StoreKind::SecretStore, None) => {}
+            }
+        }
+    }
 }
 
 struct KindContext {
@@ -238,7 +259,7 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     if changed || (status == ConditionStatus::True && !was_ready) {
         // The stores reading through it revalidate now rather than at their interval; a hand
         // edit of a converted object is put back by its store.
-        nudge_stores(&identity, &kctx);
+        kctx.nudges.send(kctx.ctx.manager.stores_using(&identity));
     }
     if new != previous {
         let api: Api<DynamicObject> = match obj.namespace() {
@@ -267,24 +288,4 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     }
     tracing::debug!(elapsed = ?started.elapsed(), "provider reconciled");
     Ok(Action::requeue(kctx.ctx.settings.store_requeue_interval))
-}
-
-fn nudge_stores(identity: &provider::ProviderIdentity, kctx: &KindContext) {
-    for store in kctx.ctx.manager.stores_using(identity) {
-        match (store.kind, store.namespace) {
-            (StoreKind::SecretStore, Some(ns)) => {
-                let _ = kctx
-                    .nudges
-                    .secret_stores
-                    .unbounded_send(ObjectRef::new(&store.name).within(&ns));
-            }
-            (StoreKind::ClusterSecretStore, _) => {
-                let _ = kctx
-                    .nudges
-                    .cluster_secret_stores
-                    .unbounded_send(ObjectRef::new(&store.name));
-            }
-            (StoreKind::SecretStore, None) => {}
-        }
-    }
 }
