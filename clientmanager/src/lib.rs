@@ -693,15 +693,24 @@ impl ClientManager {
             client,
             capabilities: built.capabilities,
         };
-        let replaced = self
-            .cache
-            .lock()
-            .expect("client cache lock poisoned")
-            .insert(slot, cached.clone());
-        if let Some(old) = replaced {
-            // Another reconcile built the same client concurrently; keep the newest.
+        // Another reconcile may have built this client concurrently. The one already handed
+        // out stays: its calls carry state (a Vault token, read-your-writes indexes) that a
+        // replacement would lose, and closing it revoked the token under its users.
+        let (cached, surplus) = {
+            let mut cache = self.cache.lock().expect("client cache lock poisoned");
+            match cache.get(&slot) {
+                Some(first) if first.fingerprint == cached.fingerprint => {
+                    (first.clone(), Some(cached.client))
+                }
+                _ => {
+                    let old = cache.insert(slot, cached.clone());
+                    (cached, old.map(|old| old.client))
+                }
+            }
+        };
+        if let Some(surplus) = surplus {
             self.metrics.evicted(&kind, "replaced");
-            close(old.client).await;
+            close(surplus).await;
         }
         Ok(cached)
     }

@@ -75,6 +75,8 @@ impl ProviderRuntime for Recording {
         _: Arc<dyn CredentialsReader>,
     ) -> provider::Result<Box<dyn SecretsClient>> {
         self.0.built.fetch_add(1, Ordering::SeqCst);
+        // As a real build does I/O: other reconciles run meanwhile.
+        tokio::task::yield_now().await;
         Ok(Box::new(RecordingClient {
             spec: request.spec,
             closed: self.0.closed.clone(),
@@ -179,6 +181,49 @@ fn object(registry: &ProviderRegistry, generation: i64, spec: Value) -> Provider
         generation: Some(generation),
         spec,
     }
+}
+
+/// Reconciles that miss the cache together all end up holding the first client built: one
+/// that replaced another under its users (closing it) lost their token and Vault's
+/// read-your-writes state between a push and the read after it.
+#[tokio::test]
+async fn concurrent_builds_hand_out_one_client() {
+    let recorder = Arc::new(Recorder::default());
+    let m = manager(&recorder, Arc::default());
+    let spec = json!({"credentials": "token"});
+    let handles = futures::future::join_all((0..8).map(|_| {
+        let o = object(m.registry(), 1, spec.clone());
+        let m = &m;
+        async move {
+            m.client(o, Caller::ClusterSecretStore, "team-a")
+                .await
+                .unwrap()
+        }
+    }))
+    .await;
+    assert!(
+        recorder.built.load(Ordering::SeqCst) > 1,
+        "the builds did not overlap, so this proves nothing"
+    );
+    let later = m
+        .client(
+            object(m.registry(), 1, spec),
+            Caller::ClusterSecretStore,
+            "team-a",
+        )
+        .await
+        .unwrap();
+    for handle in &handles {
+        assert!(
+            Arc::ptr_eq(&handle.client, &later.client),
+            "a caller holds a client the cache no longer has"
+        );
+    }
+    assert_eq!(
+        recorder.closed.load(Ordering::SeqCst),
+        recorder.built.load(Ordering::SeqCst) - 1,
+        "every surplus client is closed, the one in use is not"
+    );
 }
 
 #[tokio::test]
