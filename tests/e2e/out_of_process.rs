@@ -667,8 +667,8 @@ async fn kill_and_restart(env: Arc<Env>) -> Result<()> {
         }
     }
     server.kill();
-    let before = crate::restart::secret_versions(&secrets).await?;
-    // Everything that notices says why, and nothing is written meanwhile.
+    // Everything that notices says why, and nothing is written meanwhile. Counted from when the
+    // store says so: a call answered just before the kill may still be written after it.
     wait_class(&client, None, &class, "False", "HealthCheckFailed").await?;
     let store = wait_store(&client, &ns, "fake", "False", "ValidationFailed").await?;
     let message = crate::operator::ready(&store)
@@ -678,6 +678,7 @@ async fn kill_and_restart(env: Arc<Env>) -> Result<()> {
         message.contains(&server.address),
         "the store names the server: {message}"
     );
+    let before = crate::restart::secret_versions(&secrets).await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let during = crate::restart::secret_versions(&secrets).await?;
     ensure!(
