@@ -187,7 +187,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Slot {
     provider: ProviderIdentity,
-    caller: Caller,
+    /// Whether the caller is bound to `namespace` (`Caller::is_namespaced`): a SecretStore and
+    /// its provider object resolve the same credentials, so they share a client (one Vault
+    /// login, not one each).
+    namespaced: bool,
     namespace: String,
 }
 
@@ -552,7 +555,7 @@ impl ClientManager {
         };
         let slot = Slot {
             provider: object.identity.clone(),
-            caller,
+            namespaced: caller.is_namespaced(),
             namespace: namespace.to_owned(),
         };
         let client = self
@@ -626,7 +629,7 @@ impl ClientManager {
         };
         let slot = Slot {
             provider: identity.clone(),
-            caller,
+            namespaced: caller.is_namespaced(),
             namespace: namespace.to_owned(),
         };
         let client = self
