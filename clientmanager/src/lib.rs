@@ -184,6 +184,11 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// How long a client no reconcile asks for is kept. A store's own check asks for its client
+/// every five minutes (the store requeue interval), so only clients of stores gone or unused
+/// for three checks are closed.
+pub const IDLE_CLIENT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Slot {
     provider: ProviderIdentity,
@@ -209,6 +214,8 @@ struct Cached {
     fingerprint: Fingerprint,
     client: Arc<dyn SecretsClient>,
     capabilities: Capabilities,
+    /// When a reconcile last asked for it; see [`ClientManager::evict_idle`].
+    used: tokio::time::Instant,
 }
 
 /// A client just built, before the breaker wraps it.
@@ -663,9 +670,10 @@ impl ClientManager {
         let kind = slot.provider.kind.clone();
         let stale = {
             let mut cache = self.cache.lock().expect("client cache lock poisoned");
-            match cache.get(&slot) {
+            match cache.get_mut(&slot) {
                 Some(c) if c.fingerprint == fingerprint => {
                     self.metrics.hit(&kind);
+                    c.used = tokio::time::Instant::now();
                     return Ok(c.clone());
                 }
                 Some(_) => cache.remove(&slot).map(|c| c.client),
@@ -695,6 +703,7 @@ impl ClientManager {
             fingerprint,
             client,
             capabilities: built.capabilities,
+            used: tokio::time::Instant::now(),
         };
         // Another reconcile may have built this client concurrently. The one already handed
         // out stays: its calls carry state (a Vault token, read-your-writes indexes) that a
@@ -716,6 +725,39 @@ impl ClientManager {
             close(surplus).await;
         }
         Ok(cached)
+    }
+
+    /// Closes clients no reconcile asked for in [`IDLE_CLIENT`], for as long as it is polled.
+    pub async fn sweep_idle(&self) {
+        let mut every = tokio::time::interval(IDLE_CLIENT / 5);
+        loop {
+            every.tick().await;
+            self.evict_idle(IDLE_CLIENT).await;
+        }
+    }
+
+    /// Closes the clients no reconcile asked for in `idle`: a deleted store's client, its
+    /// connections and its Vault token would otherwise live until the operator restarts. A
+    /// client still in use is asked for at least once per refresh of its ExternalSecrets.
+    pub async fn evict_idle(&self, idle: std::time::Duration) {
+        let evicted: Vec<_> = {
+            let mut cache = self.cache.lock().expect("client cache lock poisoned");
+            let now = tokio::time::Instant::now();
+            let stale: Vec<_> = cache
+                .iter()
+                .filter(|(_, c)| now.duration_since(c.used) >= idle)
+                .map(|(slot, _)| slot.clone())
+                .collect();
+            stale
+                .into_iter()
+                .filter_map(|slot| cache.remove(&slot).map(|c| (slot, c)))
+                .collect()
+        };
+        for (slot, c) in evicted {
+            debug!(provider = %slot.provider.kind, name = %slot.provider.name, namespace = %slot.namespace, "closing an idle secrets client");
+            self.metrics.evicted(&slot.provider.kind, "idle");
+            close(c.client).await;
+        }
     }
 
     /// Drops and closes every client built from `identity`, e.g. when its object was deleted.

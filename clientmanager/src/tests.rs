@@ -318,6 +318,44 @@ async fn callers_of_one_scope_share_a_client() {
     assert_eq!(recorder.built.load(Ordering::SeqCst), 2);
 }
 
+/// A store deleted (or no longer used) leaves no client behind: its token is revoked and its
+/// connections closed once no reconcile has asked for it for a while.
+#[tokio::test(start_paused = true)]
+async fn idle_clients_are_closed() {
+    let recorder = Arc::new(Recorder::default());
+    let m = manager(&recorder, Arc::default());
+    let get = |name: &'static str| {
+        let mut o = object(m.registry(), 1, json!({}));
+        o.identity.name = name.into();
+        let m = &m;
+        async move {
+            m.client(o, Caller::ClusterSecretStore, "team-a")
+                .await
+                .unwrap()
+        }
+    };
+    let idle = std::time::Duration::from_secs(15 * 60);
+    let kept = get("in-use").await;
+    get("deleted").await;
+    for _ in 0..3 {
+        tokio::time::advance(idle / 2).await;
+        assert!(Arc::ptr_eq(&kept.client, &get("in-use").await.client));
+        m.evict_idle(idle).await;
+    }
+    assert_eq!(
+        recorder.closed.load(Ordering::SeqCst),
+        1,
+        "only the unused client is closed"
+    );
+    assert!(Arc::ptr_eq(&kept.client, &get("in-use").await.client));
+    get("deleted").await;
+    assert_eq!(
+        recorder.built.load(Ordering::SeqCst),
+        3,
+        "built again when asked for"
+    );
+}
+
 #[tokio::test]
 async fn namespaced_callers_cannot_reach_into_other_namespaces() {
     let recorder = Arc::new(Recorder::default());

@@ -122,6 +122,8 @@ impl Operator {
             _ = leadership => info!("leading: starting the controllers"),
             _ = shutdown.clone() => return,
         }
+        let sweeper = ctx.clone();
+        tokio::spawn(async move { sweeper.manager.sweep_idle().await });
         let (ss_tx, ss_rx) = mpsc::unbounded();
         let (css_tx, css_rx) = mpsc::unbounded();
         let (ss_installed_tx, ss_installed_rx) = mpsc::unbounded();

@@ -102,6 +102,8 @@ impl KubeResolver {
             )
             .without_breaker(),
         );
+        let sweeper = manager.clone();
+        tokio::spawn(async move { sweeper.sweep_idle().await });
         for provider in served.iter() {
             for scope in [Scope::Namespaced, Scope::Cluster] {
                 let resource = provider.descriptor().storage_resource(scope);
