@@ -7,11 +7,20 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use rand::Rng;
+use tokio::time::Instant;
 
 pub struct Backoff {
     base: Duration,
     max: Duration,
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Mutex<Failures>,
+}
+
+/// Failures in a row by object, and when each last failed: an object deleted while failing
+/// never succeeds, so its entry goes once it is older than any retry could be.
+#[derive(Default)]
+struct Failures {
+    by_object: HashMap<String, (u32, Instant)>,
+    swept: Option<Instant>,
 }
 
 impl Backoff {
@@ -26,10 +35,26 @@ impl Backoff {
     /// Records a failure of `object` and returns how long to wait: base·2ⁿ capped at max, with up
     /// to ±25 % jitter so that objects failing together do not retry together.
     pub fn failed(&self, object: &str) -> Duration {
+        let now = Instant::now();
         let n = {
             let mut failures = self.failures.lock().expect("backoff lock poisoned");
-            let n = failures.entry(object.to_owned()).or_insert(0);
+            // A live failing object fails again within `max` (+25 % jitter).
+            let forgotten = self.max * 2;
+            if failures
+                .swept
+                .is_none_or(|swept| now.duration_since(swept) >= forgotten)
+            {
+                failures
+                    .by_object
+                    .retain(|_, (_, last)| now.duration_since(*last) < forgotten);
+                failures.swept = Some(now);
+            }
+            let (n, last) = failures
+                .by_object
+                .entry(object.to_owned())
+                .or_insert((0, now));
             *n = n.saturating_add(1);
+            *last = now;
             *n
         };
         let exp = self.base.saturating_mul(1u32 << (n - 1).min(20));
@@ -42,6 +67,7 @@ impl Backoff {
         self.failures
             .lock()
             .expect("backoff lock poisoned")
+            .by_object
             .remove(object);
     }
 }
@@ -60,5 +86,21 @@ mod tests {
         assert!(b.failed("other") <= Duration::from_millis(1250));
         b.succeeded("a");
         assert!(b.failed("a") <= Duration::from_millis(1250));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn objects_that_stopped_failing_are_forgotten() {
+        let b = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+        for i in 0..1000 {
+            b.failed(&format!("deleted-{i}"));
+        }
+        for _ in 0..3 {
+            b.failed("live");
+            tokio::time::advance(Duration::from_secs(60)).await;
+        }
+        b.failed("live");
+        let failures = b.failures.lock().unwrap();
+        assert_eq!(failures.by_object.keys().collect::<Vec<_>>(), ["live"]);
+        assert_eq!(failures.by_object["live"].0, 4, "a live object keeps its count");
     }
 }
