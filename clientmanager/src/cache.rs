@@ -2,7 +2,7 @@
 //! does not cost two API requests before it reaches the provider. A miss (a cache not filled
 //! yet, an object created a moment ago) falls back to a GET.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
 use std::sync::Arc;
@@ -91,6 +91,31 @@ impl Caches {
             .lock()
             .expect("provider caches poisoned")
             .contains_key(&(resource.group.clone(), resource.kind.clone()))
+    }
+
+    /// The uids of every cached store, class and provider object.
+    pub(crate) fn uids(&self) -> HashSet<String> {
+        fn of<K: kube::Resource + Clone>(store: Option<&Store<K>>) -> Vec<String>
+        where
+            K::DynamicType: Eq + std::hash::Hash + Clone,
+        {
+            store.map_or_else(Vec::new, |s| {
+                s.state().iter().filter_map(|o| o.uid()).collect()
+            })
+        }
+        let mut uids: HashSet<String> = of(self.secret_stores.get()).into_iter().collect();
+        uids.extend(of(self.cluster_secret_stores.get()));
+        uids.extend(of(self.provider_classes.get()));
+        uids.extend(of(self.cluster_provider_classes.get()));
+        for (_, store) in self
+            .providers
+            .lock()
+            .expect("provider caches poisoned")
+            .values()
+        {
+            uids.extend(store.state().iter().filter_map(|o| o.uid()));
+        }
+        uids
     }
 
     pub(crate) fn store(&self, store: &StoreRef, namespace: &str) -> Option<LoadedStore> {

@@ -798,6 +798,12 @@ impl ClientManager {
             .collect()
     }
 
+    /// The uids of the stores, classes and provider objects in the watch caches: the objects a
+    /// per-object record may still be needed for.
+    pub fn watched_uids(&self) -> std::collections::HashSet<String> {
+        self.watched.uids()
+    }
+
     /// The stores `class` serves, by their `runtimeRef` or, for a ClusterProviderClass, by the
     /// route of their provider's kind, from the watch caches.
     pub fn stores_using_class(&self, class: &ClassRef) -> Vec<LoadedStore> {

@@ -101,6 +101,9 @@ mod tests {
         b.failed("live");
         let failures = b.failures.lock().unwrap();
         assert_eq!(failures.by_object.keys().collect::<Vec<_>>(), ["live"]);
-        assert_eq!(failures.by_object["live"].0, 4, "a live object keeps its count");
+        assert_eq!(
+            failures.by_object["live"].0, 4,
+            "a live object keeps its count"
+        );
     }
 }

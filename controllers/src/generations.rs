@@ -1,7 +1,7 @@
 //! Telling a spec change from the first sight of an object after a restart: the watches start
 //! with every object, and treating each as changed would refresh every ExternalSecret at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use kube::Resource;
@@ -42,6 +42,18 @@ impl Generations {
                 .is_none_or(|created| created.0 >= self.started),
         }
     }
+
+    /// Forgets the objects whose uid is not in `live` (the watch caches): deleted ones would
+    /// stay for ever. An empty `live` is caches not filled yet, not every object gone.
+    pub fn retain(&self, live: &HashSet<String>) {
+        if live.is_empty() {
+            return;
+        }
+        self.seen
+            .lock()
+            .expect("seen generations poisoned")
+            .retain(|uid, _| live.contains(uid));
+    }
 }
 
 #[cfg(test)]
@@ -81,6 +93,30 @@ mod tests {
         assert!(
             generations.changed(&store("b", 1, &now)),
             "created while running"
+        );
+    }
+
+    #[test]
+    fn deleted_objects_are_forgotten() {
+        let generations = Generations::default();
+        let long_ago = "2020-01-01T00:00:00Z";
+        for uid in ["live", "deleted"] {
+            generations.changed(&store(uid, 1, long_ago));
+        }
+        generations.retain(&HashSet::new());
+        assert_eq!(
+            generations.seen.lock().unwrap().len(),
+            2,
+            "caches not filled"
+        );
+        generations.retain(&["live".to_owned()].into());
+        assert_eq!(
+            generations.seen.lock().unwrap().keys().collect::<Vec<_>>(),
+            ["live"]
+        );
+        assert!(
+            generations.changed(&store("live", 2, long_ago)),
+            "what is kept still tells a change"
         );
     }
 }

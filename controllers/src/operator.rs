@@ -30,6 +30,9 @@ use crate::secretstore::StoreObject;
 use crate::watch::scoped;
 use crate::{provider_objects, pushsecret, secretstore};
 
+/// How often the generations of deleted stores, classes and provider objects are forgotten.
+const GENERATIONS_SWEEP: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Where the operator serves HTTP; `None` serves nothing there.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Addresses {
@@ -124,6 +127,16 @@ impl Operator {
         }
         let sweeper = ctx.clone();
         tokio::spawn(async move { sweeper.manager.sweep_idle().await });
+        let sweeper = ctx.clone();
+        tokio::spawn(async move {
+            // Not at once: the caches are still filling.
+            let first = tokio::time::Instant::now() + GENERATIONS_SWEEP;
+            let mut every = tokio::time::interval_at(first, GENERATIONS_SWEEP);
+            loop {
+                every.tick().await;
+                sweeper.generations.retain(&sweeper.manager.watched_uids());
+            }
+        });
         let (ss_tx, ss_rx) = mpsc::unbounded();
         let (css_tx, css_rx) = mpsc::unbounded();
         let (ss_installed_tx, ss_installed_rx) = mpsc::unbounded();
