@@ -29,6 +29,18 @@ pub struct ProviderCallLabels {
     pub status: &'static str,
 }
 
+/// Removes the series a deleted object leaves behind: its Ready condition and reconcile
+/// duration (ExternalSecrets have more, see `externalsecret::forget`).
+pub fn forget(
+    condition: &ConditionGauge,
+    duration: &Family<ObjectLabels, Gauge>,
+    name: &str,
+    namespace: &str,
+) {
+    condition.remove(name, namespace, api::conditions::READY);
+    duration.remove(&labels(name, namespace));
+}
+
 /// A family of ESO's condition gauges: 1 for the current status, 0 for the others.
 #[derive(Clone, Default)]
 pub struct ConditionGauge(Family<ConditionLabels, Gauge>);

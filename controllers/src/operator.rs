@@ -10,7 +10,7 @@ use api::provider_class::{ClusterProviderClass, ProviderClass};
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::ClientManager;
 use futures::channel::mpsc;
-use futures::{StreamExt, future};
+use futures::{StreamExt, TryStreamExt, future};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Controller;
@@ -27,7 +27,7 @@ use crate::metrics::Metrics;
 use crate::outcome::{after_reconcile, error_policy};
 use crate::provider_objects::StoreNudges;
 use crate::secretstore::StoreObject;
-use crate::watch::scoped;
+use crate::watch::{on_departure, scoped};
 use crate::{provider_objects, pushsecret, secretstore};
 
 /// How often the generations of deleted stores, classes and provider objects are forgotten.
@@ -260,8 +260,24 @@ fn store_controller<S: StoreObject>(
     name: &'static str,
 ) -> impl Future<Output = ()> {
     let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
-    let controller = Controller::new(api, watcher::Config::default());
-    let cached = controller.store();
+    let (cached, writer) = reflector::store::<S>();
+    let gone_ctx = ctx.clone();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .inspect_ok(on_departure(cached.clone(), move |store: ObjectRef<S>| {
+            let (condition, duration) = S::gauges(&gone_ctx.metrics);
+            crate::metrics::forget(
+                condition,
+                duration,
+                &store.name,
+                store.namespace.as_deref().unwrap_or_default(),
+            );
+        }))
+        .applied_objects()
+        // Its own status writes would validate against the backend again.
+        .predicate_filter(crate::watch::fingerprint, Default::default());
+    let controller = Controller::for_stream(stream, cached.clone());
     let used = users
         .flat_map(move |uses| futures::stream::iter(secretstore::used_by::<S>(&uses, &cached)));
     controller

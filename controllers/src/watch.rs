@@ -2,6 +2,8 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 
 /// All namespaces, or the one of single-namespace mode.
@@ -29,4 +31,79 @@ pub(crate) fn fingerprint<K: Resource>(obj: &K) -> Option<u64> {
         .map(|t| t.0.as_second())
         .hash(&mut h);
     Some(h.finish())
+}
+
+/// For a watch whose events pass here after `reader`'s writer applied them: calls `gone` for
+/// each object that leaves it, at its Delete event or, for one deleted while the watch was down
+/// (no Delete is ever sent for it), at the end of the re-list that no longer holds it.
+pub(crate) fn on_departure<K>(
+    reader: Store<K>,
+    mut gone: impl FnMut(ObjectRef<K>),
+) -> impl FnMut(&watcher::Event<K>)
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+{
+    // The reader shows the old list until the re-list is done.
+    let mut before: Option<Vec<ObjectRef<K>>> = None;
+    move |event| match event {
+        watcher::Event::Delete(obj) => gone(ObjectRef::from_obj(obj)),
+        watcher::Event::Init => {
+            before = Some(
+                reader
+                    .state()
+                    .iter()
+                    .map(|o| ObjectRef::from_obj(o.as_ref()))
+                    .collect(),
+            );
+        }
+        watcher::Event::InitDone => {
+            for object in before.take().into_iter().flatten() {
+                if reader.get(&object).is_none() {
+                    gone(object);
+                }
+            }
+        }
+        watcher::Event::Apply(_) | watcher::Event::InitApply(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::reflector;
+
+    use super::*;
+
+    fn cm(name: &str) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some("n".into());
+        cm
+    }
+
+    #[test]
+    fn objects_deleted_while_the_watch_was_down_are_gone_after_the_relist() {
+        let (reader, mut writer) = reflector::store::<ConfigMap>();
+        let mut departed = Vec::new();
+        let mut see = on_departure(reader, |r: ObjectRef<ConfigMap>| departed.push(r.name));
+        let mut event = |e: watcher::Event<ConfigMap>| {
+            writer.apply_watcher_event(&e);
+            see(&e);
+        };
+        event(watcher::Event::Init);
+        for name in ["a", "b", "c"] {
+            event(watcher::Event::InitApply(cm(name)));
+        }
+        event(watcher::Event::InitDone);
+        event(watcher::Event::Delete(cm("a")));
+        // The watch broke; "b" was deleted meanwhile and "d" created.
+        event(watcher::Event::Init);
+        for name in ["c", "d"] {
+            event(watcher::Event::InitApply(cm(name)));
+        }
+        event(watcher::Event::InitDone);
+        drop(see);
+        assert_eq!(departed, ["a", "b"]);
+    }
 }

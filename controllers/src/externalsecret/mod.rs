@@ -688,9 +688,9 @@ pub fn uses_store(es: &ExternalSecret, kind: clientmanager::StoreKind, name: &st
 
 /// Forgets the metrics of a deleted ExternalSecret.
 pub fn forget(ctx: &Context, name: &str, namespace: &str) {
-    ctx.metrics.es_condition.remove(name, namespace, READY);
+    let m = &ctx.metrics;
+    crate::metrics::forget(&m.es_condition, &m.es_reconcile_duration, name, namespace);
     let l = labels(name, namespace);
-    ctx.metrics.es_sync_calls.remove(&l);
-    ctx.metrics.es_sync_errors.remove(&l);
-    ctx.metrics.es_reconcile_duration.remove(&l);
+    m.es_sync_calls.remove(&l);
+    m.es_sync_errors.remove(&l);
 }

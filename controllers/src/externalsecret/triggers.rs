@@ -24,7 +24,7 @@ use crate::context::{Context, ReadyStore};
 use crate::externalsecret::desired::MANAGED_LABEL;
 use crate::externalsecret::generic::TargetChange;
 use crate::outcome::{after_reconcile, error_policy};
-use crate::watch::{fingerprint, scoped};
+use crate::watch::{fingerprint, on_departure, scoped};
 
 /// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
 /// must not stall the watch for all others; it gets a status condition instead.
@@ -64,21 +64,20 @@ impl ExternalSecretTriggers {
         let (reader, writer) = reflector::store();
         // Our own status writes must not trigger a reconcile: react to spec, labels and
         // annotations only, as ESO's predicate does.
-        let metrics_ctx = ctx.clone();
+        let (gone_ctx, gone_forced) = (ctx.clone(), self.forced.clone());
         let es_stream = watcher(es_api, watcher::Config::default())
             .default_backoff()
             // managedFields are often the larger part of an object and nothing here reads them.
             .modify(|es| es.managed_fields_mut().clear())
             .reflect(writer)
-            .inspect_ok(move |event| {
-                if let watcher::Event::Delete(es) = event {
-                    super::forget(
-                        &metrics_ctx,
-                        &es.name_any(),
-                        &es.namespace().unwrap_or_default(),
-                    );
-                }
-            })
+            .inspect_ok(on_departure(reader.clone(), move |es| {
+                super::forget(
+                    &gone_ctx,
+                    &es.name,
+                    es.namespace.as_deref().unwrap_or_default(),
+                );
+                gone_forced.lock().expect("forced set poisoned").remove(&es);
+            }))
             .applied_objects()
             .predicate_filter(fingerprint, PredicateConfig::default());
         // Only Secrets this operator manages, and only their metadata: no cache of Secret data.

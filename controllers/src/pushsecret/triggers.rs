@@ -2,13 +2,13 @@
 //! by label), and a store it pushes to turning Ready or being deleted. Also what a PushSecret
 //! change tells the store controllers: which stores' finalizers to look at again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 
 use api::push_secret::{PushSecret, PushSecretSecret};
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::core::{DeserializeGuard, PartialObjectMeta, Selector, SelectorExt};
@@ -20,7 +20,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use super::plan::{self, Uses};
 use crate::context::{Context, ReadyStore};
 use crate::outcome::{after_reconcile, error_policy};
-use crate::watch::{fingerprint, scoped};
+use crate::watch::{fingerprint, on_departure, scoped};
 
 type Watched = DeserializeGuard<PushSecret>;
 
@@ -47,6 +47,18 @@ where
     .modify(|ps| ps.managed_fields_mut().clear())
     .reflect(ps_writer)
     .inspect(store_use_changes(store_users))
+    .inspect_ok(on_departure(ps_reader.clone(), {
+        let ctx = ctx.clone();
+        move |ps| {
+            let m = &ctx.metrics;
+            crate::metrics::forget(
+                &m.ps_condition,
+                &m.ps_reconcile_duration,
+                &ps.name,
+                ps.namespace.as_deref().unwrap_or_default(),
+            );
+        }
+    }))
     .applied_objects()
     .predicate_filter(fingerprint, PredicateConfig::default());
     // Every Secret's metadata streams by (nothing is cached): a changed source is pushed at
@@ -116,9 +128,34 @@ fn store_use_changes(
     store_users: Vec<UnboundedSender<Vec<Uses>>>,
 ) -> impl FnMut(&Result<watcher::Event<Watched>, watcher::Error>) {
     let mut known: HashMap<ObjectRef<Watched>, Uses> = HashMap::new();
+    // During a re-list: what it held so far. A PushSecret deleted while the watch was down
+    // gets no Delete event; without this its stores kept its finalizer for ever.
+    let mut relisted: Option<HashSet<ObjectRef<Watched>>> = None;
     move |event| {
         let changed = match event {
+            Ok(watcher::Event::Init) => {
+                relisted = Some(HashSet::new());
+                return;
+            }
+            Ok(watcher::Event::InitDone) => {
+                let Some(relisted) = relisted.take() else {
+                    return;
+                };
+                let gone: Vec<_> = known
+                    .keys()
+                    .filter(|ps| !relisted.contains(*ps))
+                    .cloned()
+                    .collect();
+                let gone: Vec<_> = gone.iter().filter_map(|ps| known.remove(ps)).collect();
+                if gone.is_empty() {
+                    return;
+                }
+                gone
+            }
             Ok(watcher::Event::Apply(ps) | watcher::Event::InitApply(ps)) => {
+                if let (Some(relisted), Ok(watcher::Event::InitApply(_))) = (&mut relisted, event) {
+                    relisted.insert(ObjectRef::from(ps));
+                }
                 let Ok(valid) = &ps.0 else { return };
                 let uses = Uses::of(valid);
                 let before = known.insert(ObjectRef::from(ps), uses.clone());
@@ -292,5 +329,17 @@ mod tests {
 
         tap(&Ok(watcher::Event::Delete(watched(&ps))));
         assert_eq!(rx.try_recv().unwrap(), vec![Uses::of(&ps)]);
+
+        // Deleted while the watch was down: the re-list no longer holds it.
+        let mut gone = push_secret(json!([{"name": "c"}]));
+        gone.metadata.name = Some("gone".into());
+        tap(&Ok(watcher::Event::Apply(watched(&gone))));
+        tap(&Ok(watcher::Event::Apply(watched(&ps))));
+        while rx.try_recv().is_ok() {}
+        tap(&Ok(watcher::Event::Init));
+        tap(&Ok(watcher::Event::InitApply(watched(&ps))));
+        tap(&Ok(watcher::Event::InitDone));
+        assert_eq!(rx.try_recv().unwrap(), vec![Uses::of(&gone)]);
+        assert!(rx.try_recv().is_err(), "the one still there is not gone");
     }
 }
