@@ -8,6 +8,7 @@ pub mod events;
 pub mod externalsecret;
 pub mod generations;
 pub mod http;
+mod index;
 pub mod metrics;
 mod operator;
 pub(crate) mod outcome;

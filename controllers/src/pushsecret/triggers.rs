@@ -19,6 +19,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use super::plan::{self, Uses};
 use crate::context::{Context, ReadyStore};
+use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::watch::{fingerprint, on_departure, scoped};
 
@@ -38,6 +39,7 @@ where
     let ctrl_config =
         kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
     let (ps_reader, ps_writer) = reflector::store::<Watched>();
+    let sources = SharedIndex::<Watched, Source>::default();
     let _ = ctx.pushsecrets.set(ps_reader.clone());
     let ps_stream = watcher(
         scoped::<Watched>(&client, namespace.as_deref()),
@@ -47,6 +49,7 @@ where
     .modify(|ps| ps.managed_fields_mut().clear())
     .reflect(ps_writer)
     .inspect(store_use_changes(store_users))
+    .inspect_ok(index::kept(sources.clone(), sources_of))
     .inspect_ok(on_departure(ps_reader.clone(), {
         let ctx = ctx.clone();
         move |ps| {
@@ -63,7 +66,7 @@ where
     .predicate_filter(fingerprint, PredicateConfig::default());
     // Every Secret's metadata streams by (nothing is cached): a changed source is pushed at
     // once rather than at the next refresh.
-    let sources = watcher(
+    let secrets = watcher(
         scoped::<PartialObjectMeta<Secret>>(&client, namespace.as_deref()),
         watcher::Config::default(),
     )
@@ -73,21 +76,24 @@ where
     let woken = wakes(ps_reader.clone(), ready_stores);
     Controller::for_stream(ps_stream, ps_reader)
         .with_config(ctrl_config)
-        .watches_stream(sources, move |secret: PartialObjectMeta<Secret>| {
-            let ns = secret.namespace();
-            ps_by_source
-                .state()
-                .iter()
-                .filter(|ps| {
-                    ps.namespace() == ns
-                        && ps
-                            .0
-                            .as_ref()
+        .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+            let ns = secret.namespace().unwrap_or_default();
+            let candidates = {
+                let index = sources.lock().expect("watch index poisoned");
+                let mut candidates = index.get(&Source::Named(ns.clone(), secret.name_any()));
+                candidates.extend(index.get(&Source::Selecting(ns)));
+                candidates
+            };
+            candidates
+                .into_iter()
+                .filter(|candidate| {
+                    ps_by_source.get(candidate).is_some_and(|ps| {
+                        ps.0.as_ref()
                             .ok()
                             .and_then(|ps| ps.spec.selector.secret.as_ref())
                             .is_some_and(|s| is_source(s, &secret))
+                    })
                 })
-                .map(|ps| ObjectRef::from(ps.as_ref()))
                 .collect::<Vec<_>>()
         })
         .reconcile_on(woken)
@@ -106,6 +112,30 @@ where
             ctx.clone(),
         )
         .for_each(after_reconcile(ctx))
+}
+
+/// What a PushSecret is found by when a Secret changes: the name of its source, or, for a
+/// label selector, its namespace (the labels are matched then).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Source {
+    Named(String, String),
+    Selecting(String),
+}
+
+fn sources_of(ps: &Watched) -> Vec<Source> {
+    let namespace = ps.namespace().unwrap_or_default();
+    let Some(selector) =
+        ps.0.as_ref()
+            .ok()
+            .and_then(|ps| ps.spec.selector.secret.as_ref())
+    else {
+        return Vec::new();
+    };
+    match (&selector.name, &selector.selector) {
+        (Some(name), _) if !name.is_empty() => vec![Source::Named(namespace, name.clone())],
+        (_, Some(_)) => vec![Source::Selecting(namespace)],
+        _ => Vec::new(),
+    }
 }
 
 /// Whether `secret` is (or, by its labels, is one of) the source Secrets `selector` names.

@@ -1,0 +1,190 @@
+//! Objects of a watch by the keys other objects' events look them up by (a Secret's name → the
+//! PushSecrets reading it), kept up to date from the watch's own events: an event elsewhere
+//! costs the objects it concerns, not a scan of every object.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+
+use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+
+pub(crate) struct Index<K: Resource, Key>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    by_key: HashMap<Key, HashSet<ObjectRef<K>>>,
+    keys: HashMap<ObjectRef<K>, Vec<Key>>,
+    /// During a re-list: the objects it held so far.
+    relisted: Option<HashSet<ObjectRef<K>>>,
+}
+
+impl<K: Resource, Key: Eq + Hash + Clone> Default for Index<K, Key>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn default() -> Self {
+        Self {
+            by_key: HashMap::new(),
+            keys: HashMap::new(),
+            relisted: None,
+        }
+    }
+}
+
+pub(crate) type SharedIndex<K, Key> = Arc<Mutex<Index<K, Key>>>;
+
+impl<K, Key> Index<K, Key>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+    Key: Eq + Hash + Clone,
+{
+    /// The objects indexed under `key`.
+    pub(crate) fn get(&self, key: &Key) -> Vec<ObjectRef<K>> {
+        self.by_key
+            .get(key)
+            .map(|objects| objects.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn set(&mut self, object: ObjectRef<K>, keys: Vec<Key>) {
+        self.remove(&object);
+        for key in &keys {
+            self.by_key
+                .entry(key.clone())
+                .or_default()
+                .insert(object.clone());
+        }
+        if !keys.is_empty() {
+            self.keys.insert(object, keys);
+        }
+    }
+
+    fn remove(&mut self, object: &ObjectRef<K>) {
+        for key in self.keys.remove(object).into_iter().flatten() {
+            if let Some(objects) = self.by_key.get_mut(&key) {
+                objects.remove(object);
+                if objects.is_empty() {
+                    self.by_key.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Takes in one event of the watch; `keys_of` says what an object is looked up by. An
+    /// object deleted while the watch was down (no Delete is sent for it) goes at the end of
+    /// the re-list that no longer holds it.
+    pub(crate) fn apply(&mut self, event: &watcher::Event<K>, keys_of: impl Fn(&K) -> Vec<Key>) {
+        match event {
+            watcher::Event::Apply(obj) => self.set(ObjectRef::from_obj(obj), keys_of(obj)),
+            watcher::Event::InitApply(obj) => {
+                let object = ObjectRef::from_obj(obj);
+                if let Some(relisted) = &mut self.relisted {
+                    relisted.insert(object.clone());
+                }
+                self.set(object, keys_of(obj));
+            }
+            watcher::Event::Delete(obj) => self.remove(&ObjectRef::from_obj(obj)),
+            watcher::Event::Init => self.relisted = Some(HashSet::new()),
+            watcher::Event::InitDone => {
+                let Some(relisted) = self.relisted.take() else {
+                    return;
+                };
+                let gone: Vec<_> = self
+                    .keys
+                    .keys()
+                    .filter(|o| !relisted.contains(*o))
+                    .cloned()
+                    .collect();
+                for object in gone {
+                    self.remove(&object);
+                }
+            }
+        }
+    }
+}
+
+/// Keeps `index` from a watch's events (`inspect_ok` after its reflector).
+pub(crate) fn kept<K, Key>(
+    index: SharedIndex<K, Key>,
+    keys_of: impl Fn(&K) -> Vec<Key>,
+) -> impl FnMut(&watcher::Event<K>)
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+    Key: Eq + Hash + Clone,
+{
+    move |event| {
+        index
+            .lock()
+            .expect("watch index poisoned")
+            .apply(event, &keys_of)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    /// A ConfigMap indexed by the values of its data.
+    fn cm(name: &str, reads: &[&str]) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some("n".into());
+        cm.data = Some(
+            reads
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (i.to_string(), (*r).to_owned()))
+                .collect(),
+        );
+        cm
+    }
+
+    fn reads(cm: &ConfigMap) -> Vec<String> {
+        cm.data.iter().flatten().map(|(_, v)| v.clone()).collect()
+    }
+
+    fn names(mut refs: Vec<ObjectRef<ConfigMap>>) -> Vec<String> {
+        refs.sort_by(|a, b| a.name.cmp(&b.name));
+        refs.into_iter().map(|r| r.name).collect()
+    }
+
+    #[test]
+    fn follows_changes_deletes_and_relists() {
+        let mut index = Index::<ConfigMap, String>::default();
+        index.apply(&watcher::Event::Init, reads);
+        index.apply(&watcher::Event::InitApply(cm("a", &["x", "y"])), reads);
+        index.apply(&watcher::Event::InitApply(cm("b", &["x"])), reads);
+        index.apply(&watcher::Event::InitDone, reads);
+        assert_eq!(names(index.get(&"x".into())), ["a", "b"]);
+        assert_eq!(names(index.get(&"y".into())), ["a"]);
+
+        index.apply(&watcher::Event::Apply(cm("a", &["z"])), reads);
+        assert_eq!(names(index.get(&"x".into())), ["b"]);
+        assert!(index.get(&"y".into()).is_empty(), "the old key is dropped");
+        assert_eq!(names(index.get(&"z".into())), ["a"]);
+
+        index.apply(&watcher::Event::Delete(cm("b", &["x"])), reads);
+        assert!(index.get(&"x".into()).is_empty());
+
+        // "a" was deleted while the watch was down, "c" created.
+        index.apply(&watcher::Event::Init, reads);
+        index.apply(&watcher::Event::InitApply(cm("c", &["z"])), reads);
+        assert_eq!(
+            names(index.get(&"z".into())),
+            ["a", "c"],
+            "answers from what it knew until the re-list is done"
+        );
+        index.apply(&watcher::Event::InitDone, reads);
+        assert_eq!(names(index.get(&"z".into())), ["c"]);
+        assert!(
+            index.by_key.len() == 1 && index.keys.len() == 1,
+            "nothing left behind"
+        );
+    }
+}
