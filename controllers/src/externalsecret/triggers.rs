@@ -23,6 +23,7 @@ use provider::ProviderIdentity;
 use crate::context::{Context, ReadyStore};
 use crate::externalsecret::desired::MANAGED_LABEL;
 use crate::externalsecret::generic::TargetChange;
+use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::watch::{fingerprint, on_departure, scoped};
 
@@ -65,11 +66,13 @@ impl ExternalSecretTriggers {
         // Our own status writes must not trigger a reconcile: react to spec, labels and
         // annotations only, as ESO's predicate does.
         let (gone_ctx, gone_forced) = (ctx.clone(), self.forced.clone());
+        let template_users = SharedIndex::<Watched, TemplateSource>::default();
         let es_stream = watcher(es_api, watcher::Config::default())
             .default_backoff()
             // managedFields are often the larger part of an object and nothing here reads them.
             .modify(|es| es.managed_fields_mut().clear())
             .reflect(writer)
+            .inspect_ok(index::kept(template_users.clone(), template_sources))
             .inspect_ok(on_departure(reader.clone(), move |es| {
                 super::forget(
                     &gone_ctx,
@@ -128,7 +131,7 @@ impl ExternalSecretTriggers {
         let template_changes = template_source_changes(
             &client,
             namespace.as_deref(),
-            reader.clone(),
+            template_users,
             self.forced.clone(),
         );
         let mut controller = Controller::for_stream(es_stream, reader)
@@ -261,7 +264,7 @@ fn provider_changes(
 fn template_source_changes(
     client: &kube::Client,
     namespace: Option<&str>,
-    externalsecrets: Store<Watched>,
+    users: SharedIndex<Watched, TemplateSource>,
     forced: Forced,
 ) -> impl Stream<Item = ObjectRef<Watched>> + Send + 'static {
     fn changed<K: kube::Resource>(
@@ -288,25 +291,50 @@ fn template_source_changes(
     .default_backoff()
     .filter_map(|e| futures::future::ready(changed(e).map(|(ns, name)| (false, ns, name))));
     futures::stream::select(config_maps, secrets).flat_map(move |(config_map, ns, name)| {
-        let users: Vec<_> = externalsecrets
-            .state()
-            .iter()
-            .filter(|es| es.namespace() == ns)
-            .filter(|es| {
-                es.0.as_ref().is_ok_and(|es| {
-                    let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
-                    template
-                        .and_then(|t| t.template_from.as_deref())
-                        .unwrap_or_default()
-                        .iter()
-                        .filter_map(|f| if config_map { &f.config_map } else { &f.secret }.as_ref())
-                        .any(|r| r.name == name)
-                })
-            })
-            .map(|es| ObjectRef::from(es.as_ref()))
-            .collect();
+        let key = TemplateSource {
+            config_map,
+            namespace: ns.unwrap_or_default(),
+            name,
+        };
+        let users = users.lock().expect("watch index poisoned").get(&key);
         futures::stream::iter(force(&forced, users))
     })
+}
+
+/// A ConfigMap or Secret a `templateFrom` reads.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct TemplateSource {
+    config_map: bool,
+    namespace: String,
+    name: String,
+}
+
+fn template_sources(es: &Watched) -> Vec<TemplateSource> {
+    let Ok(valid) = &es.0 else {
+        return Vec::new();
+    };
+    let namespace = es.namespace().unwrap_or_default();
+    let template_from = valid
+        .spec
+        .target
+        .as_ref()
+        .and_then(|t| t.template.as_ref())
+        .and_then(|t| t.template_from.as_deref())
+        .unwrap_or_default();
+    template_from
+        .iter()
+        .flat_map(|f| {
+            [(true, &f.config_map), (false, &f.secret)]
+                .into_iter()
+                .filter_map(|(config_map, r)| {
+                    r.as_ref().map(|r| TemplateSource {
+                        config_map,
+                        namespace: namespace.clone(),
+                        name: r.name.clone(),
+                    })
+                })
+        })
+        .collect()
 }
 
 /// ExternalSecrets that read from a store that turned Ready: they may have been waiting on it
