@@ -240,7 +240,12 @@ async fn write_generated(
         Err(kube::Error::Api(s)) if s.code == 404 => Err(not_installed(generated)),
         Err(e) => Err(Readiness::failed(
             reason::INVALID_PROVIDER_CONFIG,
-            format!("could not write {} {:?}: {e}", resource.kind, loaded.name),
+            format!(
+                "could not write {} {:?}: {}",
+                resource.kind,
+                loaded.name,
+                crate::api_error::ApiError::from(e)
+            ),
         )),
     }
 }
