@@ -300,16 +300,17 @@ async fn refused_value(env: Arc<Env>) -> Result<()> {
     let es = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: pin}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: vault-backend}\n  target:\n    manifest: {apiVersion: config.example.com/v1, kind: Pin}\n    template:\n      templateFrom:\n      - literal: 'pin: {{ .password }}'\n        target: spec\n  data:\n  - secretKey: password\n    remoteRef: {key: database/password}\n";
     testenv::apply_yaml_in(&client, &ns, es, true).await?;
     let api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
-    let failed = wait_ready(
-        "ExternalSecret pin",
-        "False",
-        "ResourceSyncedError",
-        || async { Ok(serde_json::to_value(api.get("pin").await?)?) },
-    )
+    // The store turns Ready meanwhile; until then the condition says that.
+    let message = testenv::wait_for(TIMEOUT, "the target to be refused", || async {
+        let es = serde_json::to_value(api.get("pin").await?)?;
+        let ready = crate::operator::ready(&es);
+        ready
+            .as_ref()
+            .and_then(|c| c.message.clone())
+            .filter(|m| m.contains("is invalid"))
+            .ok_or_else(|| anyhow!("Ready condition is {ready:?}"))
+    })
     .await?;
-    let message = crate::operator::ready(&failed)
-        .and_then(|c| c.message)
-        .unwrap_or_default();
     ensure!(
         message.contains("spec.pin: Invalid value: <redacted>: spec.pin in body should match")
             && !message.contains("s3cret"),
