@@ -51,6 +51,7 @@ impl StoreKind {
 /// named after the store, in the store's scope, owned by it.
 pub fn convert(registry: &ProviderRegistry, store: &LoadedStore) -> Result<Converted> {
     if let Some(reference) = &store.spec.provider_ref {
+        check_reference_scope(store, reference)?;
         check_reference_namespace(store, reference)?;
         return Ok(Converted {
             reference: reference.clone(),
@@ -122,6 +123,35 @@ pub fn convert(registry: &ProviderRegistry, store: &LoadedStore) -> Result<Conve
             object,
         }),
     })
+}
+
+/// `spec.providerRef.apiVersion`: without a class, a store reads provider objects of its own
+/// scope only. The CRDs' rules say so too, but a store written before them or with validation
+/// off would otherwise have a SecretStore read a cluster-scoped object, configuration its
+/// namespace was never given. A class's server applies its own rules.
+fn check_reference_scope(store: &LoadedStore, reference: &ProviderRef) -> Result<()> {
+    if store.spec.runtime_ref.is_some() {
+        return Ok(());
+    }
+    let expected = store.kind.provider_scope();
+    let written = reference.api_version.split_once('/').map(|(g, _)| g);
+    match written.and_then(Scope::of_group) {
+        Some(scope) if scope != expected => {
+            let (what, class) = match expected {
+                Scope::Namespaced => ("namespaced", "ProviderClass"),
+                Scope::Cluster => ("cluster-scoped", "ClusterProviderClass"),
+            };
+            Err(Error::ProviderRefApiVersion {
+                reason: format!(
+                    "a {} references a {what} provider kind in {}, not {} (or names a {class} in spec.runtimeRef)",
+                    store.kind,
+                    expected.group(),
+                    reference.api_version
+                ),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `spec.providerRef.namespace`: a SecretStore reads only provider objects of its own namespace,
@@ -308,7 +338,15 @@ mod tests {
         );
         // A ClusterSecretStore names the namespace of a namespaced object served out of process.
         assert_eq!(
-            converted(StoreKind::ClusterSecretStore, namespaced("team-b")),
+            convert(
+                &registry(),
+                &store(
+                    StoreKind::ClusterSecretStore,
+                    json!({"providerRef": namespaced("team-b"), "runtimeRef": {"kind": "ClusterProviderClass", "name": "fake"}})
+                )
+            )
+            .map(|c| c.reference.namespace)
+            .map_err(|e| e.to_string()),
             Ok(Some("team-b".into()))
         );
         assert_eq!(
@@ -317,6 +355,39 @@ mod tests {
                 json!({"apiVersion": "cluster.providers.external-secrets.io/v1alpha1", "kind": "Fake", "name": "shared", "namespace": "team-b"})
             ),
             Err("spec.providerRef.namespace: cluster.providers.external-secrets.io/v1alpha1 Fake is cluster-scoped and has no namespace".into())
+        );
+    }
+
+    /// The CRDs' rules say the same, but a store written before them, or past them, must not
+    /// read a provider object of the other scope: a SecretStore reading a cluster-scoped one
+    /// would use configuration its namespace was never given.
+    #[test]
+    fn a_provider_ref_names_a_kind_of_the_stores_scope_unless_a_class_serves_it() {
+        let converted = |kind, spec: Value| {
+            convert(&registry(), &store(kind, spec))
+                .map(|c| c.reference.api_version)
+                .map_err(|e| e.to_string())
+        };
+        let cluster = json!({"apiVersion": "cluster.providers.external-secrets.io/v1alpha1", "kind": "Fake", "name": "shared"});
+        let namespaced = json!({"apiVersion": "providers.external-secrets.io/v1alpha1", "kind": "Fake", "name": "shared"});
+        assert_eq!(
+            converted(StoreKind::SecretStore, json!({"providerRef": cluster})),
+            Err("spec.providerRef.apiVersion: a SecretStore references a namespaced provider kind in providers.external-secrets.io, not cluster.providers.external-secrets.io/v1alpha1 (or names a ProviderClass in spec.runtimeRef)".into())
+        );
+        assert_eq!(
+            converted(
+                StoreKind::ClusterSecretStore,
+                json!({"providerRef": namespaced})
+            ),
+            Err("spec.providerRef.apiVersion: a ClusterSecretStore references a cluster-scoped provider kind in cluster.providers.external-secrets.io, not providers.external-secrets.io/v1alpha1 (or names a ClusterProviderClass in spec.runtimeRef)".into())
+        );
+        // With a class its server decides what it reads (the CRDs' rules allow any group).
+        assert!(
+            converted(
+                StoreKind::SecretStore,
+                json!({"providerRef": cluster, "runtimeRef": {"name": "fake"}})
+            )
+            .is_ok()
         );
     }
 

@@ -72,6 +72,8 @@ pub enum Error {
         "spec.providerRef: {written} is not a provider kind of this operator; a kind served by a server of its own needs spec.runtimeRef naming its ProviderClass"
     )]
     NeedsRuntime { written: String },
+    #[error("spec.providerRef.apiVersion: {reason}")]
+    ProviderRefApiVersion { reason: String },
     #[error("spec.providerRef.namespace: {reason}")]
     ProviderRefNamespace { reason: String },
     #[error("provider {kind} is not served at version {version} (served: {served})")]
@@ -163,6 +165,7 @@ impl Error {
             Self::UnknownProviderKind { .. } => "UnknownProviderKind",
             Self::NotCompiledIn { .. } => "NotCompiledIn",
             Self::NeedsRuntime { .. } => "NeedsRuntime",
+            Self::ProviderRefApiVersion { .. } => "ProviderRefApiVersion",
             Self::ProviderRefNamespace { .. } => "ProviderRefNamespace",
             Self::VersionNotServed { .. } => "VersionNotServed",
             Self::Convert { .. } => "Convert",

@@ -501,3 +501,49 @@ async fn a_class_knows_the_stores_it_serves() {
         "stores without a runtimeRef, by the route of their kind"
     );
 }
+
+/// A SecretStore past the CRD's rule (written before it, or with validation off) naming a
+/// cluster-scoped provider object gets no client from it.
+#[tokio::test]
+async fn a_secret_store_never_reads_a_cluster_scoped_provider_object() {
+    use api::provider_kinds::Scope;
+    use api::store::{ClusterSecretStore, SecretStore};
+    use kube::runtime::{reflector, watcher};
+
+    let recorder = Arc::new(Recorder::default());
+    let m = manager(&recorder, Arc::default());
+    let (stores, mut writer) = reflector::store::<SecretStore>();
+    writer.apply_watcher_event(&watcher::Event::Apply(
+        serde_json::from_value(json!({
+            "apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+            "metadata": {"name": "escape", "namespace": "team-a", "uid": "escape"},
+            "spec": {"providerRef": {"apiVersion": "cluster.providers.external-secrets.io/v1alpha1", "kind": "Fake", "name": "shared"}},
+        }))
+        .unwrap(),
+    ));
+    m.use_store_caches(stores, reflector::store::<ClusterSecretStore>().0);
+    let resource = api::providers::fake::DESCRIPTOR.storage_resource(Scope::Cluster);
+    let mut writer = reflector::store::Writer::new(resource.clone());
+    writer.apply_watcher_event(&watcher::Event::Apply(
+        serde_json::from_value::<DynamicObject>(json!({
+            "apiVersion": resource.api_version, "kind": "Fake",
+            "metadata": {"name": "shared", "uid": "shared", "generation": 1},
+            "spec": {"credentials": "token"},
+        }))
+        .unwrap(),
+    ));
+    m.use_provider_cache(resource, writer.as_reader());
+
+    let store = StoreRef {
+        kind: StoreKind::SecretStore,
+        name: "escape".into(),
+    };
+    let err = m.get_ungated(&store, "team-a").await.err().unwrap();
+    assert!(
+        err.to_string().starts_with(
+            "spec.providerRef.apiVersion: a SecretStore references a namespaced provider kind"
+        ),
+        "{err}"
+    );
+    assert_eq!(recorder.built.load(Ordering::SeqCst), 0);
+}

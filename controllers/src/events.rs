@@ -39,6 +39,24 @@ struct Cache {
     order: VecDeque<Key>,
 }
 
+/// events.k8s.io refuses a longer note, and the event with it.
+const NOTE_LIMIT: usize = 1024;
+/// Ends a note that was cut.
+const CUT: &str = "…";
+
+/// `note` within [`NOTE_LIMIT`] bytes, cut on a character boundary and marked when longer.
+fn fit(mut note: String) -> String {
+    if note.len() > NOTE_LIMIT {
+        let end = (0..=NOTE_LIMIT - CUT.len())
+            .rev()
+            .find(|&i| note.is_char_boundary(i))
+            .unwrap_or_default();
+        note.truncate(end);
+        note.push_str(CUT);
+    }
+    note
+}
+
 pub struct Recorder {
     client: kube::Client,
     controller: String,
@@ -63,6 +81,7 @@ impl Recorder {
         reason: &str,
         note: String,
     ) -> Result<(), kube::Error> {
+        let note = fit(note);
         let now = Timestamp::now();
         let namespace = regarding
             .namespace
@@ -150,5 +169,33 @@ impl Recorder {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_cut_to_what_the_api_server_accepts() {
+        let short = "could not write target Secret \"db\"".to_owned();
+        assert_eq!(fit(short.clone()), short);
+        let exact = "x".repeat(NOTE_LIMIT);
+        assert_eq!(fit(exact.clone()), exact);
+        for long in [
+            "x".repeat(3000),
+            "ü".repeat(1000),
+            format!("x{}", "€".repeat(600)),
+        ] {
+            let cut = fit(long.clone());
+            assert!(cut.len() <= NOTE_LIMIT, "{} bytes", cut.len());
+            assert!(cut.ends_with(CUT), "the cut is marked");
+            let kept = cut.strip_suffix(CUT).unwrap();
+            assert!(long.starts_with(kept));
+            assert!(
+                kept.len() + CUT.len() > NOTE_LIMIT - 3,
+                "no more is cut than a character needs"
+            );
+        }
     }
 }

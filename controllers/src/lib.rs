@@ -1,5 +1,6 @@
 //! The operator's reconcilers and the loop that runs them.
 
+pub mod api_error;
 pub mod backoff;
 pub mod context;
 mod cron;

@@ -10,6 +10,7 @@ use clientmanager::{ClassRef, LoadedStore, ProviderObject};
 use provider::{Caller, Validation};
 
 use crate::context::Context;
+use crate::events::EventType;
 
 /// ESO's reasons for a store's Ready condition, plus ProviderNotInstalled.
 pub mod reason {
@@ -18,6 +19,9 @@ pub mod reason {
     pub const VALIDATION_FAILED: &str = "ValidationFailed";
     pub const VALIDATION_UNKNOWN: &str = "ValidationUnknown";
     pub const PROVIDER_NOT_INSTALLED: &str = "ProviderNotInstalled";
+    /// The Warning event of a configuration the provider accepts but warns about (an http://
+    /// server that sends its token in clear).
+    pub const PROVIDER_WARNING: &str = "ProviderWarning";
     /// The kind's CRD is there, its controller not yet (it waits for RBAC to list and watch it).
     pub const PROVIDER_NOT_WATCHED: &str = "ProviderNotWatched";
 }
@@ -49,6 +53,8 @@ pub struct Readiness {
     pub capabilities: Option<Capabilities>,
     /// Check again sooner than the usual interval.
     pub requeue: Option<Duration>,
+    /// What the provider warned about; the message carries them too.
+    pub warnings: Vec<String>,
 }
 
 impl Readiness {
@@ -59,7 +65,27 @@ impl Readiness {
             message,
             capabilities: None,
             requeue: None,
+            warnings: Vec::new(),
         }
+    }
+
+    /// The events that announce this Ready condition when it changes: its own, and a Warning for
+    /// the provider's warnings, which a Ready store would otherwise show only in its message.
+    pub fn events(&self) -> Vec<(EventType, &'static str, String)> {
+        let type_ = if self.status == ConditionStatus::False {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        let mut events = vec![(type_, self.reason, self.message.clone())];
+        if !self.warnings.is_empty() {
+            events.push((
+                EventType::Warning,
+                reason::PROVIDER_WARNING,
+                self.warnings.join("; "),
+            ));
+        }
+        events
     }
 
     /// A client manager error, as a store or provider object reports it.
@@ -167,7 +193,12 @@ async fn judge(
     let capabilities = Some(handle.capabilities);
     let noun = subject.noun();
     let validated = handle.client.validate().await;
-    warnings.extend(handle.client.validation_warnings());
+    // A compiled-in kind served out of process: the server's spec check is the same as ours.
+    for warning in handle.client.validation_warnings() {
+        if !warnings.contains(&warning) {
+            warnings.push(warning);
+        }
+    }
     ctx.metrics
         .provider_call(&handle.identity.kind, "Validate", validated.is_ok());
     // A provider that cannot be reached is asked again soon (its client answers for it while it
@@ -184,12 +215,15 @@ async fn judge(
         Ok(Validation::Unknown) => (
             ConditionStatus::True,
             reason::VALIDATION_UNKNOWN,
-            match subject {
-                Subject::Store => {
-                    "store validation could not be completed; the store is usable".into()
-                }
-                Subject::Provider => "provider validation could not be completed".into(),
-            },
+            with_warnings(
+                match subject {
+                    Subject::Store => {
+                        "store validation could not be completed; the store is usable"
+                    }
+                    Subject::Provider => "provider validation could not be completed",
+                },
+                &warnings,
+            ),
         ),
         Err(e) => (
             ConditionStatus::False,
@@ -204,6 +238,7 @@ async fn judge(
         message,
         capabilities,
         requeue,
+        warnings,
     }
 }
 
@@ -235,6 +270,36 @@ mod tests {
         });
         assert_eq!(missing.reason, "ProviderNotInstalled");
         assert!(missing.message.contains("providers.gitlab.enabled"));
+    }
+
+    #[test]
+    fn a_warning_is_a_warning_event_even_on_a_ready_store() {
+        use super::{EventType, Readiness, reason};
+        let warning = "server uses http://: the Vault token is sent in clear".to_owned();
+        let ready = Readiness {
+            status: api::conditions::ConditionStatus::True,
+            reason: reason::VALID,
+            message: super::with_warnings("store validated", std::slice::from_ref(&warning)),
+            capabilities: None,
+            requeue: None,
+            warnings: vec![warning.clone()],
+        };
+        assert_eq!(
+            ready.events(),
+            [
+                (
+                    EventType::Normal,
+                    reason::VALID,
+                    format!("store validated; warnings: {warning}")
+                ),
+                (EventType::Warning, reason::PROVIDER_WARNING, warning),
+            ]
+        );
+        let failed = Readiness::failed(reason::VALIDATION_FAILED, "no".into());
+        assert_eq!(
+            failed.events(),
+            [(EventType::Warning, reason::VALIDATION_FAILED, "no".into())]
+        );
     }
 
     #[test]

@@ -10,7 +10,6 @@ use api::store::{ClusterSecretStore, LABEL_CONVERTED_FROM, SecretStore, SecretSt
 use clientmanager::{Converted, Generated, LoadedStore, StoreKind, convert};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -240,7 +239,12 @@ async fn write_generated(
         Err(kube::Error::Api(s)) if s.code == 404 => Err(not_installed(generated)),
         Err(e) => Err(Readiness::failed(
             reason::INVALID_PROVIDER_CONFIG,
-            format!("could not write {} {:?}: {e}", resource.kind, loaded.name),
+            format!(
+                "could not write {} {:?}: {}",
+                resource.kind,
+                loaded.name,
+                crate::api_error::ApiError::from(e)
+            ),
         )),
     }
 }
@@ -409,18 +413,9 @@ async fn write_status<S: StoreObject>(
         });
     }
     if changed {
-        let type_ = if readiness.status == ConditionStatus::False {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        ctx.event(
-            &store.object_ref(&()),
-            type_,
-            readiness.reason,
-            readiness.message.clone(),
-        )
-        .await;
+        for (type_, reason, note) in readiness.events() {
+            ctx.event(&store.object_ref(&()), type_, reason, note).await;
+        }
     }
     Ok(())
 }

@@ -24,6 +24,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             custom_resources,
         ),
         trial("generic::off_unless_the_operator_allows_it", env, disabled),
+        trial(
+            "generic::a_refused_value_stays_out_of_status_and_events",
+            env,
+            refused_value,
+        ),
     ]
 }
 
@@ -280,6 +285,50 @@ async fn custom_resources(env: Arc<Env>) -> Result<()> {
     .await?;
     let after = api.get("app-settings").await?.resource_version();
     ensure!(before == after, "an unchanged target was rewritten");
+    Ok(())
+}
+
+/// A target whose schema refuses the rendered value: the API server quotes the value in its
+/// answer, and the condition and the event repeat the field and why, not the value.
+async fn refused_value(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: pins.config.example.com}\nspec:\n  group: config.example.com\n  scope: Namespaced\n  names: {kind: Pin, plural: pins}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              pin: {type: string, pattern: '^[0-9]+$'}\n";
+    testenv::apply_yaml(&client, crd, true).await?;
+    testenv::wait_for_crd_established(&client, "pins.config.example.com", TIMEOUT).await?;
+    let ns = testenv::create_namespace(&client, "generic-refused").await?;
+    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
+    let es = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: pin}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: vault-backend}\n  target:\n    manifest: {apiVersion: config.example.com/v1, kind: Pin}\n    template:\n      templateFrom:\n      - literal: 'pin: {{ .password }}'\n        target: spec\n  data:\n  - secretKey: password\n    remoteRef: {key: database/password}\n";
+    testenv::apply_yaml_in(&client, &ns, es, true).await?;
+    let api: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    // The store turns Ready meanwhile; until then the condition says that.
+    let message = testenv::wait_for(TIMEOUT, "the target to be refused", || async {
+        let es = serde_json::to_value(api.get("pin").await?)?;
+        let ready = crate::operator::ready(&es);
+        ready
+            .as_ref()
+            .and_then(|c| c.message.clone())
+            .filter(|m| m.contains("is invalid"))
+            .ok_or_else(|| anyhow!("Ready condition is {ready:?}"))
+    })
+    .await?;
+    ensure!(
+        message.contains("spec.pin: Invalid value: <redacted>: spec.pin in body should match")
+            && !message.contains("s3cret"),
+        "condition: {message}"
+    );
+    let note = testenv::wait_for(TIMEOUT, "the UpdateFailed event", || async {
+        crate::operator::events(&client, &ns, "pin")
+            .await?
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("UpdateFailed"))
+            .and_then(|e| e.message)
+            .ok_or_else(|| anyhow!("no UpdateFailed event yet"))
+    })
+    .await?;
+    ensure!(
+        note.contains("Invalid value: <redacted>") && !note.contains("s3cret"),
+        "event: {note}"
+    );
     Ok(())
 }
 

@@ -201,13 +201,22 @@ where
     .await
 }
 
-/// Reasons of the events recorded for the object `name` in `namespace`.
-pub async fn event_reasons(client: &Client, namespace: &str, name: &str) -> Result<Vec<String>> {
+/// The events recorded for the object `name` in `namespace`.
+pub async fn events(client: &Client, namespace: &str, name: &str) -> Result<Vec<Event>> {
     let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     let list = events
         .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
         .await?;
-    Ok(list.items.into_iter().filter_map(|e| e.reason).collect())
+    Ok(list.items)
+}
+
+/// Reasons of the events recorded for the object `name` in `namespace`.
+pub async fn event_reasons(client: &Client, namespace: &str, name: &str) -> Result<Vec<String>> {
+    Ok(events(client, namespace, name)
+        .await?
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect())
 }
 
 /// The body of `path` on the operator's HTTP server at `addr`.

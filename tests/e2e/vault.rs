@@ -201,7 +201,28 @@ async fn approle_reads_kv2(env: Arc<Env>) -> Result<()> {
         true,
     )
     .await?;
-    store_ready(&client, &ns, "vault").await?;
+    // The test Vault listens on http://: accepted, as ESO does, but said in the condition and
+    // in a Warning event.
+    let clear = "server uses http://: the Vault token is sent in clear";
+    let store = store_ready(&client, &ns, "vault").await?;
+    let message = ready(&store).and_then(|c| c.message).unwrap_or_default();
+    ensure!(
+        message == format!("store validated; warnings: {clear}"),
+        "Ready message: {message}"
+    );
+    testenv::wait_for(TIMEOUT, "the ProviderWarning event", || async {
+        let events = crate::operator::events(&client, &ns, "vault").await?;
+        events
+            .iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("ProviderWarning")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.message.as_deref() == Some(clear)
+            })
+            .map(|_| ())
+            .ok_or_else(|| anyhow!("events: {events:?}"))
+    })
+    .await?;
     let es = format!(
         r#"
 apiVersion: external-secrets.io/v1

@@ -58,7 +58,10 @@ pub enum Error {
     #[error("could not read target Secret {name:?}: {source}")]
     ReadSecret { name: String, source: kube::Error },
     #[error("could not write target Secret {name:?}: {source}")]
-    WriteSecret { name: String, source: kube::Error },
+    WriteSecret {
+        name: String,
+        source: crate::api_error::ApiError,
+    },
     #[error("could not read target {kind} {name:?}: {source}")]
     ReadTarget {
         kind: String,
@@ -69,7 +72,7 @@ pub enum Error {
     WriteTarget {
         kind: String,
         name: String,
-        source: kube::Error,
+        source: crate::api_error::ApiError,
     },
     /// Not terminal: the CRD may be installed later.
     #[error("spec.target.manifest: {kind} in {api_version} is not served: {message}")]
@@ -435,7 +438,7 @@ async fn write_secret(
         .await
         .map_err(|source| Error::WriteSecret {
             name: target.clone(),
-            source,
+            source: source.into(),
         })?;
     let mut versions: Vec<String> = written.resource_version().into_iter().collect();
     if existing.is_some() {
@@ -455,7 +458,7 @@ async fn write_secret(
                 .await
                 .map_err(|source| Error::WriteSecret {
                     name: target.clone(),
-                    source,
+                    source: source.into(),
                 })?;
             versions.extend(trimmed.resource_version());
         }
@@ -598,7 +601,7 @@ async fn delete_owned(
             kube::Error::Api(s) if s.code == 404 => Ok(()),
             source => Err(Error::WriteSecret {
                 name: secret.name_any(),
-                source,
+                source: source.into(),
             }),
         })
 }

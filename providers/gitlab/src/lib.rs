@@ -63,7 +63,7 @@ impl ProviderSchema for Gitlab {
 
     fn validate_spec(&self, spec: &Value) -> Result<SpecReport> {
         let spec: GitlabProvider = parse_spec(spec)?;
-        http::api_base(spec.url.as_deref())?;
+        let base = http::api_base(spec.url.as_deref())?;
         let project = spec.project_id.as_deref().filter(|p| !p.is_empty());
         let groups = spec.group_ids.as_deref().unwrap_or_default();
         let inherit = spec.inherit_from_groups == Some(true);
@@ -101,7 +101,12 @@ impl ProviderSchema for Gitlab {
                 "auth.SecretRef.accessToken.key is required".into(),
             ));
         }
-        Ok(SpecReport::default())
+        // Accepted as ESO does, for a server on the developer's machine, but said.
+        let warnings = (base.scheme() == "http")
+            .then(|| "url uses http://: the access token is sent in clear".to_owned())
+            .into_iter()
+            .collect();
+        Ok(SpecReport { warnings })
     }
 
     fn credential_refs(&self, spec: &Value, _namespace: &str) -> Vec<CredentialRef> {

@@ -33,6 +33,28 @@ fn credentials(token: &[u8]) -> Arc<dyn CredentialsReader> {
     Arc::new(c)
 }
 
+/// Accepted, as ESO does for local servers, but said: the token travels in clear.
+#[test]
+fn an_http_url_is_warned_about() {
+    let warnings = |url: &str| {
+        check(json!({"auth": token(), "projectID": "1", "url": url}))
+            .unwrap()
+            .warnings
+    };
+    assert_eq!(
+        warnings("http://gitlab.local"),
+        ["url uses http://: the access token is sent in clear"]
+    );
+    assert!(warnings("https://gitlab.local").is_empty());
+    assert!(
+        check(json!({"auth": token(), "projectID": "1"}))
+            .unwrap()
+            .warnings
+            .is_empty(),
+        "the default is gitlab.com over https"
+    );
+}
+
 #[test]
 fn spec_errors_name_their_field() {
     let message = |spec: Value| check(spec).unwrap_err().to_string();

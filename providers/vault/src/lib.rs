@@ -57,6 +57,10 @@ impl ProviderSchema for Vault {
             login(auth, true)?;
         }
         let mut warnings = Vec::new();
+        // Accepted as ESO does, for a dev server, but said.
+        if spec.server.starts_with("http://") {
+            warnings.push("server uses http://: the Vault token is sent in clear".to_owned());
+        }
         if spec.auth.is_none() {
             warnings.push(
                 "auth is not set: requests go to Vault without a token, which Vault refuses unless its policies allow anonymous access".to_owned(),

@@ -39,13 +39,29 @@ fn unsupported_and_incomplete_logins_name_their_field() {
             .to_string()
             .contains("server:")
     );
-    let ok = check(json!({"server": server, "readYourWrites": true, "auth": {"appRole": {"roleId": "r", "secretRef": {"name": "s"}}}})).unwrap();
+    let ok = check(json!({"server": "https://vault:8200", "readYourWrites": true, "auth": {"appRole": {"roleId": "r", "secretRef": {"name": "s"}}}})).unwrap();
     assert!(ok.warnings.is_empty(), "{ok:?}");
     let anonymous = check(json!({"server": server})).unwrap();
     assert!(
-        anonymous.warnings[0].contains("auth is not set"),
+        anonymous
+            .warnings
+            .iter()
+            .any(|w| w.contains("auth is not set")),
         "{anonymous:?}"
     );
+}
+
+/// Accepted, as ESO does for local dev servers, but said: the token travels in clear.
+#[test]
+fn an_http_server_is_warned_about() {
+    let auth = json!({"appRole": {"roleId": "r", "secretRef": {"name": "s"}}});
+    let clear = check(json!({"server": "http://vault:8200", "auth": auth})).unwrap();
+    assert_eq!(
+        clear.warnings,
+        ["server uses http://: the Vault token is sent in clear"]
+    );
+    let tls = check(json!({"server": "https://vault:8200", "auth": auth})).unwrap();
+    assert!(tls.warnings.is_empty(), "{tls:?}");
 }
 
 #[test]

@@ -246,10 +246,10 @@ async fn write(
         field_manager: Some(field_manager(&es.name_any())),
         ..PostParams::default()
     };
-    let failed = |source| Error::WriteTarget {
+    let failed = |source: kube::Error| Error::WriteTarget {
         kind: manifest.kind.clone(),
         name: name.clone(),
-        source,
+        source: source.into(),
     };
     match existing {
         None => {
@@ -283,7 +283,7 @@ async fn delete(api: &Api<DynamicObject>, kind: &str, name: &str) -> Result<(), 
             Err(Error::WriteTarget {
                 kind: kind.to_owned(),
                 name: name.to_owned(),
-                source,
+                source: source.into(),
             })
         }
     }
