@@ -12,6 +12,7 @@ mod windows;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use api::conditions::{Condition, ConditionStatus, READY, set_condition};
@@ -254,6 +255,7 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             None => Ok(()),
         }
     };
+    let interleaved = AtomicBool::new(false);
     let write = async {
         let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
         let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
@@ -265,10 +267,14 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             es.labels(),
             es.annotations(),
         )?;
-        write_secret(es, ctx, &secrets, existing.as_ref(), &shaped).await
+        write_secret(es, ctx, &secrets, existing.as_ref(), &shaped, &interleaved).await
     };
     let written = carry_out(step, delete, write).await?;
     report(es, ctx, &written, &Target::SECRET).await?;
+    // Someone else wrote the target while we did: its watch event was held, so look again now.
+    if interleaved.load(Ordering::Relaxed) {
+        return Ok(Action::requeue(std::time::Duration::ZERO));
+    }
     Ok(requeue(es, now))
 }
 
@@ -405,6 +411,7 @@ async fn write_secret(
     secrets: &Api<Secret>,
     existing: Option<&Secret>,
     shaped: &crate::templating::Shaped,
+    interleaved: &AtomicBool,
 ) -> Result<Written, Error> {
     let target = desired::target_name(es);
     let data = &shaped.data;
@@ -426,6 +433,7 @@ async fn write_secret(
         }
     }
     let manager = desired::field_manager(&es.name_any());
+    let mut writing = ctx.writing(&es.namespace().unwrap_or_default(), &target);
     let written = secrets
         .patch(
             &target,
@@ -437,7 +445,7 @@ async fn write_secret(
             name: target.clone(),
             source,
         })?;
-    let mut versions: Vec<String> = written.resource_version().into_iter().collect();
+    writing.wrote(written.resource_version());
     if existing.is_some() {
         // From the Secret as applied: keys our own earlier apply owned are gone already.
         let stale = desired::stale_keys(es, &written, data);
@@ -457,10 +465,12 @@ async fn write_secret(
                     name: target.clone(),
                     source,
                 })?;
-            versions.extend(trimmed.resource_version());
+            writing.wrote(trimmed.resource_version());
         }
     }
-    ctx.wrote(&es.namespace().unwrap_or_default(), &target, versions);
+    if writing.finish() {
+        interleaved.store(true, Ordering::Relaxed);
+    }
     if existing.is_some() {
         return Ok(Written::Updated);
     }
@@ -694,3 +704,6 @@ pub fn forget(ctx: &Context, name: &str, namespace: &str) {
     m.es_sync_calls.remove(&l);
     m.es_sync_errors.remove(&l);
 }
+
+#[cfg(test)]
+mod tests;
