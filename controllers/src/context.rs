@@ -67,6 +67,10 @@ pub struct Context {
     /// Target Secrets this operator writes or wrote, by namespace and name: the watch event of
     /// our own write needs no reconcile.
     own_writes: Mutex<HashMap<(String, String), OwnWrites>>,
+    /// The status this operator last wrote of each object (by uid) until its watch cache shows
+    /// it: a status built on a cache that lags may equal the cached one and yet not be what the
+    /// object holds.
+    status_writes: Mutex<HashMap<String, serde_json::Value>>,
     recorder: Recorder,
     /// The kinds ExternalSecrets write besides Secrets.
     pub generic_targets: GenericTargets,
@@ -198,6 +202,7 @@ impl Context {
             pushsecret_wake,
             pushsecrets: OnceLock::new(),
             own_writes: Mutex::default(),
+            status_writes: Mutex::default(),
             recorder,
             generic_targets,
         })
@@ -279,6 +284,52 @@ impl Context {
             writes.remove(&key);
         }
         true
+    }
+
+    /// Server-side applies `new` as the status of the object `meta` describes, whose status in the
+    /// watch cache is `cached`; skipped only when `new` is both what the cache shows and what
+    /// this operator last wrote. Says whether it wrote.
+    pub async fn update_status<K, S>(
+        &self,
+        api: &kube::Api<K>,
+        dyntype: &K::DynamicType,
+        meta: &kube::api::ObjectMeta,
+        cached: &S,
+        new: &S,
+    ) -> Result<bool, kube::Error>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+        S: serde::Serialize,
+    {
+        let uid = meta.uid.clone().unwrap_or_default();
+        let new_value = serde_json::to_value(new).expect("a status serializes");
+        let cached_value = serde_json::to_value(cached).expect("a status serializes");
+        {
+            let mut written = self.status_writes.lock().expect("status writes poisoned");
+            if written.get(&uid) == Some(&cached_value) {
+                written.remove(&uid);
+            }
+            if new_value == cached_value && !written.contains_key(&uid) {
+                return Ok(false);
+            }
+        }
+        let name = meta.name.as_deref().unwrap_or_default();
+        apply_status(api, dyntype, name, &new_value).await?;
+        self.status_writes
+            .lock()
+            .expect("status writes poisoned")
+            .insert(uid, new_value);
+        Ok(true)
+    }
+
+    /// Forgets the status last written of a deleted object.
+    pub fn forget_status(&self, uid: Option<&str>) {
+        if let Some(uid) = uid {
+            self.status_writes
+                .lock()
+                .expect("status writes poisoned")
+                .remove(uid);
+        }
     }
 
     /// Publishes an event; a failure to publish is logged and otherwise ignored, since the

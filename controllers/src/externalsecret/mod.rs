@@ -28,7 +28,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{debug, info, instrument, warn};
 
-use crate::context::{Context, apply_status};
+use crate::context::Context;
 use crate::metrics::labels;
 
 /// ESO's reasons, under the names this module uses.
@@ -647,13 +647,11 @@ async fn write_status(
         READY,
         status,
     );
-    if new == previous {
-        return Ok(());
-    }
     let api: Api<ExternalSecret> =
         Api::namespaced(ctx.client.clone(), &es.namespace().unwrap_or_default());
-    apply_status(&api, &(), &es.name_any(), &new)
+    ctx.update_status(&api, &(), es.meta(), &previous, &new)
         .await
+        .map(|_| ())
         .map_err(Error::Status)
 }
 
@@ -696,8 +694,9 @@ pub fn uses_store(es: &ExternalSecret, kind: clientmanager::StoreKind, name: &st
         })
 }
 
-/// Forgets the metrics of a deleted ExternalSecret.
-pub fn forget(ctx: &Context, name: &str, namespace: &str) {
+/// Forgets the metrics and the status last written of a deleted ExternalSecret.
+pub fn forget(ctx: &Context, name: &str, namespace: &str, uid: Option<&str>) {
+    ctx.forget_status(uid);
     let m = &ctx.metrics;
     crate::metrics::forget(&m.es_condition, &m.es_reconcile_duration, name, namespace);
     let l = labels(name, namespace);

@@ -1,5 +1,6 @@
 //! The ExternalSecret reconciler against an API server stand-in, for orderings a real API server
-//! only shows by chance: a watch event that overtakes the answer to the write that caused it.
+//! only shows by chance: a watch event that overtakes the answer to the write that caused it,
+//! and a status write the watch cache has not caught up with.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -135,4 +136,56 @@ async fn foreign_write_during_ours_reconciles_at_once() {
         "the event of our own write woke the ExternalSecret"
     );
     assert_eq!(action, Action::requeue(Duration::ZERO));
+}
+
+/// A failure right after a success the watch cache has not shown yet is still written: built on
+/// the cached (older, failed) status it equals that status, yet the object holds Ready=True.
+#[tokio::test]
+async fn failure_after_an_unseen_success_is_written() {
+    let fail_reads = Arc::new(Mutex::new(true));
+    let fail = fail_reads.clone();
+    let (client, requests) = standin::client(move |request| {
+        if request.is(Method::GET, TARGET_PATH) && *fail.lock().unwrap() {
+            return standin::status(500, "InternalError");
+        }
+        if request.is(Method::PATCH, TARGET_PATH) {
+            return (200, applied(request, "10"));
+        }
+        common(request)
+    });
+    let ctx = standin::context(client);
+    let status_writes = || -> Vec<Value> {
+        requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.is(Method::PATCH, "/externalsecrets/db/status"))
+            .map(|r| r.body["status"].clone())
+            .collect()
+    };
+    let ready = |status: &Value| {
+        status["conditions"][0]["status"]
+            .as_str()
+            .map(str::to_owned)
+    };
+
+    // The failure, as the cache will go on showing it.
+    let _ = reconcile(Arc::new(external_secret(None)), ctx.clone(), false).await;
+    let failed = status_writes().pop().expect("the failure was written");
+    assert_eq!(ready(&failed).as_deref(), Some("False"));
+    let cached = Arc::new(external_secret(Some(failed)));
+
+    *fail_reads.lock().unwrap() = false;
+    reconcile(cached.clone(), ctx.clone(), false).await.unwrap();
+    let synced = status_writes().pop().unwrap();
+    assert_eq!(ready(&synced).as_deref(), Some("True"));
+
+    *fail_reads.lock().unwrap() = true;
+    let _ = reconcile(cached, ctx.clone(), false).await;
+    let last = status_writes().pop().unwrap();
+    assert_eq!(
+        ready(&last).as_deref(),
+        Some("False"),
+        "the object was left Ready=True while failing"
+    );
 }

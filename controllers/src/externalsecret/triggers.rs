@@ -75,6 +75,7 @@ impl ExternalSecretTriggers {
                     &gone_ctx,
                     &es.name,
                     es.namespace.as_deref().unwrap_or_default(),
+                    es.extra.uid.as_deref(),
                 );
                 gone_forced.lock().expect("forced set poisoned").remove(&es);
             }))

@@ -26,7 +26,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::instrument;
 
-use crate::context::{Context, apply_status};
+use crate::context::Context;
 use crate::events::EventType;
 use plan::Synced;
 
@@ -584,11 +584,9 @@ async fn write_status(
         synced.retain(|_, entries| !entries.is_empty());
         new.synced_push_secrets = Some(synced).filter(|s| !s.is_empty());
     }
-    if new == previous {
-        return Ok(());
-    }
-    apply_status(api, &(), &ps.name_any(), &new)
+    ctx.update_status(api, &(), ps.meta(), &previous, &new)
         .await
+        .map(|_| ())
         .map_err(|source| Error::Write {
             what: "status".into(),
             source,
