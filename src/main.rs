@@ -571,10 +571,13 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     // "no process-level CryptoProvider" panic.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let config = kube_config(args.kubeconfig.as_deref()).await?;
-    let client = controllers::ratelimit::client(config, args.client_qps, args.client_burst)
+    let controllers::ratelimit::Clients {
+        work: client,
+        control,
+    } = controllers::ratelimit::Clients::new(config, args.client_qps, args.client_burst)
         .context("building the Kubernetes client")?;
     let election = if args.enable_leader_election {
-        Some(leader_election(&client, &args).await?)
+        Some(leader_election(&control, &args).await?)
     } else {
         None
     };
@@ -595,7 +598,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     // a kind that needs conversion is unreadable at its other versions while none answers.
     let (webhook_stop, webhook_stopped) = tokio::sync::oneshot::channel::<()>();
     let webhook_task = (!args.disable_webhook).then(|| {
-        let client = client.clone();
+        let client = control.clone();
         let webhook_args = args.webhook;
         tokio::spawn(async move {
             webhook(client, &webhook_args, async {

@@ -64,12 +64,81 @@ pub struct Context {
     pushsecret_wake: UnboundedSender<ReadyStore>,
     /// Every PushSecret, for the stores' finalizer; the PushSecret controller's watch cache.
     pub pushsecrets: OnceLock<PushSecretCache>,
-    /// resourceVersions of target Secrets as this operator last wrote them, by namespace and
-    /// name: the watch event of our own write needs no reconcile.
-    own_writes: Mutex<HashMap<(String, String), Vec<String>>>,
+    /// Target Secrets this operator writes or wrote, by namespace and name: the watch event of
+    /// our own write needs no reconcile.
+    own_writes: Mutex<HashMap<(String, String), OwnWrites>>,
+    /// The status this operator last wrote of each object (by uid) until its watch cache shows
+    /// it: a status built on a cache that lags may equal the cached one and yet not be what the
+    /// object holds.
+    status_writes: Mutex<HashMap<String, serde_json::Value>>,
     recorder: Recorder,
     /// The kinds ExternalSecrets write besides Secrets.
     pub generic_targets: GenericTargets,
+}
+
+#[derive(Default)]
+struct OwnWrites {
+    /// Writes under way.
+    in_flight: usize,
+    /// resourceVersions of our last write whose watch events have not come yet.
+    ours: Vec<String>,
+    /// resourceVersions of events that came while a write was under way.
+    held: Vec<String>,
+}
+
+/// A write of a target under way (`Context::writing`); dropped unfinished (the write failed), the
+/// events held meanwhile are let go, since the failed reconcile is retried anyway.
+pub struct Writing<'a> {
+    ctx: &'a Context,
+    key: (String, String),
+    versions: Vec<String>,
+    settled: bool,
+}
+
+impl Writing<'_> {
+    /// The target as a request of this write left it.
+    pub fn wrote(&mut self, resource_version: Option<String>) {
+        self.versions.extend(resource_version);
+    }
+
+    /// The write returned: events held at our versions are dropped, the others were someone
+    /// else's write, which the caller must reconcile (true).
+    pub fn finish(mut self) -> bool {
+        self.settle()
+    }
+
+    fn settle(&mut self) -> bool {
+        self.settled = true;
+        let mut versions = std::mem::take(&mut self.versions);
+        let mut writes = self.ctx.lock_own_writes();
+        let Some(target) = writes.get_mut(&self.key) else {
+            return false;
+        };
+        target.in_flight -= 1;
+        let mut foreign = false;
+        for rv in std::mem::take(&mut target.held) {
+            match versions.iter().position(|v| *v == rv) {
+                Some(i) => {
+                    versions.remove(i);
+                }
+                None => foreign |= !target.ours.contains(&rv),
+            }
+        }
+        // Only this write's versions are awaited from now on, so a lost event costs one entry.
+        target.ours = versions;
+        if target.in_flight == 0 && target.ours.is_empty() {
+            writes.remove(&self.key);
+        }
+        foreign
+    }
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.settle();
+        }
+    }
 }
 
 /// The PushSecret controller's watch cache.
@@ -133,6 +202,7 @@ impl Context {
             pushsecret_wake,
             pushsecrets: OnceLock::new(),
             own_writes: Mutex::default(),
+            status_writes: Mutex::default(),
             recorder,
             generic_targets,
         })
@@ -165,16 +235,29 @@ impl Context {
         Action::requeue(self.backoff.failed(object))
     }
 
-    /// Remembers that this operator wrote `namespace/name` at `resource_versions`, replacing what
-    /// was remembered for it.
-    pub fn wrote(&self, namespace: &str, name: &str, resource_versions: Vec<String>) {
-        self.own_writes
-            .lock()
-            .expect("own writes poisoned")
-            .insert((namespace.to_owned(), name.to_owned()), resource_versions);
+    /// Marks the target `namespace/name` as being written: watch events for it are held until
+    /// the write returns, since the event of the write itself can come before its answer.
+    pub fn writing(&self, namespace: &str, name: &str) -> Writing<'_> {
+        let key = (namespace.to_owned(), name.to_owned());
+        self.lock_own_writes()
+            .entry(key.clone())
+            .or_default()
+            .in_flight += 1;
+        Writing {
+            ctx: self,
+            key,
+            versions: Vec::new(),
+            settled: false,
+        }
     }
 
-    /// Whether a watch event at `resource_version` is one of our own writes (and forgets it).
+    fn lock_own_writes(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), OwnWrites>> {
+        self.own_writes.lock().expect("own writes poisoned")
+    }
+
+    /// Whether a watch event at `resource_version` needs no reconcile: it is one of our own
+    /// writes (and is forgotten), or it came while we write the target and is judged when the
+    /// write returns.
     pub fn own_write_seen(
         &self,
         namespace: &str,
@@ -184,19 +267,69 @@ impl Context {
         let Some(rv) = resource_version else {
             return false;
         };
-        let mut writes = self.own_writes.lock().expect("own writes poisoned");
+        let mut writes = self.lock_own_writes();
         let key = (namespace.to_owned(), name.to_owned());
-        let Some(versions) = writes.get_mut(&key) else {
+        let Some(target) = writes.get_mut(&key) else {
             return false;
         };
-        let Some(i) = versions.iter().position(|v| v == rv) else {
+        if target.in_flight > 0 {
+            target.held.push(rv.to_owned());
+            return true;
+        }
+        let Some(i) = target.ours.iter().position(|v| v == rv) else {
             return false;
         };
-        versions.remove(i);
-        if versions.is_empty() {
+        target.ours.remove(i);
+        if target.ours.is_empty() {
             writes.remove(&key);
         }
         true
+    }
+
+    /// Server-side applies `new` as the status of the object `meta` describes, whose status in the
+    /// watch cache is `cached`; skipped only when `new` is both what the cache shows and what
+    /// this operator last wrote. Says whether it wrote.
+    pub async fn update_status<K, S>(
+        &self,
+        api: &kube::Api<K>,
+        dyntype: &K::DynamicType,
+        meta: &kube::api::ObjectMeta,
+        cached: &S,
+        new: &S,
+    ) -> Result<bool, kube::Error>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+        S: serde::Serialize,
+    {
+        let uid = meta.uid.clone().unwrap_or_default();
+        let new_value = serde_json::to_value(new).expect("a status serializes");
+        let cached_value = serde_json::to_value(cached).expect("a status serializes");
+        {
+            let mut written = self.status_writes.lock().expect("status writes poisoned");
+            if written.get(&uid) == Some(&cached_value) {
+                written.remove(&uid);
+            }
+            if new_value == cached_value && !written.contains_key(&uid) {
+                return Ok(false);
+            }
+        }
+        let name = meta.name.as_deref().unwrap_or_default();
+        apply_status(api, dyntype, name, &new_value).await?;
+        self.status_writes
+            .lock()
+            .expect("status writes poisoned")
+            .insert(uid, new_value);
+        Ok(true)
+    }
+
+    /// Forgets the status last written of a deleted object.
+    pub fn forget_status(&self, uid: Option<&str>) {
+        if let Some(uid) = uid {
+            self.status_writes
+                .lock()
+                .expect("status writes poisoned")
+                .remove(uid);
+        }
     }
 
     /// Publishes an event; a failure to publish is logged and otherwise ignored, since the

@@ -20,6 +20,8 @@ pub mod ratelimit;
 pub mod readiness;
 pub mod rename;
 pub mod secretstore;
+#[cfg(test)]
+mod standin;
 pub mod templating;
 pub(crate) mod watch;
 

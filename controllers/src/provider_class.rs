@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::instrument;
 
-use crate::context::{Context, apply_status};
+use crate::context::Context;
 use crate::outcome::{after_reconcile, error_policy};
 use crate::provider_objects::StoreNudges;
 use crate::readiness::StatusError;
@@ -129,20 +129,21 @@ pub async fn reconcile<C: ClassObject>(
         methods,
         observed_generation: class.meta().generation,
     };
-    if next != previous {
+    let api = C::api(ctx.client.clone(), reference.namespace.as_deref());
+    let written = ctx
+        .update_status(&api, &(), class.meta(), &previous, &next)
+        .await
+        .map_err(|source| StatusError {
+            part: "status",
+            kind: C::kind(&()).to_string(),
+            name: reference.name.clone(),
+            source,
+        })?;
+    if written {
         let old = api::conditions::find(&previous.conditions, READY);
         let changed = old.is_none_or(|c| {
             c.reason.as_deref() != Some(why) || c.message.as_deref() != Some(&message)
         });
-        let api = C::api(ctx.client.clone(), reference.namespace.as_deref());
-        apply_status(&api, &(), &reference.name, &next)
-            .await
-            .map_err(|source| StatusError {
-                part: "status",
-                kind: C::kind(&()).to_string(),
-                name: reference.name.clone(),
-                source,
-            })?;
         if changed {
             let type_ = match status {
                 ConditionStatus::True => EventType::Normal,

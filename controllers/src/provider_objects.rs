@@ -23,7 +23,7 @@ use kube::{Api, Resource, ResourceExt};
 use provider::Caller;
 use tracing::{info, instrument, warn};
 
-use crate::context::{Context, apply_status};
+use crate::context::Context;
 use crate::readiness::{self, StatusError, Subject};
 
 /// Where a provider reconciler sends the stores that read through an object it saw change.
@@ -261,19 +261,21 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
         // edit of a converted object is put back by its store.
         kctx.nudges.send(kctx.ctx.manager.stores_using(&identity));
     }
-    if new != previous {
-        let api: Api<DynamicObject> = match obj.namespace() {
-            Some(ns) => Api::namespaced_with(kctx.ctx.client.clone(), &ns, &kctx.resource),
-            None => Api::all_with(kctx.ctx.client.clone(), &kctx.resource),
-        };
-        apply_status(&api, &kctx.resource, &obj.name_any(), &new)
-            .await
-            .map_err(|source| StatusError {
-                part: "status",
-                kind: kctx.resource.kind.clone(),
-                name: obj.name_any(),
-                source,
-            })?;
+    let api: Api<DynamicObject> = match obj.namespace() {
+        Some(ns) => Api::namespaced_with(kctx.ctx.client.clone(), &ns, &kctx.resource),
+        None => Api::all_with(kctx.ctx.client.clone(), &kctx.resource),
+    };
+    let written = kctx
+        .ctx
+        .update_status(&api, &kctx.resource, &obj.metadata, &previous, &new)
+        .await
+        .map_err(|source| StatusError {
+            part: "status",
+            kind: kctx.resource.kind.clone(),
+            name: obj.name_any(),
+            source,
+        })?;
+    if written {
         let was = api::conditions::find(&previous.conditions, READY);
         if was.is_none_or(|c| c.reason.as_deref() != Some(reason)) {
             let type_ = if status == ConditionStatus::False {

@@ -102,11 +102,36 @@ where
     }
 }
 
-/// A kube client whose requests go through the rate limiter.
-pub fn client(config: kube::Config, qps: f32, burst: u32) -> Result<kube::Client, kube::Error> {
-    Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&RateLimitLayer::new(qps, burst))
-        .build())
+/// The operator's API server clients, each behind a rate limiter of its own.
+pub struct Clients {
+    /// Reconciles and their watches.
+    pub work: kube::Client,
+    /// The leader Lease and the webhook's CA injection: as client-go gives leader election a
+    /// client of its own, so that a busy operator does not lose its Lease waiting behind its
+    /// own reconciles.
+    pub control: kube::Client,
+}
+
+impl Clients {
+    /// Both clients, each with `qps` and `burst`.
+    pub fn new(config: kube::Config, qps: f32, burst: u32) -> Result<Self, kube::Error> {
+        Self::build(qps, burst, |limiter| {
+            Ok(kube::client::ClientBuilder::try_from(config.clone())?
+                .with_layer(&limiter)
+                .build())
+        })
+    }
+
+    fn build<E>(
+        qps: f32,
+        burst: u32,
+        client: impl Fn(RateLimitLayer) -> Result<kube::Client, E>,
+    ) -> Result<Self, E> {
+        Ok(Self {
+            work: client(RateLimitLayer::new(qps, burst))?,
+            control: client(RateLimitLayer::new(qps, burst))?,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -125,5 +150,37 @@ mod tests {
         );
         std::thread::sleep(Duration::from_millis(110));
         assert!(b.take().is_ok());
+    }
+
+    /// With the reconciles' budget spent, a Lease renewal still goes out at once.
+    #[tokio::test]
+    async fn control_requests_do_not_wait_behind_work() {
+        let clients = Clients::build(0.5, 1, |limiter| {
+            let (api_server, _) = crate::standin::client(|_| (200, serde_json::json!({})));
+            let answer = tower::service_fn(move |request| {
+                let api_server = api_server.clone();
+                async move { api_server.send(request).await }
+            });
+            Ok::<_, std::convert::Infallible>(kube::Client::new(
+                tower::ServiceBuilder::new().layer(limiter).service(answer),
+                "default",
+            ))
+        })
+        .unwrap();
+        let get = |client: &kube::Client| {
+            let request = http::Request::get("/api/v1/namespaces/default/configmaps/x")
+                .body(Vec::new())
+                .unwrap();
+            let client = client.clone();
+            async move { client.request_text(request).await.unwrap() }
+        };
+        get(&clients.work).await;
+        let started = Instant::now();
+        let renewal = tokio::time::timeout(Duration::from_secs(1), get(&clients.control)).await;
+        assert!(
+            renewal.is_ok(),
+            "the Lease renewal waited behind the reconciles ({:?})",
+            started.elapsed()
+        );
     }
 }

@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{info, instrument};
 
-use crate::context::{Context, ReadyStore, apply_status};
+use crate::context::{Context, ReadyStore};
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels, labels};
 use crate::readiness::{self, Readiness, StatusError, Subject, reason};
 
@@ -384,9 +384,6 @@ async fn write_status<S: StoreObject>(
         capabilities: readiness.capabilities,
         observed_generation: store.meta().generation,
     };
-    if status == previous {
-        return Ok(());
-    }
     let old = api::conditions::find(&previous.conditions, READY);
     let changed = old.is_none_or(|c| {
         c.reason.as_deref() != Some(readiness.reason)
@@ -395,7 +392,8 @@ async fn write_status<S: StoreObject>(
     let became_ready = readiness.status == ConditionStatus::True
         && old.is_none_or(|c| c.status != ConditionStatus::True);
     let api = S::api(ctx.client.clone(), loaded.namespace.as_deref());
-    apply_status(&api, &(), &loaded.name, &status)
+    let written = ctx
+        .update_status(&api, &(), store.meta(), &previous, &status)
         .await
         .map_err(|source| StatusError {
             part: "status",
@@ -403,6 +401,9 @@ async fn write_status<S: StoreObject>(
             name: loaded.name.clone(),
             source,
         })?;
+    if !written {
+        return Ok(());
+    }
     if became_ready {
         // What waited on this store need not wait out its backoff.
         ctx.store_ready(ReadyStore {

@@ -12,6 +12,7 @@ mod windows;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use api::conditions::{Condition, ConditionStatus, READY, set_condition};
@@ -27,7 +28,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{debug, info, instrument, warn};
 
-use crate::context::{Context, apply_status};
+use crate::context::Context;
 use crate::metrics::labels;
 
 /// ESO's reasons, under the names this module uses.
@@ -257,6 +258,7 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             None => Ok(()),
         }
     };
+    let interleaved = AtomicBool::new(false);
     let write = async {
         let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
         let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
@@ -268,10 +270,14 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             es.labels(),
             es.annotations(),
         )?;
-        write_secret(es, ctx, &secrets, existing.as_ref(), &shaped).await
+        write_secret(es, ctx, &secrets, existing.as_ref(), &shaped, &interleaved).await
     };
     let written = carry_out(step, delete, write).await?;
     report(es, ctx, &written, &Target::SECRET).await?;
+    // Someone else wrote the target while we did: its watch event was held, so look again now.
+    if interleaved.load(Ordering::Relaxed) {
+        return Ok(Action::requeue(std::time::Duration::ZERO));
+    }
     Ok(requeue(es, now))
 }
 
@@ -408,6 +414,7 @@ async fn write_secret(
     secrets: &Api<Secret>,
     existing: Option<&Secret>,
     shaped: &crate::templating::Shaped,
+    interleaved: &AtomicBool,
 ) -> Result<Written, Error> {
     let target = desired::target_name(es);
     let data = &shaped.data;
@@ -429,6 +436,7 @@ async fn write_secret(
         }
     }
     let manager = desired::field_manager(&es.name_any());
+    let mut writing = ctx.writing(&es.namespace().unwrap_or_default(), &target);
     let written = secrets
         .patch(
             &target,
@@ -440,7 +448,7 @@ async fn write_secret(
             name: target.clone(),
             source: source.into(),
         })?;
-    let mut versions: Vec<String> = written.resource_version().into_iter().collect();
+    writing.wrote(written.resource_version());
     if existing.is_some() {
         // From the Secret as applied: keys our own earlier apply owned are gone already.
         let stale = desired::stale_keys(es, &written, data);
@@ -460,10 +468,12 @@ async fn write_secret(
                     name: target.clone(),
                     source: source.into(),
                 })?;
-            versions.extend(trimmed.resource_version());
+            writing.wrote(trimmed.resource_version());
         }
     }
-    ctx.wrote(&es.namespace().unwrap_or_default(), &target, versions);
+    if writing.finish() {
+        interleaved.store(true, Ordering::Relaxed);
+    }
     if existing.is_some() {
         return Ok(Written::Updated);
     }
@@ -640,13 +650,11 @@ async fn write_status(
         READY,
         status,
     );
-    if new == previous {
-        return Ok(());
-    }
     let api: Api<ExternalSecret> =
         Api::namespaced(ctx.client.clone(), &es.namespace().unwrap_or_default());
-    apply_status(&api, &(), &es.name_any(), &new)
+    ctx.update_status(&api, &(), es.meta(), &previous, &new)
         .await
+        .map(|_| ())
         .map_err(Error::Status)
 }
 
@@ -689,11 +697,15 @@ pub fn uses_store(es: &ExternalSecret, kind: clientmanager::StoreKind, name: &st
         })
 }
 
-/// Forgets the metrics of a deleted ExternalSecret.
-pub fn forget(ctx: &Context, name: &str, namespace: &str) {
+/// Forgets the metrics and the status last written of a deleted ExternalSecret.
+pub fn forget(ctx: &Context, name: &str, namespace: &str, uid: Option<&str>) {
+    ctx.forget_status(uid);
     let m = &ctx.metrics;
     crate::metrics::forget(&m.es_condition, &m.es_reconcile_duration, name, namespace);
     let l = labels(name, namespace);
     m.es_sync_calls.remove(&l);
     m.es_sync_errors.remove(&l);
 }
+
+#[cfg(test)]
+mod tests;

@@ -29,7 +29,7 @@ use crate::watch::{fingerprint, on_departure, scoped};
 
 /// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
 /// must not stall the watch for all others; it gets a status condition instead.
-type Watched = DeserializeGuard<ExternalSecret>;
+pub(crate) type Watched = DeserializeGuard<ExternalSecret>;
 
 /// ExternalSecrets to refresh regardless of their interval, because a store they use changed.
 type Forced = Arc<Mutex<HashSet<ObjectRef<Watched>>>>;
@@ -78,6 +78,7 @@ impl ExternalSecretTriggers {
                     &gone_ctx,
                     &es.name,
                     es.namespace.as_deref().unwrap_or_default(),
+                    es.extra.uid.as_deref(),
                 );
                 gone_forced.lock().expect("forced set poisoned").remove(&es);
             }))
@@ -140,26 +141,7 @@ impl ExternalSecretTriggers {
             )
             // By target name rather than owner reference: Orphan and Merge targets have none.
             .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
-                let (name, namespace) = (secret.name_any(), secret.namespace());
-                if secrets_ctx.own_write_seen(
-                    namespace.as_deref().unwrap_or_default(),
-                    &name,
-                    secret.resource_version().as_deref(),
-                ) {
-                    return Vec::new();
-                }
-                reader_secrets
-                    .state()
-                    .iter()
-                    .filter(|es| {
-                        es.namespace() == namespace
-                            && es
-                                .0
-                                .as_ref()
-                                .is_ok_and(|es| super::desired::target_name(es) == name)
-                    })
-                    .map(|es| ObjectRef::from(es.as_ref()))
-                    .collect::<Vec<_>>()
+                target_users(&secrets_ctx, &reader_secrets, &secret)
             })
             .watches_stream(ss_changes, move |store: SecretStore| {
                 if !ctx_ss.generations.changed(&store) {
@@ -227,6 +209,34 @@ impl ExternalSecretTriggers {
             )
             .for_each(after_reconcile(ctx))
     }
+}
+
+/// The ExternalSecrets whose target `secret` is: none for the watch event of our own write.
+pub(crate) fn target_users(
+    ctx: &Context,
+    externalsecrets: &Store<Watched>,
+    secret: &PartialObjectMeta<Secret>,
+) -> Vec<ObjectRef<Watched>> {
+    let (name, namespace) = (secret.name_any(), secret.namespace());
+    if ctx.own_write_seen(
+        namespace.as_deref().unwrap_or_default(),
+        &name,
+        secret.resource_version().as_deref(),
+    ) {
+        return Vec::new();
+    }
+    externalsecrets
+        .state()
+        .iter()
+        .filter(|es| {
+            es.namespace() == namespace
+                && es
+                    .0
+                    .as_ref()
+                    .is_ok_and(|es| super::desired::target_name(es) == name)
+        })
+        .map(|es| ObjectRef::from(es.as_ref()))
+        .collect()
 }
 
 /// ExternalSecrets to resync when a provider object changes: those reading from a store that

@@ -26,7 +26,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::instrument;
 
-use crate::context::{Context, apply_status};
+use crate::context::Context;
 use crate::events::EventType;
 use plan::Synced;
 
@@ -131,7 +131,49 @@ async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
         Err(e) => return failed(ctx, &api, ps, e, None).await,
     };
     let mut now = Synced::new();
-    if let Err(e) = push(ps, ctx, targets, &sources, &previous, &mut now).await {
+    let plans = match plan_pushes(ps, ctx, targets, &sources, &previous, &mut now).await {
+        Ok(plans) => plans,
+        Err(e) => return failed(ctx, &api, ps, e, Some(plan::merged(&now, &previous))).await,
+    };
+    // What is about to be pushed is on record first: if the status write after the push
+    // failed, nothing else would tell a later deletion that it is there.
+    let mut intended = previous.clone();
+    for (_, key, pushes) in &plans {
+        let entries = intended.entry(key.clone()).or_default();
+        entries.extend(
+            pushes
+                .iter()
+                .map(|p| (plan::status_key(&p.entry), p.entry.clone())),
+        );
+    }
+    if on_record(intended.clone()) != on_record(previous.clone()) {
+        let status = PushSecretStatus {
+            synced_push_secrets: on_record(intended.clone()),
+            ..ps.status.clone().unwrap_or_default()
+        };
+        ctx.update_status(
+            &api,
+            &(),
+            ps.meta(),
+            &ps.status.clone().unwrap_or_default(),
+            &status,
+        )
+        .await
+        .map_err(|source| Error::Write {
+            what: "status".into(),
+            source,
+        })?;
+    }
+    let previous = intended;
+    if let Err(e) = push(
+        ps,
+        ctx,
+        &ps.namespace().unwrap_or_default(),
+        plans,
+        &mut now,
+    )
+    .await
+    {
         // What did get pushed is on record beside what was before, so a later deletion
         // removes it too.
         return failed(ctx, &api, ps, e, Some(plan::merged(&now, &previous))).await;
@@ -300,17 +342,20 @@ async fn read_sources(ps: &PushSecret, ctx: &Context) -> Result<Option<Vec<Secre
     Ok(Some(found))
 }
 
-/// Pushes every source Secret (templated first, as ESO pushes them) to every store of ours,
-/// recording each entry in `now` as soon as it is pushed. Everything is planned before the
-/// first push, so bad input pushes nothing.
-async fn push(
+/// What to push to one store: the store, its key in status and the values.
+type StorePlan = (StoreRef, String, Vec<plan::Push>);
+
+/// Plans every source Secret (templated first, as ESO pushes them) for every store of ours;
+/// what another operator's stores hold stays on record in `now`. Everything is planned before
+/// the first push, so bad input pushes nothing.
+async fn plan_pushes(
     ps: &PushSecret,
     ctx: &Context,
     targets: Vec<Target>,
     sources: &[Secret],
     previous: &Synced,
     now: &mut Synced,
-) -> Result<(), Error> {
+) -> Result<Vec<StorePlan>, Error> {
     let namespace = ps.namespace().unwrap_or_default();
     let template = ps.spec.template.as_ref();
     let template_sources =
@@ -355,13 +400,23 @@ async fn push(
             let source = plan::Source { name, data };
             pushes.extend(plan::pushes(&ps.spec, plan::Store::of(l), &source).map_err(invalid)?);
         }
-        plans.push((store, key, plan::last_wins(pushes)));
+        plans.push((store.clone(), key, plan::last_wins(pushes)));
     }
+    Ok(plans)
+}
 
+/// Pushes what `plans` say, recording each entry in `now` as soon as it is pushed.
+async fn push(
+    ps: &PushSecret,
+    ctx: &Context,
+    namespace: &str,
+    plans: Vec<StorePlan>,
+    now: &mut Synced,
+) -> Result<(), Error> {
     let only_new = ps.spec.update_policy() == PushSecretUpdatePolicy::IfNotExists;
     for (store, key, pushes) in plans {
         now.entry(key.clone()).or_default();
-        let handle = ctx.manager.get_ungated(store, &namespace).await?;
+        let handle = ctx.manager.get_ungated(&store, namespace).await?;
         let kind = handle.identity.kind.as_str();
         for p in pushes {
             let field = format!(
@@ -578,21 +633,24 @@ async fn write_status(
         new.refresh_time = Some(Time(Timestamp::now()));
         new.synced_resource_version = Some(format!("{}", ps.meta().generation.unwrap_or_default()));
     }
-    if let Some(mut synced) = report.synced {
-        // Server-side apply turns a map emptied of our entries into null, which the schema
-        // refuses: a store with nothing on record is left out, and so is an empty record.
-        synced.retain(|_, entries| !entries.is_empty());
-        new.synced_push_secrets = Some(synced).filter(|s| !s.is_empty());
+    if let Some(synced) = report.synced {
+        new.synced_push_secrets = on_record(synced);
     }
-    if new == previous {
-        return Ok(());
-    }
-    apply_status(api, &(), &ps.name_any(), &new)
+    ctx.update_status(api, &(), ps.meta(), &previous, &new)
         .await
+        .map(|_| ())
         .map_err(|source| Error::Write {
             what: "status".into(),
             source,
         })
+}
+
+/// `status.syncedPushSecrets` for `synced`. Server-side apply turns a map emptied of our entries
+/// into null, which the schema refuses: a store with nothing on record is left out, and so is
+/// an empty record.
+fn on_record(mut synced: Synced) -> Option<Synced> {
+    synced.retain(|_, entries| !entries.is_empty());
+    Some(synced).filter(|s| !s.is_empty())
 }
 
 /// Whether PushSecrets with deletionPolicy Delete hold `store` (ESO's rule, `plan::Uses::holds`);
@@ -641,3 +699,6 @@ pub async fn report_invalid(
     );
     Ok(Action::await_change())
 }
+
+#[cfg(test)]
+mod tests;

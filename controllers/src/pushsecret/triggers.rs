@@ -53,6 +53,7 @@ where
     .inspect_ok(on_departure(ps_reader.clone(), {
         let ctx = ctx.clone();
         move |ps| {
+            ctx.forget_status(ps.extra.uid.as_deref());
             let m = &ctx.metrics;
             crate::metrics::forget(
                 &m.ps_condition,

@@ -1,0 +1,191 @@
+//! The ExternalSecret reconciler against an API server stand-in, for orderings a real API server
+//! only shows by chance: a watch event that overtakes the answer to the write that caused it,
+//! and a status write the watch cache has not caught up with.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use http::Method;
+use k8s_openapi::api::core::v1::Secret;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::standin::{self, Request};
+
+const NS: &str = "team-a";
+const TARGET_PATH: &str = "/api/v1/namespaces/team-a/secrets/target";
+
+fn external_secret(status: Option<Value>) -> ExternalSecret {
+    serde_json::from_value(json!({
+        "apiVersion": "external-secrets.io/v1",
+        "kind": "ExternalSecret",
+        "metadata": {"name": "db", "namespace": NS, "uid": "es-uid", "generation": 1,
+                     "resourceVersion": "1"},
+        "spec": {
+            "refreshInterval": "1h",
+            "secretStoreRef": {"name": "fake", "kind": "SecretStore"},
+            "target": {"name": "target"},
+            "data": [{"secretKey": "password", "remoteRef": {"key": "db-password"}}],
+        },
+        "status": status,
+    }))
+    .unwrap()
+}
+
+/// What the stand-in serves besides the target Secret: the store, no provider object (the
+/// inline store's converted form is used), and events.
+fn common(request: &Request) -> (u16, Value) {
+    let data = json!([{"key": "db-password", "value": "s3cret"}]);
+    if let Some(answer) = standin::fake_store(request, NS, data) {
+        return answer;
+    }
+    if request.method == Method::POST && request.path.contains("/events") {
+        return (201, request.body.clone());
+    }
+    if request.method == Method::PATCH && request.path.ends_with("/status") {
+        let mut object = serde_json::to_value(external_secret(None)).unwrap();
+        object["status"] = request.body["status"].clone();
+        return (200, object);
+    }
+    standin::status(404, "NotFound")
+}
+
+/// The Secret as the API server answers the apply, at `rv`.
+fn applied(request: &Request, rv: &str) -> Value {
+    let mut secret = request.body.clone();
+    secret["metadata"]["resourceVersion"] = json!(rv);
+    secret
+}
+
+fn target_event(rv: &str) -> PartialObjectMeta<Secret> {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "target", "namespace": NS, "resourceVersion": rv},
+    }))
+    .unwrap()
+}
+
+fn cache_of(es: &ExternalSecret) -> Store<triggers::Watched> {
+    let (reader, mut writer) = reflector::store();
+    let watched: triggers::Watched =
+        serde_json::from_value(serde_json::to_value(es).unwrap()).unwrap();
+    writer.apply_watcher_event(&watcher::Event::Apply(watched));
+    reader
+}
+
+/// What the Secret watch makes of an event at `during` while the apply of the target is under
+/// way (delivered just before its answer) and of one at `after` once it returned (the number of
+/// ExternalSecrets each wakes), and the reconcile's result.
+async fn write_with_events(
+    during: Option<&'static str>,
+    after: Option<&'static str>,
+) -> (usize, usize, Action) {
+    let es = external_secret(None);
+    let cache = cache_of(&es);
+    let ctx_cell: Arc<OnceLock<Arc<Context>>> = Arc::default();
+    let woken_during = Arc::new(Mutex::new(0));
+    let (cell, woken, cached) = (ctx_cell.clone(), woken_during.clone(), cache.clone());
+    let (client, _) = standin::client(move |request| {
+        if request.is(Method::PATCH, TARGET_PATH) {
+            if let Some(rv) = during {
+                let users = triggers::target_users(cell.get().unwrap(), &cached, &target_event(rv));
+                *woken.lock().unwrap() = users.len();
+            }
+            return (200, applied(request, "10"));
+        }
+        common(request)
+    });
+    let ctx = standin::context(client);
+    ctx_cell.set(ctx.clone()).ok().unwrap();
+    let action = reconcile(Arc::new(es), ctx.clone(), false).await.unwrap();
+    let woken_after = after.map_or(0, |rv| {
+        triggers::target_users(&ctx, &cache, &target_event(rv)).len()
+    });
+    let woken_during = *woken_during.lock().unwrap();
+    (woken_during, woken_after, action)
+}
+
+/// The watch event of our own apply can come before its answer or after: either way it
+/// reconciles nothing.
+#[tokio::test]
+async fn own_write_event_reconciles_nothing_whenever_it_comes() {
+    let (during, _, action) = write_with_events(Some("10"), None).await;
+    assert_eq!(
+        during, 0,
+        "the event of our own write woke the ExternalSecret"
+    );
+    assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
+    let (_, after, action) = write_with_events(None, Some("10")).await;
+    assert_eq!(
+        after, 0,
+        "the event of our own write woke the ExternalSecret"
+    );
+    assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
+}
+
+/// Someone else's write while ours is under way is not lost: the ExternalSecret is reconciled
+/// again at once, and the event of our own write that comes later still wakes nothing.
+#[tokio::test]
+async fn foreign_write_during_ours_reconciles_at_once() {
+    let (_, after, action) = write_with_events(Some("9"), Some("10")).await;
+    assert_eq!(
+        after, 0,
+        "the event of our own write woke the ExternalSecret"
+    );
+    assert_eq!(action, Action::requeue(Duration::ZERO));
+}
+
+/// A failure right after a success the watch cache has not shown yet is still written: built on
+/// the cached (older, failed) status it equals that status, yet the object holds Ready=True.
+#[tokio::test]
+async fn failure_after_an_unseen_success_is_written() {
+    let fail_reads = Arc::new(Mutex::new(true));
+    let fail = fail_reads.clone();
+    let (client, requests) = standin::client(move |request| {
+        if request.is(Method::GET, TARGET_PATH) && *fail.lock().unwrap() {
+            return standin::status(500, "InternalError");
+        }
+        if request.is(Method::PATCH, TARGET_PATH) {
+            return (200, applied(request, "10"));
+        }
+        common(request)
+    });
+    let ctx = standin::context(client);
+    let status_writes = || -> Vec<Value> {
+        requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.is(Method::PATCH, "/externalsecrets/db/status"))
+            .map(|r| r.body["status"].clone())
+            .collect()
+    };
+    let ready = |status: &Value| {
+        status["conditions"][0]["status"]
+            .as_str()
+            .map(str::to_owned)
+    };
+
+    // The failure, as the cache will go on showing it.
+    let _ = reconcile(Arc::new(external_secret(None)), ctx.clone(), false).await;
+    let failed = status_writes().pop().expect("the failure was written");
+    assert_eq!(ready(&failed).as_deref(), Some("False"));
+    let cached = Arc::new(external_secret(Some(failed)));
+
+    *fail_reads.lock().unwrap() = false;
+    reconcile(cached.clone(), ctx.clone(), false).await.unwrap();
+    let synced = status_writes().pop().unwrap();
+    assert_eq!(ready(&synced).as_deref(), Some("True"));
+
+    *fail_reads.lock().unwrap() = true;
+    let _ = reconcile(cached, ctx.clone(), false).await;
+    let last = status_writes().pop().unwrap();
+    assert_eq!(
+        ready(&last).as_deref(),
+        Some("False"),
+        "the object was left Ready=True while failing"
+    );
+}

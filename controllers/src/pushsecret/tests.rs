@@ -1,0 +1,104 @@
+//! The PushSecret reconciler against an API server stand-in and the Fake provider: what was
+//! pushed stays known to a later deletion whatever status write fails.
+
+use std::sync::{Arc, Mutex};
+
+use http::Method;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::standin::{self, Request};
+
+const NS: &str = "team-a";
+
+fn push_secret(status: Option<Value>, deleting: bool) -> PushSecret {
+    let mut object = json!({
+        "apiVersion": "external-secrets.io/v1alpha1",
+        "kind": "PushSecret",
+        "metadata": {"name": "ps", "namespace": NS, "uid": "ps-uid", "generation": 1,
+                     "resourceVersion": "1", "finalizers": [FINALIZER]},
+        "spec": {
+            "deletionPolicy": "Delete",
+            "secretStoreRefs": [{"name": "fake", "kind": "SecretStore"}],
+            "selector": {"secret": {"name": "source"}},
+            "data": [{"match": {"secretKey": "password", "remoteRef": {"remoteKey": "pushed"}}}],
+        },
+        "status": status,
+    });
+    if deleting {
+        object["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+    }
+    serde_json::from_value(object).unwrap()
+}
+
+/// Whether the Fake store holds `key`, as a client of the store sees it.
+async fn remote_has(ctx: &Context, key: &str) -> bool {
+    let store = StoreRef {
+        kind: StoreKind::SecretStore,
+        name: "fake".into(),
+    };
+    let handle = ctx.manager.get_ungated(&store, NS).await.unwrap();
+    let remote = provider::PushRemoteRef {
+        remote_key: key.into(),
+        property: None,
+    };
+    handle.client.secret_exists(&remote).await.unwrap()
+}
+
+/// The status write after a push fails once; the PushSecret is then deleted (deletionPolicy
+/// Delete) as the cache shows it, with every status write that did land.
+#[tokio::test]
+async fn pushed_key_is_deleted_even_when_the_status_write_after_the_push_failed() {
+    let failed_once = Arc::new(Mutex::new(false));
+    let landed: Arc<Mutex<Option<Value>>> = Arc::default();
+    let (failed, status) = (failed_once.clone(), landed.clone());
+    let (client, _) = standin::client(move |request: &Request| {
+        if let Some(answer) = standin::fake_store(request, NS, json!([])) {
+            return answer;
+        }
+        if request.is(Method::GET, "/namespaces/team-a/secrets/source") {
+            return (
+                200,
+                json!({"apiVersion": "v1", "kind": "Secret",
+                       "metadata": {"name": "source", "namespace": NS},
+                       "data": {"password": "czNjcmV0"}}),
+            );
+        }
+        if request.is(Method::PATCH, "/pushsecrets/ps/status") {
+            let reports = request.body["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| !c.is_empty());
+            let mut failed = failed.lock().unwrap();
+            if reports && !*failed {
+                *failed = true;
+                return standin::status(500, "InternalError");
+            }
+            *status.lock().unwrap() = Some(request.body["status"].clone());
+            let mut object = serde_json::to_value(push_secret(None, false)).unwrap();
+            object["status"] = request.body["status"].clone();
+            return (200, object);
+        }
+        if request.is(Method::PATCH, "/pushsecrets/ps") {
+            return (200, serde_json::to_value(push_secret(None, true)).unwrap());
+        }
+        if request.method == Method::POST && request.path.contains("/events") {
+            return (201, request.body.clone());
+        }
+        standin::status(404, "NotFound")
+    });
+    let ctx = standin::context(client);
+
+    let pushed = reconcile(Arc::new(push_secret(None, false)), ctx.clone()).await;
+    assert!(pushed.is_err(), "the status write was to fail");
+    assert!(*failed_once.lock().unwrap());
+    assert!(remote_has(&ctx, "pushed").await, "the key was pushed");
+
+    let cached = landed.lock().unwrap().clone();
+    reconcile(Arc::new(push_secret(cached, true)), ctx.clone())
+        .await
+        .unwrap();
+    assert!(
+        !remote_has(&ctx, "pushed").await,
+        "the pushed key survived deletionPolicy Delete"
+    );
+}
