@@ -67,10 +67,10 @@ pub struct Context {
     /// Target Secrets this operator writes or wrote, by namespace and name: the watch event of
     /// our own write needs no reconcile.
     own_writes: Mutex<HashMap<(String, String), OwnWrites>>,
-    /// The status this operator last wrote of each object (by uid) until its watch cache shows
-    /// it: a status built on a cache that lags may equal the cached one and yet not be what the
-    /// object holds.
-    status_writes: Mutex<HashMap<String, serde_json::Value>>,
+    /// A digest of the status this operator last wrote of each object (by uid) until its watch
+    /// cache shows it: a status built on a cache that lags may equal the cached one and yet not
+    /// be what the object holds.
+    status_writes: Mutex<HashMap<String, u64>>,
     recorder: Recorder,
     /// The kinds ExternalSecrets write besides Secrets.
     pub generic_targets: GenericTargets,
@@ -301,24 +301,33 @@ impl Context {
         K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
         S: serde::Serialize,
     {
+        // A hash, not the status: a record per object written since its last watch event is
+        // held, which after a restart is every object.
+        fn digest<S: serde::Serialize>(status: &S) -> u64 {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            serde_json::to_vec(status)
+                .expect("a status serializes")
+                .hash(&mut h);
+            h.finish()
+        }
         let uid = meta.uid.clone().unwrap_or_default();
-        let new_value = serde_json::to_value(new).expect("a status serializes");
-        let cached_value = serde_json::to_value(cached).expect("a status serializes");
+        let (new_digest, cached_digest) = (digest(new), digest(cached));
         {
             let mut written = self.status_writes.lock().expect("status writes poisoned");
-            if written.get(&uid) == Some(&cached_value) {
+            if written.get(&uid) == Some(&cached_digest) {
                 written.remove(&uid);
             }
-            if new_value == cached_value && !written.contains_key(&uid) {
+            if new_digest == cached_digest && !written.contains_key(&uid) {
                 return Ok(false);
             }
         }
         let name = meta.name.as_deref().unwrap_or_default();
-        apply_status(api, dyntype, name, &new_value).await?;
+        apply_status(api, dyntype, name, new).await?;
         self.status_writes
             .lock()
             .expect("status writes poisoned")
-            .insert(uid, new_value);
+            .insert(uid, new_digest);
         Ok(true)
     }
 
