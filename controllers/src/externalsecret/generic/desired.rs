@@ -158,10 +158,35 @@ pub fn desired_object(
     );
     let mut object: DynamicObject = serde_json::from_value(object).map_err(|e| TemplateError {
         field: "spec.target.template".into(),
-        message: format!("the rendered object is not a Kubernetes object: {e}"),
+        message: format!(
+            "the rendered object is not a Kubernetes object: {}",
+            without_value(&e)
+        ),
     })?;
     own(es, &mut object);
     Ok(object)
+}
+
+/// serde's complaint with the value it quotes left out: `invalid type: string "<value>",
+/// expected a map` says `invalid type: string, expected a map`.
+fn without_value(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    for lead in ["invalid type: ", "invalid value: "] {
+        let Some(start) = message.find(lead).map(|at| at + lead.len()) else {
+            continue;
+        };
+        let Some(len) = message[start..].find(", expected") else {
+            continue;
+        };
+        // The words before the value: `string "x"`, `integer 5`, `floating point 1.5`.
+        let what = message[start..start + len]
+            .split(['"', '`'])
+            .next()
+            .unwrap_or_default()
+            .trim_end();
+        return format!("{}{what}{}", &message[..start], &message[start + len..]);
+    }
+    message
 }
 
 fn extend(object: &mut Value, field: &str, entries: BTreeMap<String, String>) {
@@ -248,6 +273,23 @@ mod tests {
     fn build(es: &ExternalSecret, existing: Option<&DynamicObject>) -> DynamicObject {
         let manifest = manifest(es).unwrap().clone();
         desired_object(es, &manifest, fetched(), &Sources::default(), existing).unwrap()
+    }
+
+    /// serde quotes what it could not take; a rendered value may be a secret.
+    #[test]
+    fn a_rendered_object_that_is_no_object_is_refused_without_its_values() {
+        let es = es(
+            "{name: app, manifest: {apiVersion: config.example.com/v1, kind: AppConfig}, template: {templateFrom: [{literal: 'labels: s3cret-{{ .host }}', target: metadata}]}}",
+        );
+        let manifest = manifest(&es).unwrap().clone();
+        let e = desired_object(&es, &manifest, fetched(), &Sources::default(), None)
+            .err()
+            .expect("metadata.labels is no map");
+        assert!(!e.message.contains("s3cret"), "{}", e.message);
+        assert_eq!(
+            e.message,
+            "the rendered object is not a Kubernetes object: invalid type: string, expected a map"
+        );
     }
 
     #[test]
