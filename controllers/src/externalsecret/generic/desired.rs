@@ -283,8 +283,7 @@ mod tests {
         );
         let manifest = manifest(&es).unwrap().clone();
         let e = desired_object(&es, &manifest, fetched(), &Sources::default(), None)
-            .err()
-            .expect("metadata.labels is no map");
+            .expect_err("metadata.labels is no map");
         assert!(!e.message.contains("s3cret"), "{}", e.message);
         assert_eq!(
             e.message,
