@@ -21,8 +21,8 @@ use kube::{Api, ResourceExt};
 use provider::ProviderIdentity;
 
 use crate::context::{Context, ReadyStore};
+use crate::externalsecret::TargetRef;
 use crate::externalsecret::desired::MANAGED_LABEL;
-use crate::externalsecret::generic::TargetChange;
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::watch::{fingerprint, on_departure, scoped};
@@ -38,14 +38,14 @@ pub(crate) struct ExternalSecretTriggers {
     forced: Forced,
     provider_changes: UnboundedReceiver<ProviderIdentity>,
     ready_stores: UnboundedReceiver<ReadyStore>,
-    generic_target_changes: UnboundedReceiver<TargetChange>,
+    generic_target_changes: UnboundedReceiver<TargetRef>,
 }
 
 impl ExternalSecretTriggers {
     pub(crate) fn new(
         provider_changes: UnboundedReceiver<ProviderIdentity>,
         ready_stores: UnboundedReceiver<ReadyStore>,
-        generic_target_changes: UnboundedReceiver<TargetChange>,
+        generic_target_changes: UnboundedReceiver<TargetRef>,
     ) -> Self {
         Self {
             forced: Forced::default(),
@@ -67,12 +67,14 @@ impl ExternalSecretTriggers {
         // annotations only, as ESO's predicate does.
         let (gone_ctx, gone_forced) = (ctx.clone(), self.forced.clone());
         let template_users = SharedIndex::<Watched, TemplateSource>::default();
+        let writers = Writers::default();
         let es_stream = watcher(es_api, watcher::Config::default())
             .default_backoff()
             // managedFields are often the larger part of an object and nothing here reads them.
             .modify(|es| es.managed_fields_mut().clear())
             .reflect(writer)
             .inspect_ok(index::kept(template_users.clone(), template_sources))
+            .inspect_ok(index::kept(writers.clone(), written_targets))
             .inspect_ok(on_departure(reader.clone(), move |es| {
                 super::forget(
                     &gone_ctx,
@@ -105,7 +107,7 @@ impl ExternalSecretTriggers {
         let (forced_ss, forced_css) = (self.forced.clone(), self.forced.clone());
         let (ctx_ss, ctx_css) = (ctx.clone(), ctx.clone());
         let (reader_ss, reader_css) = (reader.clone(), reader.clone());
-        let reader_secrets = reader.clone();
+        let writers_secrets = writers.clone();
         let secrets_ctx = ctx.clone();
         ctx.manager.use_store_caches(ss_reader, css_reader);
         let provider_triggers = provider_changes(
@@ -115,19 +117,10 @@ impl ExternalSecretTriggers {
             self.provider_changes,
         );
         let woken = wakes(reader.clone(), self.ready_stores);
-        let reader_generic = reader.clone();
         // A generic target edited by hand: reconciled (not forced), so its data-hash decides.
-        let generic_changes = self.generic_target_changes.flat_map(move |change| {
-            let refs: Vec<_> = reader_generic
-                .state()
-                .iter()
-                .filter(|es| {
-                    es.0.as_ref()
-                        .is_ok_and(|es| super::generic::targets(es, &change))
-                })
-                .map(|es| ObjectRef::from(es.as_ref()))
-                .collect();
-            futures::stream::iter(refs)
+        let generic_changes = self.generic_target_changes.flat_map(move |target| {
+            let users = writers.lock().expect("watch index poisoned").get(&target);
+            futures::stream::iter(users)
         });
         let template_changes = template_source_changes(
             &client,
@@ -141,7 +134,7 @@ impl ExternalSecretTriggers {
             )
             // By target name rather than owner reference: Orphan and Merge targets have none.
             .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
-                target_users(&secrets_ctx, &reader_secrets, &secret)
+                target_users(&secrets_ctx, &writers_secrets, &secret)
             })
             .watches_stream(ss_changes, move |store: SecretStore| {
                 if !ctx_ss.generations.changed(&store) {
@@ -211,32 +204,27 @@ impl ExternalSecretTriggers {
     }
 }
 
+/// The ExternalSecrets by the targets they write.
+pub(crate) type Writers = SharedIndex<Watched, TargetRef>;
+
+pub(crate) fn written_targets(es: &Watched) -> Vec<TargetRef> {
+    es.0.as_ref().map(TargetRef::of).into_iter().collect()
+}
+
 /// The ExternalSecrets whose target `secret` is: none for the watch event of our own write.
 pub(crate) fn target_users(
     ctx: &Context,
-    externalsecrets: &Store<Watched>,
+    writers: &Writers,
     secret: &PartialObjectMeta<Secret>,
 ) -> Vec<ObjectRef<Watched>> {
-    let (name, namespace) = (secret.name_any(), secret.namespace());
-    if ctx.own_write_seen(
-        namespace.as_deref().unwrap_or_default(),
-        &name,
-        secret.resource_version().as_deref(),
-    ) {
+    let target = TargetRef::secret(
+        secret.namespace().as_deref().unwrap_or_default(),
+        &secret.name_any(),
+    );
+    if ctx.own_write_seen(&target, secret.resource_version().as_deref()) {
         return Vec::new();
     }
-    externalsecrets
-        .state()
-        .iter()
-        .filter(|es| {
-            es.namespace() == namespace
-                && es
-                    .0
-                    .as_ref()
-                    .is_ok_and(|es| super::desired::target_name(es) == name)
-        })
-        .map(|es| ObjectRef::from(es.as_ref()))
-        .collect()
+    writers.lock().expect("watch index poisoned").get(&target)
 }
 
 /// ExternalSecrets to resync when a provider object changes: those reading from a store that

@@ -22,17 +22,8 @@ use tracing::{debug, warn};
 pub use desired::manifest;
 
 use super::desired::{MANAGED_LABEL, creation_policy, field_manager, target_name};
-use super::{Error, SyncStop, Target, Written, carry_out, report, requeue, validate};
+use super::{Error, SyncStop, Target, TargetRef, Written, carry_out, report, requeue, validate};
 use crate::context::Context;
-
-/// A generic target that changed: its group and kind, namespace and name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TargetChange {
-    pub group: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-}
 
 /// The kinds generic targets use: found once through discovery, and watched once any target of
 /// the kind is written, so that a hand edit is reverted at once (ESO's drift detection).
@@ -41,14 +32,14 @@ pub struct GenericTargets {
     namespace: Option<String>,
     resources: Mutex<HashMap<GroupVersionKind, ApiResource>>,
     watched: Mutex<HashSet<GroupVersionKind>>,
-    changes: UnboundedSender<TargetChange>,
+    changes: UnboundedSender<TargetRef>,
 }
 
 impl GenericTargets {
     pub fn new(
         enabled: bool,
         namespace: Option<String>,
-        changes: UnboundedSender<TargetChange>,
+        changes: UnboundedSender<TargetRef>,
     ) -> Self {
         Self {
             enabled,
@@ -126,7 +117,7 @@ impl GenericTargets {
             .touched_objects()
             .for_each(|object: Result<PartialObjectMeta<DynamicObject>, _>| {
                 if let Ok(object) = object {
-                    let _ = changes.unbounded_send(TargetChange {
+                    let _ = changes.unbounded_send(TargetRef {
                         group: group.clone(),
                         kind: kind.clone(),
                         namespace: object.namespace().unwrap_or_default(),
@@ -138,17 +129,6 @@ impl GenericTargets {
             .await;
         });
     }
-}
-
-/// Whether `es` writes the generic target that changed.
-pub fn targets(es: &ExternalSecret, change: &TargetChange) -> bool {
-    manifest(es).is_some_and(|m| {
-        let group = m.api_version.split_once('/').map_or("", |(g, _)| g);
-        group == change.group
-            && m.kind == change.kind
-            && es.namespace().as_deref() == Some(change.namespace.as_str())
-            && target_name(es) == change.name
-    })
 }
 
 /// ESO's reconcile of a generic target, on the same refresh rules as a Secret.
