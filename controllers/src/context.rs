@@ -15,7 +15,7 @@ use kube::runtime::controller::Action;
 
 use crate::backoff::Backoff;
 use crate::externalsecret::TargetRef;
-use crate::externalsecret::generic::GenericTargets;
+use crate::externalsecret::generic::{GenericTargets, TargetChange};
 use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
 
@@ -179,7 +179,7 @@ impl Context {
         provider_changed: UnboundedSender<ProviderIdentity>,
         externalsecret_wake: UnboundedSender<ReadyStore>,
         pushsecret_wake: UnboundedSender<ReadyStore>,
-        generic_target_changed: UnboundedSender<TargetRef>,
+        generic_target_changed: UnboundedSender<TargetChange>,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),

@@ -6,8 +6,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use http::Method;
-use k8s_openapi::api::core::v1::Secret;
-use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -59,14 +57,6 @@ fn applied(request: &Request, rv: &str) -> Value {
     secret
 }
 
-fn target_event(rv: &str) -> PartialObjectMeta<Secret> {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "target", "namespace": NS, "resourceVersion": rv},
-    }))
-    .unwrap()
-}
-
 fn watched(es: &ExternalSecret) -> triggers::Watched {
     serde_json::from_value(serde_json::to_value(es).unwrap()).unwrap()
 }
@@ -79,49 +69,86 @@ fn writers_after(events: Vec<watcher::Event<triggers::Watched>>) -> triggers::Wr
     writers
 }
 
-/// What the Secret watch makes of an event at `during` while the apply of the target is under
+/// What the target watch makes of an event at `during` while the write of the target is under
 /// way (delivered just before its answer) and of one at `after` once it returned (the number of
-/// ExternalSecrets each wakes), and the reconcile's result.
+/// ExternalSecrets each wakes), and the reconcile's result. `is_write` tells the request that
+/// writes `target`.
 async fn write_with_events(
+    es: ExternalSecret,
+    target: TargetRef,
+    is_write: fn(&Request) -> bool,
     during: Option<&'static str>,
     after: Option<&'static str>,
 ) -> (usize, usize, Action) {
-    let es = external_secret(None);
     let cache = writers_after(vec![watcher::Event::Apply(watched(&es))]);
     let ctx_cell: Arc<OnceLock<Arc<Context>>> = Arc::default();
     let woken_during = Arc::new(Mutex::new(0));
-    let (cell, woken, cached) = (ctx_cell.clone(), woken_during.clone(), cache.clone());
+    let (cell, woken, cached, written) = (
+        ctx_cell.clone(),
+        woken_during.clone(),
+        cache.clone(),
+        target.clone(),
+    );
     let (client, _) = standin::client(move |request| {
-        if request.is(Method::PATCH, TARGET_PATH) {
+        if is_write(request) {
             if let Some(rv) = during {
-                let users = triggers::target_users(cell.get().unwrap(), &cached, &target_event(rv));
+                let users =
+                    triggers::target_users(cell.get().unwrap(), &cached, &written, Some(rv));
                 *woken.lock().unwrap() = users.len();
             }
             return (200, applied(request, "10"));
         }
+        if request.is(Method::GET, "/api/v1") {
+            return (200, core_resources());
+        }
         common(request)
     });
-    let ctx = standin::context(client);
+    let settings = crate::context::Settings {
+        allow_generic_targets: true,
+        ..Default::default()
+    };
+    let ctx = standin::context_with(client, settings);
     ctx_cell.set(ctx.clone()).ok().unwrap();
     let action = reconcile(Arc::new(es), ctx.clone(), false).await.unwrap();
     let woken_after = after.map_or(0, |rv| {
-        triggers::target_users(&ctx, &cache, &target_event(rv)).len()
+        triggers::target_users(&ctx, &cache, &target, Some(rv)).len()
     });
     let woken_during = *woken_during.lock().unwrap();
     (woken_during, woken_after, action)
+}
+
+/// Discovery of the core group, for generic targets.
+fn core_resources() -> Value {
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": [
+        {"name": "configmaps", "singularName": "configmap", "namespaced": true,
+         "kind": "ConfigMap", "verbs": ["get", "list", "watch", "create", "update", "delete"]},
+    ]})
+}
+
+/// A write of the target Secret.
+fn secret_write(request: &Request) -> bool {
+    request.is(Method::PATCH, TARGET_PATH)
+}
+
+async fn secret_write_with_events(
+    during: Option<&'static str>,
+    after: Option<&'static str>,
+) -> (usize, usize, Action) {
+    let target = TargetRef::secret(NS, "target");
+    write_with_events(external_secret(None), target, secret_write, during, after).await
 }
 
 /// The watch event of our own apply can come before its answer or after: either way it
 /// reconciles nothing.
 #[tokio::test]
 async fn own_write_event_reconciles_nothing_whenever_it_comes() {
-    let (during, _, action) = write_with_events(Some("10"), None).await;
+    let (during, _, action) = secret_write_with_events(Some("10"), None).await;
     assert_eq!(
         during, 0,
         "the event of our own write woke the ExternalSecret"
     );
     assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
-    let (_, after, action) = write_with_events(None, Some("10")).await;
+    let (_, after, action) = secret_write_with_events(None, Some("10")).await;
     assert_eq!(
         after, 0,
         "the event of our own write woke the ExternalSecret"
@@ -133,7 +160,7 @@ async fn own_write_event_reconciles_nothing_whenever_it_comes() {
 /// again at once, and the event of our own write that comes later still wakes nothing.
 #[tokio::test]
 async fn foreign_write_during_ours_reconciles_at_once() {
-    let (_, after, action) = write_with_events(Some("9"), Some("10")).await;
+    let (_, after, action) = secret_write_with_events(Some("9"), Some("10")).await;
     assert_eq!(
         after, 0,
         "the event of our own write woke the ExternalSecret"
@@ -212,9 +239,8 @@ async fn target_events_find_their_external_secret_without_a_scan() {
     let ctx = standin::context(client);
     let started = std::time::Instant::now();
     for i in 0..COUNT {
-        let mut event = target_event("5");
-        event.metadata.name = Some(format!("target-{i}"));
-        let woken = triggers::target_users(&ctx, &writers, &event);
+        let target = TargetRef::secret(NS, &format!("target-{i}"));
+        let woken = triggers::target_users(&ctx, &writers, &target, Some("5"));
         assert_eq!(woken.len(), 1);
         assert_eq!(woken[0].name, format!("es-{i}"));
     }
@@ -239,13 +265,38 @@ async fn target_events_follow_renames_and_kinds() {
     ]);
     let (client, _) = standin::client(common);
     let ctx = standin::context(client);
-    assert!(triggers::target_users(&ctx, &writers, &target_event("5")).is_empty());
-    let mut other = target_event("5");
-    other.metadata.name = Some("other".into());
-    assert_eq!(triggers::target_users(&ctx, &writers, &other).len(), 1);
+    let users = |target| triggers::target_users(&ctx, &writers, &target, Some("5")).len();
+    assert_eq!(users(TargetRef::secret(NS, "target")), 0);
+    assert_eq!(users(TargetRef::secret(NS, "other")), 1);
     let config_map = TargetRef {
         kind: "ConfigMap".into(),
         ..TargetRef::secret(NS, "other")
     };
-    assert!(writers.lock().unwrap().get(&config_map).is_empty());
+    assert_eq!(users(config_map), 0);
+}
+
+/// A generic target records its own writes as a Secret does: the watch event of the create
+/// reconciles nothing, whether it comes before the answer or after.
+#[tokio::test]
+async fn own_generic_write_event_reconciles_nothing_whenever_it_comes() {
+    let mut es = serde_json::to_value(external_secret(None)).unwrap();
+    es["spec"]["target"]["manifest"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+    let es: ExternalSecret = serde_json::from_value(es).unwrap();
+    let target = TargetRef {
+        kind: "ConfigMap".into(),
+        ..TargetRef::secret(NS, "target")
+    };
+    let create = |r: &Request| r.is(Method::POST, "/api/v1/namespaces/team-a/configmaps");
+    let (during, _, action) =
+        write_with_events(es.clone(), target.clone(), create, Some("10"), None).await;
+    assert_eq!(
+        during, 0,
+        "the event of our own write woke the ExternalSecret"
+    );
+    assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
+    let (_, after, _) = write_with_events(es, target, create, None, Some("10")).await;
+    assert_eq!(
+        after, 0,
+        "the event of our own write woke the ExternalSecret"
+    );
 }

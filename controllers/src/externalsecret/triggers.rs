@@ -23,6 +23,7 @@ use provider::ProviderIdentity;
 use crate::context::{Context, ReadyStore};
 use crate::externalsecret::TargetRef;
 use crate::externalsecret::desired::MANAGED_LABEL;
+use crate::externalsecret::generic::TargetChange;
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::watch::{fingerprint, on_departure, scoped};
@@ -38,14 +39,14 @@ pub(crate) struct ExternalSecretTriggers {
     forced: Forced,
     provider_changes: UnboundedReceiver<ProviderIdentity>,
     ready_stores: UnboundedReceiver<ReadyStore>,
-    generic_target_changes: UnboundedReceiver<TargetRef>,
+    generic_target_changes: UnboundedReceiver<TargetChange>,
 }
 
 impl ExternalSecretTriggers {
     pub(crate) fn new(
         provider_changes: UnboundedReceiver<ProviderIdentity>,
         ready_stores: UnboundedReceiver<ReadyStore>,
-        generic_target_changes: UnboundedReceiver<TargetRef>,
+        generic_target_changes: UnboundedReceiver<TargetChange>,
     ) -> Self {
         Self {
             forced: Forced::default(),
@@ -118,9 +119,15 @@ impl ExternalSecretTriggers {
         );
         let woken = wakes(reader.clone(), self.ready_stores);
         // A generic target edited by hand: reconciled (not forced), so its data-hash decides.
-        let generic_changes = self.generic_target_changes.flat_map(move |target| {
-            let users = writers.lock().expect("watch index poisoned").get(&target);
-            futures::stream::iter(users)
+        let generic_ctx = ctx.clone();
+        let generic_changes = self.generic_target_changes.flat_map(move |change| {
+            let version = change.resource_version.as_deref();
+            futures::stream::iter(target_users(
+                &generic_ctx,
+                &writers,
+                &change.target,
+                version,
+            ))
         });
         let template_changes = template_source_changes(
             &client,
@@ -134,7 +141,12 @@ impl ExternalSecretTriggers {
             )
             // By target name rather than owner reference: Orphan and Merge targets have none.
             .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
-                target_users(&secrets_ctx, &writers_secrets, &secret)
+                let target = TargetRef::secret(
+                    secret.namespace().as_deref().unwrap_or_default(),
+                    &secret.name_any(),
+                );
+                let version = secret.resource_version();
+                target_users(&secrets_ctx, &writers_secrets, &target, version.as_deref())
             })
             .watches_stream(ss_changes, move |store: SecretStore| {
                 if !ctx_ss.generations.changed(&store) {
@@ -211,20 +223,18 @@ pub(crate) fn written_targets(es: &Watched) -> Vec<TargetRef> {
     es.0.as_ref().map(TargetRef::of).into_iter().collect()
 }
 
-/// The ExternalSecrets whose target `secret` is: none for the watch event of our own write.
+/// The ExternalSecrets that write `target`, which a watch event showed at `resource_version`:
+/// none for the event of our own write.
 pub(crate) fn target_users(
     ctx: &Context,
     writers: &Writers,
-    secret: &PartialObjectMeta<Secret>,
+    target: &TargetRef,
+    resource_version: Option<&str>,
 ) -> Vec<ObjectRef<Watched>> {
-    let target = TargetRef::secret(
-        secret.namespace().as_deref().unwrap_or_default(),
-        &secret.name_any(),
-    );
-    if ctx.own_write_seen(&target, secret.resource_version().as_deref()) {
+    if ctx.own_write_seen(target, resource_version) {
         return Vec::new();
     }
-    writers.lock().expect("watch index poisoned").get(&target)
+    writers.lock().expect("watch index poisoned").get(target)
 }
 
 /// ExternalSecrets to resync when a provider object changes: those reading from a store that

@@ -6,6 +6,7 @@ pub mod desired;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use api::external_secret::{CreationPolicy, DeletionPolicy, ExternalSecret, ManifestReference};
 use futures::StreamExt;
@@ -25,6 +26,13 @@ use super::desired::{MANAGED_LABEL, creation_policy, field_manager, target_name}
 use super::{Error, SyncStop, Target, TargetRef, Written, carry_out, report, requeue, validate};
 use crate::context::Context;
 
+/// A generic target as a watch event showed it.
+#[derive(Clone, Debug)]
+pub struct TargetChange {
+    pub target: TargetRef,
+    pub resource_version: Option<String>,
+}
+
 /// The kinds generic targets use: found once through discovery, and watched once any target of
 /// the kind is written, so that a hand edit is reverted at once (ESO's drift detection).
 pub struct GenericTargets {
@@ -32,14 +40,14 @@ pub struct GenericTargets {
     namespace: Option<String>,
     resources: Mutex<HashMap<GroupVersionKind, ApiResource>>,
     watched: Mutex<HashSet<GroupVersionKind>>,
-    changes: UnboundedSender<TargetRef>,
+    changes: UnboundedSender<TargetChange>,
 }
 
 impl GenericTargets {
     pub fn new(
         enabled: bool,
         namespace: Option<String>,
-        changes: UnboundedSender<TargetRef>,
+        changes: UnboundedSender<TargetChange>,
     ) -> Self {
         Self {
             enabled,
@@ -117,11 +125,14 @@ impl GenericTargets {
             .touched_objects()
             .for_each(|object: Result<PartialObjectMeta<DynamicObject>, _>| {
                 if let Ok(object) = object {
-                    let _ = changes.unbounded_send(TargetRef {
-                        group: group.clone(),
-                        kind: kind.clone(),
-                        namespace: object.namespace().unwrap_or_default(),
-                        name: object.name_any(),
+                    let _ = changes.unbounded_send(TargetChange {
+                        target: TargetRef {
+                            group: group.clone(),
+                            kind: kind.clone(),
+                            namespace: object.namespace().unwrap_or_default(),
+                            name: object.name_any(),
+                        },
+                        resource_version: object.resource_version(),
                     });
                 }
                 futures::future::ready(())
@@ -197,11 +208,21 @@ pub(super) async fn sync(
     let owners = existing.as_ref().map(|o| o.owner_references());
     let step = super::desired::plan(es, fetched.is_empty(), owners, &manifest.kind, &name)
         .map_err(|(field, message)| Error::Invalid { field, message })?;
+    let interleaved = AtomicBool::new(false);
     let write = async {
         let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
         let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
         let object = desired::desired_object(es, manifest, fetched, &sources, existing.as_ref())?;
-        write(es, &api, manifest, existing.as_ref(), object).await
+        write(
+            es,
+            ctx,
+            &api,
+            manifest,
+            existing.as_ref(),
+            object,
+            &interleaved,
+        )
+        .await
     };
     let written = carry_out(step, delete(&api, &manifest.kind, &name), write).await?;
     let what = format!("{} {name:?}", manifest.kind);
@@ -211,15 +232,21 @@ pub(super) async fn sync(
         generic: true,
     };
     report(es, ctx, &written, &target).await?;
+    // Someone else wrote the target while we did: its watch event was held, so look again now.
+    if interleaved.load(Ordering::Relaxed) {
+        return Ok(Action::requeue(std::time::Duration::ZERO));
+    }
     Ok(requeue(es, now))
 }
 
 async fn write(
     es: &ExternalSecret,
+    ctx: &Context,
     api: &Api<DynamicObject>,
     manifest: &ManifestReference,
     existing: Option<&DynamicObject>,
     mut object: DynamicObject,
+    interleaved: &AtomicBool,
 ) -> Result<Written, Error> {
     let name = target_name(es);
     let params = PostParams {
@@ -231,23 +258,25 @@ async fn write(
         name: name.clone(),
         source: source.into(),
     };
-    match existing {
-        None => {
-            api.create(&params, &object).await.map_err(failed)?;
-            Ok(Written::Created)
-        }
+    if existing.is_some_and(|existing| desired::unchanged(existing, &object)) {
+        return Ok(Written::Unchanged);
+    }
+    let mut writing = ctx.writing(TargetRef::of(es));
+    let (written, done) = match existing {
+        None => (api.create(&params, &object).await, Written::Created),
         Some(existing) => {
-            if desired::unchanged(existing, &object) {
-                return Ok(Written::Unchanged);
-            }
             // A replace, as ESO's update: the target holds exactly what was rendered (with Merge
             // and CreateOrMerge, rendered over the object as it was).
             object.metadata.resource_version = existing.resource_version();
             object.metadata.uid = existing.uid();
-            api.replace(&name, &params, &object).await.map_err(failed)?;
-            Ok(Written::Updated)
+            (api.replace(&name, &params, &object).await, Written::Updated)
         }
+    };
+    writing.wrote(written.map_err(failed)?.resource_version());
+    if writing.finish() {
+        interleaved.store(true, Ordering::Relaxed);
     }
+    Ok(done)
 }
 
 fn owned(es: &ExternalSecret, object: &DynamicObject) -> bool {
