@@ -5,7 +5,10 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use api::store::SecretStore;
+use futures::StreamExt;
 use http::Method;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -299,4 +302,142 @@ async fn own_generic_write_event_reconciles_nothing_whenever_it_comes() {
         after, 0,
         "the event of our own write woke the ExternalSecret"
     );
+}
+
+/// The watch cache of ExternalSecrets holding `count` copies of `external_secret` (reading from
+/// the store "fake").
+fn es_cache(count: usize) -> Store<triggers::Watched> {
+    let (reader, mut writer) = reflector::store();
+    for i in 0..count {
+        let mut es = serde_json::to_value(external_secret(None)).unwrap();
+        es["metadata"]["name"] = json!(format!("es-{i}"));
+        writer.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(es).unwrap()));
+    }
+    reader
+}
+
+/// The SecretStore "fake" with the Fake provider inline serving `data`, with `spec` merged in.
+fn fake_store(data: Value, spec: Value) -> SecretStore {
+    let mut store = json!({
+        "apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+        "metadata": {"name": "fake", "namespace": NS, "uid": "store-uid", "generation": 1},
+        "spec": {"provider": {"fake": {"data": data}}},
+    });
+    for (k, v) in spec.as_object().unwrap() {
+        store["spec"][k] = v.clone();
+    }
+    serde_json::from_value(store).unwrap()
+}
+
+/// The ExternalSecrets forced by a store watch showing `stores` (each with whether it is news).
+async fn forced_by(count: usize, stores: Vec<(bool, SecretStore)>) -> Vec<(Duration, String)> {
+    let stores = stores
+        .into_iter()
+        .map(|(news, s)| (news, clientmanager::LoadedStore::from_secret_store(&s)));
+    let start = tokio::time::Instant::now();
+    triggers::store_changes(
+        es_cache(count),
+        triggers::Forced::default(),
+        triggers::ProviderSpecs::default(),
+        futures::stream::iter(stores),
+    )
+    .map(|r| (start.elapsed(), r.name))
+    .collect()
+    .await
+}
+
+/// An edit of a store that cannot change what is fetched forces nobody; a provider edit forces
+/// each user once.
+#[tokio::test(start_paused = true)]
+async fn only_a_provider_change_of_a_store_forces_its_users() {
+    let data = json!([{"key": "db-password", "value": "s3cret"}]);
+    let other = json!([{"key": "db-password", "value": "changed"}]);
+    let conditions = json!({"conditions": [{"namespaces": [NS]}]});
+    let forced = forced_by(
+        1,
+        vec![
+            (false, fake_store(data.clone(), json!({}))),
+            (
+                true,
+                fake_store(data.clone(), json!({"refreshInterval": 60})),
+            ),
+            (true, fake_store(data.clone(), conditions)),
+            (true, fake_store(data, json!({"controller": "dev"}))),
+            (true, fake_store(other, json!({"controller": "dev"}))),
+        ],
+    )
+    .await;
+    assert_eq!(forced.len(), 1, "forced: {forced:?}");
+}
+
+/// A provider change of a store used by 1000 ExternalSecrets refreshes them over a few seconds,
+/// not all at once.
+#[tokio::test(start_paused = true)]
+async fn a_forced_refresh_of_many_is_spread_over_time() {
+    let data = json!([{"key": "db-password", "value": "s3cret"}]);
+    let other = json!([{"key": "db-password", "value": "changed"}]);
+    let forced = forced_by(
+        1000,
+        vec![
+            (false, fake_store(data, json!({}))),
+            (true, fake_store(other, json!({}))),
+        ],
+    )
+    .await;
+    assert_eq!(forced.len(), 1000);
+    let in_first_second = forced
+        .iter()
+        .filter(|(at, _)| *at < Duration::from_secs(1))
+        .count();
+    assert!(
+        (200..500).contains(&in_first_second),
+        "{in_first_second} of 1000 forced in the first second"
+    );
+    assert!(forced.iter().all(|(at, _)| *at <= Duration::from_secs(3)));
+}
+
+/// The object converted from an inline store, updated after a store edit that forced its users
+/// already, forces nobody again; a hand edit of it does.
+#[tokio::test]
+async fn an_inline_store_s_converted_object_forces_its_users_once() {
+    let (client, _) = standin::client(common);
+    let ctx = standin::context(client);
+    let store = fake_store(
+        json!([{"key": "db-password", "value": "s3cret"}]),
+        json!({}),
+    );
+    let (stores, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Apply(store.clone()));
+    ctx.manager.use_store_caches(stores, reflector::store().0);
+    let loaded = clientmanager::LoadedStore::from_secret_store(&store);
+    let generated = clientmanager::convert(ctx.manager.registry(), &loaded)
+        .unwrap()
+        .generated
+        .unwrap();
+    let mut converted: kube::api::DynamicObject =
+        serde_json::from_value(generated.object.clone()).unwrap();
+    converted.metadata.uid = Some("converted-uid".into());
+    let mut provider_writer = reflector::store::Writer::new(generated.resource.clone());
+    let objects = provider_writer.as_reader();
+    provider_writer.apply_watcher_event(&watcher::Event::Apply(converted.clone()));
+    ctx.manager
+        .use_provider_cache(generated.resource.clone(), objects);
+    let identity = provider::ProviderIdentity {
+        kind: generated.resource.kind.clone(),
+        namespace: Some(NS.into()),
+        name: "fake".into(),
+    };
+    let forced_by_change = || async {
+        let (changes, received) = futures::channel::mpsc::unbounded();
+        changes.unbounded_send(identity.clone()).unwrap();
+        drop(changes);
+        let forced = triggers::Forced::default();
+        triggers::provider_changes(ctx.clone(), es_cache(1), forced, received)
+            .count()
+            .await
+    };
+    assert_eq!(forced_by_change().await, 0, "forced again");
+    converted.data["spec"] = json!({"data": [{"key": "db-password", "value": "by hand"}]});
+    provider_writer.apply_watcher_event(&watcher::Event::Apply(converted));
+    assert_eq!(forced_by_change().await, 1, "a hand edit forced nobody");
 }
