@@ -14,6 +14,7 @@ use tracing::warn;
 use kube::runtime::controller::Action;
 
 use crate::backoff::Backoff;
+use crate::externalsecret::TargetRef;
 use crate::externalsecret::generic::{GenericTargets, TargetChange};
 use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
@@ -64,9 +65,9 @@ pub struct Context {
     pushsecret_wake: UnboundedSender<ReadyStore>,
     /// Every PushSecret, for the stores' finalizer; the PushSecret controller's watch cache.
     pub pushsecrets: OnceLock<PushSecretCache>,
-    /// Target Secrets this operator writes or wrote, by namespace and name: the watch event of
-    /// our own write needs no reconcile.
-    own_writes: Mutex<HashMap<(String, String), OwnWrites>>,
+    /// Targets this operator writes or wrote: the watch event of our own write needs no
+    /// reconcile.
+    own_writes: Mutex<HashMap<TargetRef, OwnWrites>>,
     /// A digest of the status this operator last wrote of each object (by uid) until its watch
     /// cache shows it: a status built on a cache that lags may equal the cached one and yet not
     /// be what the object holds.
@@ -90,7 +91,7 @@ struct OwnWrites {
 /// events held meanwhile are let go, since the failed reconcile is retried anyway.
 pub struct Writing<'a> {
     ctx: &'a Context,
-    key: (String, String),
+    key: TargetRef,
     versions: Vec<String>,
     settled: bool,
 }
@@ -235,10 +236,9 @@ impl Context {
         Action::requeue(self.backoff.failed(object))
     }
 
-    /// Marks the target `namespace/name` as being written: watch events for it are held until
-    /// the write returns, since the event of the write itself can come before its answer.
-    pub fn writing(&self, namespace: &str, name: &str) -> Writing<'_> {
-        let key = (namespace.to_owned(), name.to_owned());
+    /// Marks `key` as being written: watch events for it are held until the write returns,
+    /// since the event of the write itself can come before its answer.
+    pub fn writing(&self, key: TargetRef) -> Writing<'_> {
         self.lock_own_writes()
             .entry(key.clone())
             .or_default()
@@ -251,25 +251,19 @@ impl Context {
         }
     }
 
-    fn lock_own_writes(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), OwnWrites>> {
+    fn lock_own_writes(&self) -> std::sync::MutexGuard<'_, HashMap<TargetRef, OwnWrites>> {
         self.own_writes.lock().expect("own writes poisoned")
     }
 
     /// Whether a watch event at `resource_version` needs no reconcile: it is one of our own
     /// writes (and is forgotten), or it came while we write the target and is judged when the
     /// write returns.
-    pub fn own_write_seen(
-        &self,
-        namespace: &str,
-        name: &str,
-        resource_version: Option<&str>,
-    ) -> bool {
+    pub fn own_write_seen(&self, key: &TargetRef, resource_version: Option<&str>) -> bool {
         let Some(rv) = resource_version else {
             return false;
         };
         let mut writes = self.lock_own_writes();
-        let key = (namespace.to_owned(), name.to_owned());
-        let Some(target) = writes.get_mut(&key) else {
+        let Some(target) = writes.get_mut(key) else {
             return false;
         };
         if target.in_flight > 0 {
@@ -281,7 +275,7 @@ impl Context {
         };
         target.ours.remove(i);
         if target.ours.is_empty() {
-            writes.remove(&key);
+            writes.remove(key);
         }
         true
     }

@@ -68,6 +68,10 @@ pub fn status(code: u16, reason: &str) -> (u16, Value) {
 
 /// A context on `client` with the Fake provider built in.
 pub fn context(client: kube::Client) -> Arc<Context> {
+    context_with(client, Settings::default())
+}
+
+pub fn context_with(client: kube::Client, settings: Settings) -> Arc<Context> {
     let mut registry = provider::ProviderRegistry::default();
     registry.register(Arc::new(provider_fake::Fake::default()));
     let mut metrics = prometheus_client::registry::Registry::default();
@@ -92,7 +96,7 @@ pub fn context(client: kube::Client) -> Arc<Context> {
         client,
         manager,
         crate::metrics::Metrics::register(&mut metrics),
-        Settings::default(),
+        settings,
         sink(),
         sink(),
         sink(),

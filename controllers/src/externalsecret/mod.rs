@@ -436,7 +436,7 @@ async fn write_secret(
         }
     }
     let manager = desired::field_manager(&es.name_any());
-    let mut writing = ctx.writing(&es.namespace().unwrap_or_default(), &target);
+    let mut writing = ctx.writing(TargetRef::of(es));
     let written = secrets
         .patch(
             &target,
@@ -674,6 +674,40 @@ pub async fn report_invalid(
         .es_condition
         .set(&name, &namespace, READY, ConditionStatus::False);
     Ok(Action::await_change())
+}
+
+/// An object an ExternalSecret writes: its target Secret, or the object of a generic target.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TargetRef {
+    /// "" for the core group.
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl TargetRef {
+    pub fn of(es: &ExternalSecret) -> Self {
+        let (group, kind) = generic::manifest(es).map_or(("", "Secret"), |m| {
+            let group = m.api_version.split_once('/').map_or("", |(g, _)| g);
+            (group, m.kind.as_str())
+        });
+        Self {
+            group: group.to_owned(),
+            kind: kind.to_owned(),
+            namespace: es.namespace().unwrap_or_default(),
+            name: desired::target_name(es),
+        }
+    }
+
+    pub fn secret(namespace: &str, name: &str) -> Self {
+        Self {
+            group: String::new(),
+            kind: "Secret".into(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
 }
 
 /// Whether `es` reads from the store `kind`/`name`, directly or through a `sourceRef`.

@@ -5,9 +5,9 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use api::store::SecretStore;
+use futures::StreamExt;
 use http::Method;
-use k8s_openapi::api::core::v1::Secret;
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -60,65 +60,98 @@ fn applied(request: &Request, rv: &str) -> Value {
     secret
 }
 
-fn target_event(rv: &str) -> PartialObjectMeta<Secret> {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "target", "namespace": NS, "resourceVersion": rv},
-    }))
-    .unwrap()
+fn watched(es: &ExternalSecret) -> triggers::Watched {
+    serde_json::from_value(serde_json::to_value(es).unwrap()).unwrap()
 }
 
-fn cache_of(es: &ExternalSecret) -> Store<triggers::Watched> {
-    let (reader, mut writer) = reflector::store();
-    let watched: triggers::Watched =
-        serde_json::from_value(serde_json::to_value(es).unwrap()).unwrap();
-    writer.apply_watcher_event(&watcher::Event::Apply(watched));
-    reader
+/// The index of targets the ExternalSecret watch keeps, after `events`.
+fn writers_after(events: Vec<watcher::Event<triggers::Watched>>) -> triggers::Writers {
+    let writers = triggers::Writers::default();
+    let mut keep = crate::index::kept(writers.clone(), triggers::written_targets);
+    events.iter().for_each(&mut keep);
+    writers
 }
 
-/// What the Secret watch makes of an event at `during` while the apply of the target is under
+/// What the target watch makes of an event at `during` while the write of the target is under
 /// way (delivered just before its answer) and of one at `after` once it returned (the number of
-/// ExternalSecrets each wakes), and the reconcile's result.
+/// ExternalSecrets each wakes), and the reconcile's result. `is_write` tells the request that
+/// writes `target`.
 async fn write_with_events(
+    es: ExternalSecret,
+    target: TargetRef,
+    is_write: fn(&Request) -> bool,
     during: Option<&'static str>,
     after: Option<&'static str>,
 ) -> (usize, usize, Action) {
-    let es = external_secret(None);
-    let cache = cache_of(&es);
+    let cache = writers_after(vec![watcher::Event::Apply(watched(&es))]);
     let ctx_cell: Arc<OnceLock<Arc<Context>>> = Arc::default();
     let woken_during = Arc::new(Mutex::new(0));
-    let (cell, woken, cached) = (ctx_cell.clone(), woken_during.clone(), cache.clone());
+    let (cell, woken, cached, written) = (
+        ctx_cell.clone(),
+        woken_during.clone(),
+        cache.clone(),
+        target.clone(),
+    );
     let (client, _) = standin::client(move |request| {
-        if request.is(Method::PATCH, TARGET_PATH) {
+        if is_write(request) {
             if let Some(rv) = during {
-                let users = triggers::target_users(cell.get().unwrap(), &cached, &target_event(rv));
+                let users =
+                    triggers::target_users(cell.get().unwrap(), &cached, &written, Some(rv));
                 *woken.lock().unwrap() = users.len();
             }
             return (200, applied(request, "10"));
         }
+        if request.is(Method::GET, "/api/v1") {
+            return (200, core_resources());
+        }
         common(request)
     });
-    let ctx = standin::context(client);
+    let settings = crate::context::Settings {
+        allow_generic_targets: true,
+        ..Default::default()
+    };
+    let ctx = standin::context_with(client, settings);
     ctx_cell.set(ctx.clone()).ok().unwrap();
     let action = reconcile(Arc::new(es), ctx.clone(), false).await.unwrap();
     let woken_after = after.map_or(0, |rv| {
-        triggers::target_users(&ctx, &cache, &target_event(rv)).len()
+        triggers::target_users(&ctx, &cache, &target, Some(rv)).len()
     });
     let woken_during = *woken_during.lock().unwrap();
     (woken_during, woken_after, action)
+}
+
+/// Discovery of the core group, for generic targets.
+fn core_resources() -> Value {
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": [
+        {"name": "configmaps", "singularName": "configmap", "namespaced": true,
+         "kind": "ConfigMap", "verbs": ["get", "list", "watch", "create", "update", "delete"]},
+    ]})
+}
+
+/// A write of the target Secret.
+fn secret_write(request: &Request) -> bool {
+    request.is(Method::PATCH, TARGET_PATH)
+}
+
+async fn secret_write_with_events(
+    during: Option<&'static str>,
+    after: Option<&'static str>,
+) -> (usize, usize, Action) {
+    let target = TargetRef::secret(NS, "target");
+    write_with_events(external_secret(None), target, secret_write, during, after).await
 }
 
 /// The watch event of our own apply can come before its answer or after: either way it
 /// reconciles nothing.
 #[tokio::test]
 async fn own_write_event_reconciles_nothing_whenever_it_comes() {
-    let (during, _, action) = write_with_events(Some("10"), None).await;
+    let (during, _, action) = secret_write_with_events(Some("10"), None).await;
     assert_eq!(
         during, 0,
         "the event of our own write woke the ExternalSecret"
     );
     assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
-    let (_, after, action) = write_with_events(None, Some("10")).await;
+    let (_, after, action) = secret_write_with_events(None, Some("10")).await;
     assert_eq!(
         after, 0,
         "the event of our own write woke the ExternalSecret"
@@ -130,7 +163,7 @@ async fn own_write_event_reconciles_nothing_whenever_it_comes() {
 /// again at once, and the event of our own write that comes later still wakes nothing.
 #[tokio::test]
 async fn foreign_write_during_ours_reconciles_at_once() {
-    let (_, after, action) = write_with_events(Some("9"), Some("10")).await;
+    let (_, after, action) = secret_write_with_events(Some("9"), Some("10")).await;
     assert_eq!(
         after, 0,
         "the event of our own write woke the ExternalSecret"
@@ -188,4 +221,223 @@ async fn failure_after_an_unseen_success_is_written() {
         Some("False"),
         "the object was left Ready=True while failing"
     );
+}
+
+/// With many ExternalSecrets, an event of each one's target wakes that one alone, at a cost that
+/// does not grow with the number of ExternalSecrets: a scan of all of them for every event is
+/// 10⁸ comparisons for 10k, minutes of a refresh wave.
+#[tokio::test]
+async fn target_events_find_their_external_secret_without_a_scan() {
+    const COUNT: usize = 10_000;
+    let events = (0..COUNT)
+        .map(|i| {
+            let mut es = serde_json::to_value(external_secret(None)).unwrap();
+            es["metadata"]["name"] = json!(format!("es-{i}"));
+            es["spec"]["target"]["name"] = json!(format!("target-{i}"));
+            watcher::Event::Apply(serde_json::from_value(es).unwrap())
+        })
+        .collect();
+    let writers = writers_after(events);
+    let (client, _) = standin::client(common);
+    let ctx = standin::context(client);
+    let started = std::time::Instant::now();
+    for i in 0..COUNT {
+        let target = TargetRef::secret(NS, &format!("target-{i}"));
+        let woken = triggers::target_users(&ctx, &writers, &target, Some("5"));
+        assert_eq!(woken.len(), 1);
+        assert_eq!(woken[0].name, format!("es-{i}"));
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "{COUNT} target events took {took:?}"
+    );
+}
+
+/// The target an ExternalSecret writes follows its spec: after a rename the old Secret's events
+/// wake nothing, and a generic target of the same name is another object.
+#[tokio::test]
+async fn target_events_follow_renames_and_kinds() {
+    let es = external_secret(None);
+    let mut renamed = serde_json::to_value(&es).unwrap();
+    renamed["spec"]["target"]["name"] = json!("other");
+    let renamed: ExternalSecret = serde_json::from_value(renamed).unwrap();
+    let writers = writers_after(vec![
+        watcher::Event::Apply(watched(&es)),
+        watcher::Event::Apply(watched(&renamed)),
+    ]);
+    let (client, _) = standin::client(common);
+    let ctx = standin::context(client);
+    let users = |target| triggers::target_users(&ctx, &writers, &target, Some("5")).len();
+    assert_eq!(users(TargetRef::secret(NS, "target")), 0);
+    assert_eq!(users(TargetRef::secret(NS, "other")), 1);
+    let config_map = TargetRef {
+        kind: "ConfigMap".into(),
+        ..TargetRef::secret(NS, "other")
+    };
+    assert_eq!(users(config_map), 0);
+}
+
+/// A generic target records its own writes as a Secret does: the watch event of the create
+/// reconciles nothing, whether it comes before the answer or after.
+#[tokio::test]
+async fn own_generic_write_event_reconciles_nothing_whenever_it_comes() {
+    let mut es = serde_json::to_value(external_secret(None)).unwrap();
+    es["spec"]["target"]["manifest"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+    let es: ExternalSecret = serde_json::from_value(es).unwrap();
+    let target = TargetRef {
+        kind: "ConfigMap".into(),
+        ..TargetRef::secret(NS, "target")
+    };
+    let create = |r: &Request| r.is(Method::POST, "/api/v1/namespaces/team-a/configmaps");
+    let (during, _, action) =
+        write_with_events(es.clone(), target.clone(), create, Some("10"), None).await;
+    assert_eq!(
+        during, 0,
+        "the event of our own write woke the ExternalSecret"
+    );
+    assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
+    let (_, after, _) = write_with_events(es, target, create, None, Some("10")).await;
+    assert_eq!(
+        after, 0,
+        "the event of our own write woke the ExternalSecret"
+    );
+}
+
+/// The watch cache of ExternalSecrets holding `count` copies of `external_secret` (reading from
+/// the store "fake").
+fn es_cache(count: usize) -> Store<triggers::Watched> {
+    let (reader, mut writer) = reflector::store();
+    for i in 0..count {
+        let mut es = serde_json::to_value(external_secret(None)).unwrap();
+        es["metadata"]["name"] = json!(format!("es-{i}"));
+        writer.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(es).unwrap()));
+    }
+    reader
+}
+
+/// The SecretStore "fake" with the Fake provider inline serving `data`, with `spec` merged in.
+fn fake_store(data: Value, spec: Value) -> SecretStore {
+    let mut store = json!({
+        "apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+        "metadata": {"name": "fake", "namespace": NS, "uid": "store-uid", "generation": 1},
+        "spec": {"provider": {"fake": {"data": data}}},
+    });
+    for (k, v) in spec.as_object().unwrap() {
+        store["spec"][k] = v.clone();
+    }
+    serde_json::from_value(store).unwrap()
+}
+
+/// The ExternalSecrets forced by a store watch showing `stores` (each with whether it is news).
+async fn forced_by(count: usize, stores: Vec<(bool, SecretStore)>) -> Vec<(Duration, String)> {
+    let stores = stores
+        .into_iter()
+        .map(|(news, s)| (news, clientmanager::LoadedStore::from_secret_store(&s)));
+    let start = tokio::time::Instant::now();
+    triggers::store_changes(
+        es_cache(count),
+        triggers::Forced::default(),
+        triggers::ProviderSpecs::default(),
+        futures::stream::iter(stores),
+    )
+    .map(|r| (start.elapsed(), r.name))
+    .collect()
+    .await
+}
+
+/// An edit of a store that cannot change what is fetched forces nobody; a provider edit forces
+/// each user once.
+#[tokio::test(start_paused = true)]
+async fn only_a_provider_change_of_a_store_forces_its_users() {
+    let data = json!([{"key": "db-password", "value": "s3cret"}]);
+    let other = json!([{"key": "db-password", "value": "changed"}]);
+    let conditions = json!({"conditions": [{"namespaces": [NS]}]});
+    let forced = forced_by(
+        1,
+        vec![
+            (false, fake_store(data.clone(), json!({}))),
+            (
+                true,
+                fake_store(data.clone(), json!({"refreshInterval": 60})),
+            ),
+            (true, fake_store(data.clone(), conditions)),
+            (true, fake_store(data, json!({"controller": "dev"}))),
+            (true, fake_store(other, json!({"controller": "dev"}))),
+        ],
+    )
+    .await;
+    assert_eq!(forced.len(), 1, "forced: {forced:?}");
+}
+
+/// A provider change of a store used by 1000 ExternalSecrets refreshes them over a few seconds,
+/// not all at once.
+#[tokio::test(start_paused = true)]
+async fn a_forced_refresh_of_many_is_spread_over_time() {
+    let data = json!([{"key": "db-password", "value": "s3cret"}]);
+    let other = json!([{"key": "db-password", "value": "changed"}]);
+    let forced = forced_by(
+        1000,
+        vec![
+            (false, fake_store(data, json!({}))),
+            (true, fake_store(other, json!({}))),
+        ],
+    )
+    .await;
+    assert_eq!(forced.len(), 1000);
+    let in_first_second = forced
+        .iter()
+        .filter(|(at, _)| *at < Duration::from_secs(1))
+        .count();
+    assert!(
+        (200..500).contains(&in_first_second),
+        "{in_first_second} of 1000 forced in the first second"
+    );
+    assert!(forced.iter().all(|(at, _)| *at <= Duration::from_secs(3)));
+}
+
+/// The object converted from an inline store, updated after a store edit that forced its users
+/// already, forces nobody again; a hand edit of it does.
+#[tokio::test]
+async fn an_inline_store_s_converted_object_forces_its_users_once() {
+    let (client, _) = standin::client(common);
+    let ctx = standin::context(client);
+    let store = fake_store(
+        json!([{"key": "db-password", "value": "s3cret"}]),
+        json!({}),
+    );
+    let (stores, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Apply(store.clone()));
+    ctx.manager.use_store_caches(stores, reflector::store().0);
+    let loaded = clientmanager::LoadedStore::from_secret_store(&store);
+    let generated = clientmanager::convert(ctx.manager.registry(), &loaded)
+        .unwrap()
+        .generated
+        .unwrap();
+    let mut converted: kube::api::DynamicObject =
+        serde_json::from_value(generated.object.clone()).unwrap();
+    converted.metadata.uid = Some("converted-uid".into());
+    let mut provider_writer = reflector::store::Writer::new(generated.resource.clone());
+    let objects = provider_writer.as_reader();
+    provider_writer.apply_watcher_event(&watcher::Event::Apply(converted.clone()));
+    ctx.manager
+        .use_provider_cache(generated.resource.clone(), objects);
+    let identity = provider::ProviderIdentity {
+        kind: generated.resource.kind.clone(),
+        namespace: Some(NS.into()),
+        name: "fake".into(),
+    };
+    let forced_by_change = || async {
+        let (changes, received) = futures::channel::mpsc::unbounded();
+        changes.unbounded_send(identity.clone()).unwrap();
+        drop(changes);
+        let forced = triggers::Forced::default();
+        triggers::provider_changes(ctx.clone(), es_cache(1), forced, received)
+            .count()
+            .await
+    };
+    assert_eq!(forced_by_change().await, 0, "forced again");
+    converted.data["spec"] = json!({"data": [{"key": "db-password", "value": "by hand"}]});
+    provider_writer.apply_watcher_event(&watcher::Event::Apply(converted));
+    assert_eq!(forced_by_change().await, 1, "a hand edit forced nobody");
 }

@@ -2,13 +2,15 @@
 //! change of a store it reads from or of the provider object behind that store (both force a
 //! refresh), and a store turning Ready (a wake-up, not a refresh).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use api::external_secret::ExternalSecret;
 use api::store::{ClusterSecretStore, SecretStore};
-use clientmanager::StoreKind;
+use clientmanager::{Converted, LoadedStore, StoreKind};
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -19,8 +21,10 @@ use kube::runtime::utils::{PredicateConfig, predicates};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use provider::ProviderIdentity;
+use rand::Rng;
 
 use crate::context::{Context, ReadyStore};
+use crate::externalsecret::TargetRef;
 use crate::externalsecret::desired::MANAGED_LABEL;
 use crate::externalsecret::generic::TargetChange;
 use crate::index::{self, SharedIndex};
@@ -32,7 +36,7 @@ use crate::watch::{fingerprint, on_departure, scoped};
 pub(crate) type Watched = DeserializeGuard<ExternalSecret>;
 
 /// ExternalSecrets to refresh regardless of their interval, because a store they use changed.
-type Forced = Arc<Mutex<HashSet<ObjectRef<Watched>>>>;
+pub(crate) type Forced = Arc<Mutex<HashSet<ObjectRef<Watched>>>>;
 
 pub(crate) struct ExternalSecretTriggers {
     forced: Forced,
@@ -66,13 +70,16 @@ impl ExternalSecretTriggers {
         // Our own status writes must not trigger a reconcile: react to spec, labels and
         // annotations only, as ESO's predicate does.
         let (gone_ctx, gone_forced) = (ctx.clone(), self.forced.clone());
+        let ctx_css = ctx.clone();
         let template_users = SharedIndex::<Watched, TemplateSource>::default();
+        let writers = Writers::default();
         let es_stream = watcher(es_api, watcher::Config::default())
             .default_backoff()
             // managedFields are often the larger part of an object and nothing here reads them.
             .modify(|es| es.managed_fields_mut().clear())
             .reflect(writer)
             .inspect_ok(index::kept(template_users.clone(), template_sources))
+            .inspect_ok(index::kept(writers.clone(), written_targets))
             .inspect_ok(on_departure(reader.clone(), move |es| {
                 super::forget(
                     &gone_ctx,
@@ -93,6 +100,8 @@ impl ExternalSecretTriggers {
         .touched_objects();
         let (ss_reader, ss_writer) = reflector::store::<SecretStore>();
         let (css_reader, css_writer) = reflector::store::<ClusterSecretStore>();
+        let specs = ProviderSpecs::default();
+        let (ss_ctx, ss_specs) = (ctx.clone(), specs.clone());
         let ss_changes = watcher(
             scoped::<SecretStore>(&client, namespace.as_deref()),
             watcher::Config::default(),
@@ -100,12 +109,19 @@ impl ExternalSecretTriggers {
         .default_backoff()
         .modify(|s| s.managed_fields_mut().clear())
         .reflect(ss_writer)
+        .inspect_ok(on_departure(ss_reader.clone(), move |s| {
+            ss_specs.forget(&s.extra.uid)
+        }))
         .applied_objects()
-        .predicate_filter(predicates::generation, PredicateConfig::default());
-        let (forced_ss, forced_css) = (self.forced.clone(), self.forced.clone());
-        let (ctx_ss, ctx_css) = (ctx.clone(), ctx.clone());
-        let (reader_ss, reader_css) = (reader.clone(), reader.clone());
-        let reader_secrets = reader.clone();
+        .predicate_filter(predicates::generation, PredicateConfig::default())
+        .filter_map(move |s| {
+            futures::future::ready(s.ok().map(|s| {
+                let news = ss_ctx.generations.changed(&s);
+                (news, LoadedStore::from_secret_store(&s))
+            }))
+        });
+        let css_reader_gone = css_reader.clone();
+        let writers_secrets = writers.clone();
         let secrets_ctx = ctx.clone();
         ctx.manager.use_store_caches(ss_reader, css_reader);
         let provider_triggers = provider_changes(
@@ -115,19 +131,16 @@ impl ExternalSecretTriggers {
             self.provider_changes,
         );
         let woken = wakes(reader.clone(), self.ready_stores);
-        let reader_generic = reader.clone();
         // A generic target edited by hand: reconciled (not forced), so its data-hash decides.
+        let generic_ctx = ctx.clone();
         let generic_changes = self.generic_target_changes.flat_map(move |change| {
-            let refs: Vec<_> = reader_generic
-                .state()
-                .iter()
-                .filter(|es| {
-                    es.0.as_ref()
-                        .is_ok_and(|es| super::generic::targets(es, &change))
-                })
-                .map(|es| ObjectRef::from(es.as_ref()))
-                .collect();
-            futures::stream::iter(refs)
+            let version = change.resource_version.as_deref();
+            futures::stream::iter(target_users(
+                &generic_ctx,
+                &writers,
+                &change.target,
+                version,
+            ))
         });
         let template_changes = template_source_changes(
             &client,
@@ -135,29 +148,28 @@ impl ExternalSecretTriggers {
             template_users,
             self.forced.clone(),
         );
-        let mut controller = Controller::for_stream(es_stream, reader)
+        let store_forced = store_changes(
+            reader.clone(),
+            self.forced.clone(),
+            specs.clone(),
+            ss_changes,
+        );
+        let mut controller = Controller::for_stream(es_stream, reader.clone())
             .with_config(
                 kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency),
             )
             // By target name rather than owner reference: Orphan and Merge targets have none.
             .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
-                target_users(&secrets_ctx, &reader_secrets, &secret)
+                let target = TargetRef::secret(
+                    secret.namespace().as_deref().unwrap_or_default(),
+                    &secret.name_any(),
+                );
+                let version = secret.resource_version();
+                target_users(&secrets_ctx, &writers_secrets, &target, version.as_deref())
             })
-            .watches_stream(ss_changes, move |store: SecretStore| {
-                if !ctx_ss.generations.changed(&store) {
-                    return Vec::new();
-                }
-                force(
-                    &forced_ss,
-                    users(
-                        &reader_ss,
-                        StoreKind::SecretStore,
-                        &store.name_any(),
-                        store.namespace().as_deref(),
-                    ),
-                )
-            });
+            .reconcile_on(store_forced);
         if namespace.is_none() {
+            let css_specs = specs.clone();
             let css_changes = watcher(
                 Api::<ClusterSecretStore>::all(client.clone()),
                 watcher::Config::default(),
@@ -165,23 +177,23 @@ impl ExternalSecretTriggers {
             .default_backoff()
             .modify(|s| s.managed_fields_mut().clear())
             .reflect(css_writer)
+            .inspect_ok(on_departure(css_reader_gone, move |s| {
+                css_specs.forget(&s.extra.uid)
+            }))
             .applied_objects()
-            .predicate_filter(predicates::generation, PredicateConfig::default());
-            controller =
-                controller.watches_stream(css_changes, move |store: ClusterSecretStore| {
-                    if !ctx_css.generations.changed(&store) {
-                        return Vec::new();
-                    }
-                    force(
-                        &forced_css,
-                        users(
-                            &reader_css,
-                            StoreKind::ClusterSecretStore,
-                            &store.name_any(),
-                            None,
-                        ),
-                    )
-                });
+            .predicate_filter(predicates::generation, PredicateConfig::default())
+            .filter_map(move |s| {
+                futures::future::ready(s.ok().map(|s| {
+                    let news = ctx_css.generations.changed(&s);
+                    (news, LoadedStore::from_cluster_secret_store(&s))
+                }))
+            });
+            controller = controller.reconcile_on(store_changes(
+                reader,
+                self.forced.clone(),
+                specs,
+                css_changes,
+            ));
         }
         let forced = self.forced;
         controller
@@ -211,61 +223,118 @@ impl ExternalSecretTriggers {
     }
 }
 
-/// The ExternalSecrets whose target `secret` is: none for the watch event of our own write.
+/// The ExternalSecrets by the targets they write.
+pub(crate) type Writers = SharedIndex<Watched, TargetRef>;
+
+pub(crate) fn written_targets(es: &Watched) -> Vec<TargetRef> {
+    es.0.as_ref().map(TargetRef::of).into_iter().collect()
+}
+
+/// The ExternalSecrets that write `target`, which a watch event showed at `resource_version`:
+/// none for the event of our own write.
 pub(crate) fn target_users(
     ctx: &Context,
-    externalsecrets: &Store<Watched>,
-    secret: &PartialObjectMeta<Secret>,
+    writers: &Writers,
+    target: &TargetRef,
+    resource_version: Option<&str>,
 ) -> Vec<ObjectRef<Watched>> {
-    let (name, namespace) = (secret.name_any(), secret.namespace());
-    if ctx.own_write_seen(
-        namespace.as_deref().unwrap_or_default(),
-        &name,
-        secret.resource_version().as_deref(),
-    ) {
+    if ctx.own_write_seen(target, resource_version) {
         return Vec::new();
     }
-    externalsecrets
-        .state()
-        .iter()
-        .filter(|es| {
-            es.namespace() == namespace
-                && es
-                    .0
-                    .as_ref()
-                    .is_ok_and(|es| super::desired::target_name(es) == name)
-        })
-        .map(|es| ObjectRef::from(es.as_ref()))
-        .collect()
+    writers.lock().expect("watch index poisoned").get(target)
 }
 
 /// ExternalSecrets to resync when a provider object changes: those reading from a store that
 /// references it, directly or as the object converted from its inline provider.
-fn provider_changes(
+pub(crate) fn provider_changes(
     ctx: Arc<Context>,
     externalsecrets: Store<Watched>,
     forced: Forced,
     changes: UnboundedReceiver<ProviderIdentity>,
 ) -> impl Stream<Item = ObjectRef<Watched>> + Send + 'static {
-    changes.flat_map(move |identity| {
+    changes.flat_map_unordered(None, move |identity| {
         let refs: Vec<_> = ctx
             .manager
             .stores_using(&identity)
             .iter()
+            .filter(|store| !converted_as_forced(&ctx, store, &identity))
             .flat_map(|store| {
-                force(
-                    &forced,
-                    users(
-                        &externalsecrets,
-                        store.kind,
-                        &store.name,
-                        store.namespace.as_deref(),
-                    ),
+                users(
+                    &externalsecrets,
+                    store.kind,
+                    &store.name,
+                    store.namespace.as_deref(),
                 )
             })
             .collect();
-        futures::stream::iter(refs)
+        force(&forced, refs)
     })
+}
+
+/// Whether `identity` is the object converted from `store`'s inline provider and holds that
+/// provider as the store has it now: the store's own change forced its users already.
+fn converted_as_forced(ctx: &Context, store: &LoadedStore, identity: &ProviderIdentity) -> bool {
+    let Ok(Converted {
+        generated: Some(generated),
+        ..
+    }) = clientmanager::convert(ctx.manager.registry(), store)
+    else {
+        return false;
+    };
+    ctx.manager.converted_from(store).iter().any(|(_, object)| {
+        object.name_any() == identity.name && object.data.get("spec") == Some(generated.spec())
+    })
+}
+
+/// ExternalSecrets to refresh when a store changes: only a change of what it fetches with (its
+/// provider, providerRef or runtimeRef) forces them; `conditions`, `refreshInterval` or
+/// `controller` cannot change what is fetched. Each store comes with whether it is news (a new
+/// generation, not a first sight after a restart).
+pub(crate) fn store_changes(
+    externalsecrets: Store<Watched>,
+    forced: Forced,
+    specs: ProviderSpecs,
+    stores: impl Stream<Item = (bool, LoadedStore)> + Send + 'static,
+) -> impl Stream<Item = ObjectRef<Watched>> + Send + 'static {
+    stores.flat_map_unordered(None, move |(news, store)| {
+        let refs = if specs.changed(&store) && news {
+            users(
+                &externalsecrets,
+                store.kind,
+                &store.name,
+                store.namespace.as_deref(),
+            )
+        } else {
+            Vec::new()
+        };
+        force(&forced, refs)
+    })
+}
+
+/// The provider spec each store was last seen with, by uid.
+#[derive(Clone, Default)]
+pub(crate) struct ProviderSpecs(Arc<Mutex<HashMap<String, u64>>>);
+
+impl ProviderSpecs {
+    /// Whether `store` fetches with another provider spec than when last seen (or is first seen).
+    fn changed(&self, store: &LoadedStore) -> bool {
+        let spec = &store.spec;
+        let mut h = DefaultHasher::new();
+        serde_json::to_string(&(&spec.provider, &spec.provider_ref, &spec.runtime_ref))
+            .expect("a store spec serializes")
+            .hash(&mut h);
+        let hash = h.finish();
+        let uid = store.uid.clone().unwrap_or_default();
+        self.lock().insert(uid, hash) != Some(hash)
+    }
+
+    fn forget(&self, uid: &Option<String>) {
+        self.lock().remove(uid.as_deref().unwrap_or_default());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.0.lock().expect("provider specs poisoned")
+    }
 }
 
 /// ExternalSecrets whose `templateFrom` names a ConfigMap or Secret that changed: re-rendered
@@ -300,15 +369,18 @@ fn template_source_changes(
     )
     .default_backoff()
     .filter_map(|e| futures::future::ready(changed(e).map(|(ns, name)| (false, ns, name))));
-    futures::stream::select(config_maps, secrets).flat_map(move |(config_map, ns, name)| {
-        let key = TemplateSource {
-            config_map,
-            namespace: ns.unwrap_or_default(),
-            name,
-        };
-        let users = users.lock().expect("watch index poisoned").get(&key);
-        futures::stream::iter(force(&forced, users))
-    })
+    futures::stream::select(config_maps, secrets).flat_map_unordered(
+        None,
+        move |(config_map, ns, name)| {
+            let key = TemplateSource {
+                config_map,
+                namespace: ns.unwrap_or_default(),
+                name,
+            };
+            let users = users.lock().expect("watch index poisoned").get(&key);
+            force(&forced, users)
+        },
+    )
 }
 
 /// A ConfigMap or Secret a `templateFrom` reads.
@@ -382,11 +454,36 @@ fn users(
         .collect()
 }
 
-/// Marks `refs` for a refresh regardless of their interval.
-fn force(forced: &Forced, refs: Vec<ObjectRef<Watched>>) -> Vec<ObjectRef<Watched>> {
-    forced
-        .lock()
-        .expect("forced set poisoned")
-        .extend(refs.iter().cloned());
-    refs
+/// How long a forced refresh is spread over, per ExternalSecret: thousands that one change
+/// forces must not all fetch from the backend at once.
+const SPREAD_PER_OBJECT: Duration = Duration::from_millis(3);
+
+/// `refs`, each marked for a refresh regardless of its interval at a random moment within a
+/// window that grows with their number.
+fn force(
+    forced: &Forced,
+    refs: Vec<ObjectRef<Watched>>,
+) -> futures::stream::BoxStream<'static, ObjectRef<Watched>> {
+    let window = SPREAD_PER_OBJECT * u32::try_from(refs.len()).unwrap_or(u32::MAX);
+    let mut rng = rand::rng();
+    let mut due: Vec<_> = refs
+        .into_iter()
+        .map(|r| (window.mul_f64(rng.random_range(0.0..1.0)), r))
+        .collect();
+    due.sort_by_key(|(at, _)| *at);
+    let start = tokio::time::Instant::now();
+    let forced = forced.clone();
+    futures::stream::iter(due)
+        .then(move |(at, r)| {
+            let forced = forced.clone();
+            async move {
+                tokio::time::sleep_until(start + at).await;
+                forced
+                    .lock()
+                    .expect("forced set poisoned")
+                    .insert(r.clone());
+                r
+            }
+        })
+        .boxed()
 }

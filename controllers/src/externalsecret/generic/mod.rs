@@ -6,6 +6,7 @@ pub mod desired;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use api::external_secret::{CreationPolicy, DeletionPolicy, ExternalSecret, ManifestReference};
 use futures::StreamExt;
@@ -22,16 +23,14 @@ use tracing::{debug, warn};
 pub use desired::manifest;
 
 use super::desired::{MANAGED_LABEL, creation_policy, field_manager, target_name};
-use super::{Error, SyncStop, Target, Written, carry_out, report, requeue, validate};
+use super::{Error, SyncStop, Target, TargetRef, Written, carry_out, report, requeue, validate};
 use crate::context::Context;
 
-/// A generic target that changed: its group and kind, namespace and name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// A generic target as a watch event showed it.
+#[derive(Clone, Debug)]
 pub struct TargetChange {
-    pub group: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
+    pub target: TargetRef,
+    pub resource_version: Option<String>,
 }
 
 /// The kinds generic targets use: found once through discovery, and watched once any target of
@@ -127,10 +126,13 @@ impl GenericTargets {
             .for_each(|object: Result<PartialObjectMeta<DynamicObject>, _>| {
                 if let Ok(object) = object {
                     let _ = changes.unbounded_send(TargetChange {
-                        group: group.clone(),
-                        kind: kind.clone(),
-                        namespace: object.namespace().unwrap_or_default(),
-                        name: object.name_any(),
+                        target: TargetRef {
+                            group: group.clone(),
+                            kind: kind.clone(),
+                            namespace: object.namespace().unwrap_or_default(),
+                            name: object.name_any(),
+                        },
+                        resource_version: object.resource_version(),
                     });
                 }
                 futures::future::ready(())
@@ -138,17 +140,6 @@ impl GenericTargets {
             .await;
         });
     }
-}
-
-/// Whether `es` writes the generic target that changed.
-pub fn targets(es: &ExternalSecret, change: &TargetChange) -> bool {
-    manifest(es).is_some_and(|m| {
-        let group = m.api_version.split_once('/').map_or("", |(g, _)| g);
-        group == change.group
-            && m.kind == change.kind
-            && es.namespace().as_deref() == Some(change.namespace.as_str())
-            && target_name(es) == change.name
-    })
 }
 
 /// ESO's reconcile of a generic target, on the same refresh rules as a Secret.
@@ -217,11 +208,21 @@ pub(super) async fn sync(
     let owners = existing.as_ref().map(|o| o.owner_references());
     let step = super::desired::plan(es, fetched.is_empty(), owners, &manifest.kind, &name)
         .map_err(|(field, message)| Error::Invalid { field, message })?;
+    let interleaved = AtomicBool::new(false);
     let write = async {
         let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
         let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
         let object = desired::desired_object(es, manifest, fetched, &sources, existing.as_ref())?;
-        write(es, &api, manifest, existing.as_ref(), object).await
+        write(
+            es,
+            ctx,
+            &api,
+            manifest,
+            existing.as_ref(),
+            object,
+            &interleaved,
+        )
+        .await
     };
     let written = carry_out(step, delete(&api, &manifest.kind, &name), write).await?;
     let what = format!("{} {name:?}", manifest.kind);
@@ -231,15 +232,21 @@ pub(super) async fn sync(
         generic: true,
     };
     report(es, ctx, &written, &target).await?;
+    // Someone else wrote the target while we did: its watch event was held, so look again now.
+    if interleaved.load(Ordering::Relaxed) {
+        return Ok(Action::requeue(std::time::Duration::ZERO));
+    }
     Ok(requeue(es, now))
 }
 
 async fn write(
     es: &ExternalSecret,
+    ctx: &Context,
     api: &Api<DynamicObject>,
     manifest: &ManifestReference,
     existing: Option<&DynamicObject>,
     mut object: DynamicObject,
+    interleaved: &AtomicBool,
 ) -> Result<Written, Error> {
     let name = target_name(es);
     let params = PostParams {
@@ -251,23 +258,25 @@ async fn write(
         name: name.clone(),
         source: source.into(),
     };
-    match existing {
-        None => {
-            api.create(&params, &object).await.map_err(failed)?;
-            Ok(Written::Created)
-        }
+    if existing.is_some_and(|existing| desired::unchanged(existing, &object)) {
+        return Ok(Written::Unchanged);
+    }
+    let mut writing = ctx.writing(TargetRef::of(es));
+    let (written, done) = match existing {
+        None => (api.create(&params, &object).await, Written::Created),
         Some(existing) => {
-            if desired::unchanged(existing, &object) {
-                return Ok(Written::Unchanged);
-            }
             // A replace, as ESO's update: the target holds exactly what was rendered (with Merge
             // and CreateOrMerge, rendered over the object as it was).
             object.metadata.resource_version = existing.resource_version();
             object.metadata.uid = existing.uid();
-            api.replace(&name, &params, &object).await.map_err(failed)?;
-            Ok(Written::Updated)
+            (api.replace(&name, &params, &object).await, Written::Updated)
         }
+    };
+    writing.wrote(written.map_err(failed)?.resource_version());
+    if writing.finish() {
+        interleaved.store(true, Ordering::Relaxed);
     }
+    Ok(done)
 }
 
 fn owned(es: &ExternalSecret, object: &DynamicObject) -> bool {
