@@ -5,6 +5,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// The deepest nesting of lists and maps a decoder (`fromJson`, `fromYaml`) builds. Go allows
+/// 10000; ours is lower because values are dropped, printed and encoded recursively, and a
+/// thread stack must hold that recursion.
+pub(crate) const MAX_NESTING: usize = 1_000;
+
 /// A Go value as a template sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
