@@ -3,18 +3,16 @@
 
 use std::collections::BTreeMap;
 
+use crate::budget::{Budget, Exceeded};
 use crate::builtins;
 use crate::funcs::Arity;
 use crate::gofmt;
 use crate::parse::{Arg, Branch, Command, Node, Number, Pipe, Tree};
+use crate::value::MAX_NESTING;
 use crate::{Error, Funcs, Value};
 
 /// Go allows 100000 nested template calls; each costs stack here.
 const MAX_TEMPLATE_DEPTH: usize = 1000;
-
-/// Go has no bound on work; a template here is user input run inside the operator, so actions
-/// and loop iterations are counted and a template that would hang it is refused.
-const MAX_STEPS: u64 = 10_000_000;
 
 /// Runs `f` with stack to spare, on a new segment when the thread's runs low: template calls
 /// and nesting recurse, and the caller may be a worker thread with a small stack.
@@ -24,8 +22,15 @@ pub(crate) fn with_stack<T>(f: impl FnOnce() -> T) -> T {
     stacker::maybe_grow(RED_ZONE, SEGMENT, f)
 }
 
-pub fn execute(tree: &Tree, funcs: &Funcs, data: &Value, limit: usize) -> Result<String, Error> {
+pub fn execute(
+    tree: &Tree,
+    funcs: &Funcs,
+    data: &Value,
+    limit: usize,
+    budget: &mut Budget,
+) -> Result<String, Error> {
     let mut state = State {
+        budget,
         root: data,
         tree,
         funcs,
@@ -39,7 +44,6 @@ pub fn execute(tree: &Tree, funcs: &Funcs, data: &Value, limit: usize) -> Result
         template: &tree.name,
         at: At::Start,
         depth: 0,
-        steps: 0,
     };
     let Some(root) = tree.templates.get(&tree.name) else {
         let name = gofmt::quote(&tree.name);
@@ -93,6 +97,7 @@ enum Flow {
 type Exec<T> = Result<T, Error>;
 
 struct State<'t, 'd> {
+    budget: &'d mut Budget,
     /// The data: ESO's is a `map[string]string`, whose elements Go does not box.
     root: &'d Value,
     tree: &'t Tree,
@@ -104,7 +109,6 @@ struct State<'t, 'd> {
     template: &'t str,
     at: At<'t>,
     depth: usize,
-    steps: u64,
 }
 
 impl<'t> State<'t, '_> {
@@ -123,6 +127,32 @@ impl<'t> State<'t, '_> {
     }
 
     fn fail(&self, message: impl Into<String>) -> Error {
+        let (name, template, line, column, context) = self.place();
+        Error::Exec {
+            name,
+            template,
+            line,
+            column,
+            context,
+            message: message.into(),
+        }
+    }
+
+    fn over_budget(&self, exceeded: Exceeded) -> Error {
+        let (name, template, line, column, context) = self.place();
+        Error::OverBudget {
+            name,
+            template,
+            line,
+            column,
+            context,
+            exceeded: Box::new(exceeded),
+        }
+    }
+
+    /// Where an error is reported: the template's name, the one executing, the line, the
+    /// column and the action's text.
+    fn place(&self) -> (String, String, usize, usize, String) {
         let (pos, context) = match self.at {
             At::Start => (0, String::new()),
             At::Pipe(p) => (p.pos, p.to_string()),
@@ -131,14 +161,13 @@ impl<'t> State<'t, '_> {
             At::Template(n, pos) => (pos, n.to_string()),
         };
         let (line, column) = self.tree.line_column(pos);
-        Error::Exec {
-            name: self.tree.name.clone(),
-            template: self.template.to_owned(),
+        (
+            self.tree.name.clone(),
+            self.template.to_owned(),
             line,
             column,
             context,
-            message: message.into(),
-        }
+        )
     }
 
     fn write(&mut self, s: &str) -> Exec<()> {
@@ -167,11 +196,21 @@ impl<'t> State<'t, '_> {
     }
 
     fn step(&mut self) -> Exec<()> {
-        self.steps += 1;
-        if self.steps > MAX_STEPS {
-            return Err(self.fail(format!(
-                "exceeded maximum number of execution steps ({MAX_STEPS})"
-            )));
+        self.budget.spend(1).map_err(|e| self.over_budget(e))
+    }
+
+    /// Charges what a function returned by its size, so that values cannot grow without
+    /// bound, and refuses one nested deeper than the decoders build: dropping, printing and
+    /// encoding it recurse.
+    fn charge_result(&mut self, value: &Value, call_at: At<'t>) -> Exec<()> {
+        let size = value.size();
+        if size.depth > MAX_NESTING {
+            self.at = call_at;
+            return Err(self.fail(format!("value nested deeper than {MAX_NESTING} levels")));
+        }
+        if let Err(exceeded) = self.budget.spend(size.bytes / 16) {
+            self.at = call_at;
+            return Err(self.over_budget(exceeded));
         }
         Ok(())
     }
@@ -690,6 +729,13 @@ impl<'t> State<'t, '_> {
                 argv.push(last);
             }
         }
+        if let Some(cost) = function.and_then(|f| f.cost) {
+            let cost = cost(&argv);
+            self.budget.spend_on_call(name, cost).map_err(|e| {
+                self.at = call_at;
+                self.over_budget(e)
+            })?;
+        }
         let result = if builtin.is_some() {
             self.call_builtin(name, args, &argv)
         } else {
@@ -698,6 +744,9 @@ impl<'t> State<'t, '_> {
                 None => Ok(Value::Nil),
             }
         };
+        if let Ok(value) = &result {
+            self.charge_result(value, call_at)?;
+        }
         // Go's maps are references: `set $d "k" v` changes `$d` itself, and templates rely on
         // it (`{{ $_ := set $d ... }}`). Our values are copies, so the changed map is written
         // back to the variable it came from.
@@ -853,7 +902,7 @@ mod tests {
                 message,
                 ..
             }) => format!("PARSE:template: {name}:{line}: {message}"),
-            Err(e @ Error::Exec { .. }) => format!("EXEC:{e}"),
+            Err(e @ (Error::Exec { .. } | Error::OverBudget { .. })) => format!("EXEC:{e}"),
             Err(e) => format!("OTHER:{e}"),
         }
     }
@@ -1338,7 +1387,7 @@ mod tests {
     fn endless_loops_are_refused() {
         let out = render("{{ range 9223372036854775807 }}{{ end }}", &eso_data());
         assert!(
-            out.ends_with("exceeded maximum number of execution steps (10000000)"),
+            out.ends_with("template exceeded its budget of 10000000 steps"),
             "{out}"
         );
     }

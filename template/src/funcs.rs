@@ -34,6 +34,9 @@ pub type FuncResult = Result<Value, FuncError>;
 pub struct Function {
     pub arity: Arity,
     pub call: fn(&[Value]) -> FuncResult,
+    /// For a function whose one call takes milliseconds: the steps of the render's budget a
+    /// call with these arguments costs, charged before it runs.
+    pub cost: Option<fn(&[Value]) -> u64>,
 }
 
 /// The functions a template may call, by name. Cloned with every parsed template, so shared.
@@ -50,7 +53,28 @@ impl std::fmt::Debug for Funcs {
 
 impl Funcs {
     pub fn insert(&mut self, name: &'static str, arity: Arity, call: fn(&[Value]) -> FuncResult) {
-        Arc::make_mut(&mut self.table).insert(name, Function { arity, call });
+        let function = Function {
+            arity,
+            call,
+            cost: None,
+        };
+        Arc::make_mut(&mut self.table).insert(name, function);
+    }
+
+    /// [`Funcs::insert`] for a function that costs `cost` steps a call (see [`Function::cost`]).
+    pub fn insert_costly(
+        &mut self,
+        name: &'static str,
+        arity: Arity,
+        cost: fn(&[Value]) -> u64,
+        call: fn(&[Value]) -> FuncResult,
+    ) {
+        let function = Function {
+            arity,
+            call,
+            cost: Some(cost),
+        };
+        Arc::make_mut(&mut self.table).insert(name, function);
     }
 
     pub fn get(&self, name: &str) -> Option<&Function> {

@@ -12,6 +12,7 @@
 //! assert_eq!(t.execute(&data, 1024).unwrap(), "ADA!");
 //! ```
 
+mod budget;
 mod builtins;
 mod eso;
 mod exec;
@@ -22,6 +23,7 @@ mod parse;
 mod sprig;
 mod value;
 
+pub use budget::{Budget, Exceeded};
 pub use funcs::{Arity, FuncError, Funcs};
 pub use value::{Value, go_bytes, go_string};
 
@@ -49,6 +51,19 @@ pub enum Error {
     },
     #[error("template: {name}: output exceeds {limit} bytes")]
     TooLarge { name: String, limit: usize },
+    /// The render ran out of its [`Budget`], at the action named.
+    #[error(
+        "template: {name}:{line}:{column}: executing \"{template}\" at <{context}>: {exceeded}"
+    )]
+    OverBudget {
+        name: String,
+        template: String,
+        line: usize,
+        column: usize,
+        context: String,
+        /// Boxed: it is rare, and every `Result` of the executor would carry its size.
+        exceeded: Box<Exceeded>,
+    },
 }
 
 /// A parsed template (with every `define` it holds), ready to execute any number of times.
@@ -70,7 +85,20 @@ impl Template {
 
     /// Executes with `data` as dot. Output beyond `limit` bytes stops execution with
     /// [`Error::TooLarge`]: a template cannot make the operator build an unbounded string.
+    /// The work it may do is [`Budget::default`]'s.
     pub fn execute(&self, data: &Value, limit: usize) -> Result<String, Error> {
-        exec::execute(&self.tree, &self.funcs, data, limit)
+        self.execute_within(data, limit, &mut Budget::default())
+    }
+
+    /// [`Template::execute`], spending `budget`, which may go on to pay for other templates
+    /// of the same render. Running out stops execution with [`Error::OverBudget`]. Everything
+    /// here is `Send`, so a caller may render on a blocking thread of its own.
+    pub fn execute_within(
+        &self,
+        data: &Value,
+        limit: usize,
+        budget: &mut Budget,
+    ) -> Result<String, Error> {
+        exec::execute(&self.tree, &self.funcs, data, limit, budget)
     }
 }

@@ -5,6 +5,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// The deepest nesting of lists and maps a decoder (`fromJson`, `fromYaml`) builds. Go allows
+/// 10000; ours is lower because values are dropped, printed and encoded recursively, and a
+/// thread stack must hold that recursion.
+pub(crate) const MAX_NESTING: usize = 1_000;
+
 /// A Go value as a template sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -24,7 +29,40 @@ pub enum Value {
     Time(jiff::Zoned),
 }
 
+/// How much a value holds: about the bytes it occupies, and the most lists and maps that hold
+/// one another in it.
+pub(crate) struct Size {
+    pub bytes: u64,
+    pub depth: usize,
+}
+
 impl Value {
+    /// Measured without recursion, since the value may be nested deeper than a stack holds.
+    pub(crate) fn size(&self) -> Size {
+        let node = std::mem::size_of::<Value>() as u64;
+        let mut size = Size { bytes: 0, depth: 0 };
+        // Each value with the number of lists and maps around it.
+        let mut pending = vec![(self, 0)];
+        while let Some((value, around)) = pending.pop() {
+            size.bytes += node;
+            match value {
+                Value::String(s) => size.bytes += s.len() as u64,
+                Value::Bytes(b) => size.bytes += b.len() as u64,
+                Value::List(items) => {
+                    size.depth = size.depth.max(around + 1);
+                    pending.extend(items.iter().map(|v| (v, around + 1)));
+                }
+                Value::Map(map) => {
+                    size.depth = size.depth.max(around + 1);
+                    size.bytes += map.keys().map(|k| node + k.len() as u64).sum::<u64>();
+                    pending.extend(map.values().map(|v| (v, around + 1)));
+                }
+                Value::Nil | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Time(_) => {}
+            }
+        }
+        size
+    }
+
     /// The Go type name, as Go's error messages print it.
     pub fn go_type(&self) -> &'static str {
         match self {

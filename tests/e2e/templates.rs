@@ -40,6 +40,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             rewrite_transform,
         ),
+        trial(
+            "templates::an_expensive_template_stops_at_its_budget_and_probes_answer_meanwhile",
+            env,
+            expensive_template,
+        ),
     ]
 }
 
@@ -359,6 +364,103 @@ spec:
     ensure!(
         message.contains("rewrite[1]") && message.contains("both become \"same\""),
         "names the step and the collision: {message}"
+    );
+    Ok(())
+}
+
+/// RSA keys in a loop would hold a thread for many minutes. ExternalSecrets and a PushSecret
+/// with such a template (their controllers render at the same time, as many as this machine
+/// has cores) stop at their budget and say so, and meanwhile the probes answer at once: the
+/// renders run off the async workers.
+async fn expensive_template(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = store_namespace(&client, "tpl-budget").await?;
+    let probes = env
+        .addresses()
+        .probes
+        .expect("the test operator serves probes");
+    let keys = r#"'{{ range until 1000 }}{{ genPrivateKey "rsa" }}{{ end }}'"#;
+    let mut manifests = format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: src}}
+stringData: {{user: ada}}
+---
+apiVersion: external-secrets.io/v1alpha1
+kind: PushSecret
+metadata: {{name: keys}}
+spec:
+  refreshInterval: 1h
+  secretStoreRefs: [{{name: fake, kind: SecretStore}}]
+  selector: {{secret: {{name: src}}}}
+  template: {{data: {{key: {keys}}}}}
+  data: [{{match: {{secretKey: key, remoteRef: {{remoteKey: pushed-key}}}}}}]
+"#
+    );
+    for i in 0..2 {
+        manifests.push_str(&format!(
+            r#"---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: keys-{i}}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{name: fake}}
+  target: {{template: {{data: {{key: {keys}}}}}}}
+  data: [{{secretKey: user, remoteRef: {{key: /grafana/user}}}}]
+"#
+        ));
+    }
+    testenv::apply_yaml_in(&client, &ns, &manifests, true).await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+    // The longest a probe took, in microseconds.
+    let slowest = std::sync::atomic::AtomicU64::new(0);
+    let messages = testenv::wait_for(TIMEOUT, "every render to stop at its budget", || {
+        let (externalsecrets, pushes) = (externalsecrets.clone(), pushes.clone());
+        let slowest = &slowest;
+        async move {
+            let asked = std::time::Instant::now();
+            crate::operator::get(probes, "/healthz").await?;
+            slowest.fetch_max(
+                asked.elapsed().as_micros() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            let mut objects = Vec::new();
+            for i in 0..2 {
+                objects.push(serde_json::to_value(
+                    externalsecrets.get(&format!("keys-{i}")).await?,
+                )?);
+            }
+            objects.push(serde_json::to_value(pushes.get("keys").await?)?);
+            let messages: Vec<String> = objects
+                .iter()
+                .filter_map(crate::operator::ready)
+                .filter(|c| c.status.as_str() == "False")
+                .filter_map(|c| c.message)
+                .filter(|m| m.contains("exceeded its"))
+                .collect();
+            if messages.len() == objects.len() {
+                Ok(messages)
+            } else {
+                Err(anyhow!("{} of {} stopped", messages.len(), objects.len()))
+            }
+        }
+    })
+    .await?;
+    for message in &messages {
+        ensure!(
+            message.contains("template.data[key]")
+                && (message.contains("exceeded its budget")
+                    || message.contains("exceeded its time budget")),
+            "the condition names the template and its budget: {message}"
+        );
+    }
+    let slowest = std::time::Duration::from_micros(slowest.into_inner());
+    ensure!(
+        slowest < std::time::Duration::from_secs(1),
+        "a probe waited {slowest:?} while templates rendered"
     );
     Ok(())
 }

@@ -260,16 +260,21 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
     };
     let interleaved = AtomicBool::new(false);
     let write = async {
-        let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
-        let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
-        let shaped = crate::templating::shape(
-            "spec.target.template",
-            template,
-            fetched,
-            &sources,
-            es.labels(),
-            es.annotations(),
-        )?;
+        let template = es.spec.target.as_ref().and_then(|t| t.template.clone());
+        let sources =
+            crate::templating::read_sources(&ctx.client, &namespace, template.as_ref()).await?;
+        let (labels, annotations) = (es.labels().clone(), es.annotations().clone());
+        let shaped = crate::templating::off_async(move || {
+            crate::templating::shape(
+                "spec.target.template",
+                template.as_ref(),
+                fetched,
+                &sources,
+                &labels,
+                &annotations,
+            )
+        })
+        .await?;
         write_secret(es, ctx, &secrets, existing.as_ref(), &shaped, &interleaved).await
     };
     let written = carry_out(step, delete, write).await?;

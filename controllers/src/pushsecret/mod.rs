@@ -360,19 +360,35 @@ async fn plan_pushes(
     let template = ps.spec.template.as_ref();
     let template_sources =
         crate::templating::read_sources(&ctx.client, &namespace, template).await?;
-    let mut shaped = Vec::new();
-    for source in sources {
-        let data = crate::templating::shape(
-            "spec.template",
-            template,
-            crate::externalsecret::desired::secret_data(source),
-            &template_sources,
-            source.labels(),
-            source.annotations(),
-        )?
-        .data;
-        shaped.push((source.name_any(), data));
-    }
+    let inputs: Vec<_> = sources
+        .iter()
+        .map(|source| {
+            (
+                source.name_any(),
+                crate::externalsecret::desired::secret_data(source),
+                source.labels().clone(),
+                source.annotations().clone(),
+            )
+        })
+        .collect();
+    let template = template.cloned();
+    let shaped = crate::templating::off_async(move || {
+        inputs
+            .into_iter()
+            .map(|(name, data, labels, annotations)| {
+                crate::templating::shape(
+                    "spec.template",
+                    template.as_ref(),
+                    data,
+                    &template_sources,
+                    &labels,
+                    &annotations,
+                )
+                .map(|shaped| (name, shaped.data))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await?;
     let mut loaded = Vec::new();
     for target in targets {
         loaded.push((target.store, target.loaded?));

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use api::external_secret::{
     DecodingStrategy, Template, TemplateFrom, TemplateMergePolicy, TemplateRef, TemplateScope,
 };
-use external_secrets_template::{Funcs, Template as Engine, Value};
+use external_secrets_template::{Budget, Funcs, Template as Engine, Value};
 
 pub mod object;
 mod read;
@@ -21,6 +21,26 @@ static FUNCS: LazyLock<Funcs> = LazyLock::new(Funcs::eso);
 
 /// A Secret may hold at most 1 MiB; a template that would write more is refused while it renders.
 pub const SECRET_SIZE_LIMIT: usize = 1024 * 1024;
+
+/// Renders at once: a template may spend its whole budget (seconds of key generation), so
+/// renders run on blocking threads, never on the async workers that also answer probes, the
+/// conversion webhook and the lease renewal, and only as many at once as there are cores.
+static RENDERS: LazyLock<tokio::sync::Semaphore> = LazyLock::new(|| {
+    tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, usize::from))
+});
+
+/// Runs `render` (a [`shape`] or any other use of templates) off the async workers, waiting
+/// for a free slot first.
+pub async fn off_async<T: Send + 'static>(render: impl FnOnce() -> T + Send + 'static) -> T {
+    let _slot = RENDERS
+        .acquire()
+        .await
+        .expect("the render slots are never closed");
+    match tokio::task::spawn_blocking(render).await {
+        Ok(rendered) => rendered,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
 
 /// The ConfigMaps and Secrets a template's `templateFrom` names, by name, as read from the
 /// ExternalSecret's own namespace. A missing object is simply absent here.
@@ -164,10 +184,12 @@ impl KeyTransform {
     }
 }
 
-/// Renders templates over one set of fetched data, within one Secret's size budget.
+/// Renders templates over one set of fetched data, within one Secret's size budget and one
+/// budget of work for all of them, so that their number does not multiply it.
 struct Renderer {
     data: Value,
     budget: usize,
+    work: Budget,
 }
 
 impl Renderer {
@@ -186,6 +208,7 @@ impl Renderer {
         Self {
             data: Value::Map(data),
             budget: SECRET_SIZE_LIMIT,
+            work: Budget::default(),
         }
     }
 
@@ -195,7 +218,9 @@ impl Renderer {
             message: e.to_string(),
         };
         let engine = Engine::parse(name, text, &FUNCS).map_err(failed)?;
-        let rendered = engine.execute(&self.data, self.budget).map_err(failed)?;
+        let rendered = engine
+            .execute_within(&self.data, self.budget, &mut self.work)
+            .map_err(failed)?;
         let bytes = external_secrets_template::go_bytes(&rendered).into_owned();
         self.budget = self.budget.saturating_sub(bytes.len());
         Ok(bytes)

@@ -12,27 +12,47 @@ mod rsa_decrypt;
 mod subject;
 mod yaml;
 
+use crate::budget::cost;
 use crate::funcs::{Arity, FuncError, Funcs, expect_string};
 use crate::value::Value;
 
 pub fn register(funcs: &mut Funcs) {
     let exact = Arity::Exact;
-    funcs.insert("pkcs12key", exact(1), pkcs12::key);
-    funcs.insert("pkcs12keyPass", exact(2), pkcs12::key_pass);
-    funcs.insert("pkcs12cert", exact(1), pkcs12::cert);
-    funcs.insert("pkcs12certPass", exact(2), pkcs12::cert_pass);
-    funcs.insert("pemToPkcs12", exact(2), pkcs12::pem_to_pkcs12);
-    funcs.insert("pemToPkcs12Pass", exact(3), pkcs12::pem_to_pkcs12_pass);
-    funcs.insert("fullPemToPkcs12", exact(2), pkcs12::full_pem_to_pkcs12);
-    funcs.insert(
+    let reads = |_: &[Value]| cost::PKCS12_READ;
+    funcs.insert_costly("pkcs12key", exact(1), reads, pkcs12::key);
+    funcs.insert_costly("pkcs12keyPass", exact(2), reads, pkcs12::key_pass);
+    funcs.insert_costly("pkcs12cert", exact(1), reads, pkcs12::cert);
+    funcs.insert_costly("pkcs12certPass", exact(2), reads, pkcs12::cert_pass);
+    let writes = |_: &[Value]| cost::PKCS12_WRITE;
+    funcs.insert_costly("pemToPkcs12", exact(2), writes, pkcs12::pem_to_pkcs12);
+    funcs.insert_costly(
+        "pemToPkcs12Pass",
+        exact(3),
+        writes,
+        pkcs12::pem_to_pkcs12_pass,
+    );
+    funcs.insert_costly(
+        "fullPemToPkcs12",
+        exact(2),
+        writes,
+        pkcs12::full_pem_to_pkcs12,
+    );
+    funcs.insert_costly(
         "fullPemToPkcs12Pass",
         exact(3),
+        writes,
         pkcs12::full_pem_to_pkcs12_pass,
     );
-    funcs.insert("pemTruststoreToPKCS12", exact(1), pkcs12::truststore);
-    funcs.insert(
+    funcs.insert_costly(
+        "pemTruststoreToPKCS12",
+        exact(1),
+        writes,
+        pkcs12::truststore,
+    );
+    funcs.insert_costly(
         "pemTruststoreToPKCS12Pass",
         exact(2),
+        writes,
         pkcs12::truststore_pass,
     );
     funcs.insert("filterPEM", exact(2), pem::filter_pem);
@@ -42,7 +62,12 @@ pub fn register(funcs: &mut Funcs) {
     funcs.insert("jwkPrivateKeyPem", exact(1), jwk::private_key_pem);
     funcs.insert("toYaml", exact(1), yaml::to_yaml);
     funcs.insert("fromYaml", exact(1), yaml::from_yaml);
-    funcs.insert("rsaDecrypt", exact(4), rsa_decrypt::rsa_decrypt);
+    funcs.insert_costly(
+        "rsaDecrypt",
+        exact(4),
+        |_| cost::RSA_PRIVATE,
+        rsa_decrypt::rsa_decrypt,
+    );
 }
 
 /// A `string` parameter that may carry binary data: a [`Value::String`], or [`Value::Bytes`] for

@@ -286,7 +286,7 @@ pub fn parse_go_float(s: &str) -> Option<f64> {
     };
     let body = plain.strip_prefix(['-', '+']).unwrap_or(&plain);
     let negative = plain.starts_with('-');
-    let value = if body.len() > 2 && body[..2].eq_ignore_ascii_case("0x") {
+    let value = if body.len() > 2 && body.as_bytes()[..2].eq_ignore_ascii_case(b"0x") {
         parse_hex_float(&body[2..])?
     } else if body
         .bytes()

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use super::args::string_param;
 use crate::funcs::{Arity, FuncError, FuncResult, Funcs};
-use crate::value::Value;
+use crate::value::{MAX_NESTING, Value};
 
 pub fn register(funcs: &mut Funcs) {
     use Arity::Exact;
@@ -188,10 +188,6 @@ fn rfc3339_nano(t: &jiff::Zoned) -> Result<String, String> {
     Ok(crate::gofmt::rfc3339_nano(t))
 }
 
-/// The limit on nested arrays and objects. Go allows 10000; ours is lower because values are
-/// dropped, printed and encoded recursively, and a thread stack must hold that recursion.
-const MAX_DEPTH: usize = 1_000;
-
 /// `json.Unmarshal` into an `interface{}`: the value, and the first number that does not fit a
 /// float64 (Go leaves nil in its place, goes on, and reports it at the end). A syntax error
 /// is reported alone.
@@ -250,7 +246,7 @@ impl Parser<'_> {
         let mut stack: Vec<Frame> = Vec::new();
         'value: loop {
             let token = self.next_token()?;
-            if matches!(token, b'{' | b'[') && stack.len() >= MAX_DEPTH {
+            if matches!(token, b'{' | b'[') && stack.len() >= MAX_NESTING {
                 return Err(syntax("exceeded max depth"));
             }
             let mut v = match token {

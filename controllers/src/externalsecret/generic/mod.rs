@@ -212,7 +212,13 @@ pub(super) async fn sync(
     let write = async {
         let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
         let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
-        let object = desired::desired_object(es, manifest, fetched, &sources, existing.as_ref())?;
+        let object = {
+            let (es, manifest, existing) = (es.clone(), manifest.clone(), existing.clone());
+            crate::templating::off_async(move || {
+                desired::desired_object(&es, &manifest, fetched, &sources, existing.as_ref())
+            })
+            .await?
+        };
         write(
             es,
             ctx,

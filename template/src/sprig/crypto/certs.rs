@@ -13,32 +13,40 @@ use rcgen::{
 };
 
 use super::keys::{PrivateKey, pem_encode};
+use crate::budget::cost;
 use crate::funcs::{Arity, FuncError, FuncResult, Funcs, expect_string, wrong_type};
 use crate::sprig::args::int_param as expect_int;
 use crate::sprig::encoding::base64_decode;
 use crate::value::Value;
 
 pub(super) fn register(funcs: &mut Funcs) {
+    let (generates, signs) = (
+        |_: &[Value]| cost::RSA_2048,
+        |_: &[Value]| cost::RSA_PRIVATE,
+    );
     funcs.insert("buildCustomCert", Arity::Exact(2), build_custom_cert);
-    funcs.insert("genCA", Arity::Exact(2), |a| gen_ca(a, generated_key()?));
-    funcs.insert("genCAWithKey", Arity::Exact(3), |a| {
+    funcs.insert_costly("genCA", Arity::Exact(2), generates, |a| {
+        gen_ca(a, generated_key()?)
+    });
+    funcs.insert_costly("genCAWithKey", Arity::Exact(3), signs, |a| {
         gen_ca(a, given_key(&a[2])?)
     });
-    funcs.insert("genSelfSignedCert", Arity::Exact(4), |a| {
+    funcs.insert_costly("genSelfSignedCert", Arity::Exact(4), generates, |a| {
         gen_self_signed(a, generated_key()?)
     });
-    funcs.insert("genSelfSignedCertWithKey", Arity::Exact(5), |a| {
+    funcs.insert_costly("genSelfSignedCertWithKey", Arity::Exact(5), signs, |a| {
         gen_self_signed(a, given_key(&a[4])?)
     });
-    funcs.insert("genSignedCert", Arity::Exact(5), |a| {
+    // Signed with the CA's key, which the template gives.
+    let generates_and_signs = |_: &[Value]| cost::RSA_2048 + cost::RSA_PRIVATE;
+    funcs.insert_costly("genSignedCert", Arity::Exact(5), generates_and_signs, |a| {
         gen_signed(a, generated_key()?)
     });
-    funcs.insert("genSignedCertWithKey", Arity::Exact(6), |a| {
+    funcs.insert_costly("genSignedCertWithKey", Arity::Exact(6), signs, |a| {
         gen_signed(a, given_key(&a[5])?)
     });
 }
 
-/// Sprig makes a 2048-bit RSA key for each certificate without a given key.
 fn generated_key() -> Result<PrivateKey, FuncError> {
     PrivateKey::generate_rsa(RsaKeySize::_2048)
         .map_err(|e| FuncError(format!("error generating rsa key: {e}")))

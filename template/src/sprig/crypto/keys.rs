@@ -5,6 +5,7 @@
 use rcgen::{KeyPair, PKCS_ECDSA_P256_SHA256, PKCS_ED25519, PKCS_RSA_SHA256, RsaKeySize};
 
 use super::der;
+use crate::budget::cost;
 use crate::funcs::{Arity, FuncError, FuncResult, Funcs, expect_string};
 use crate::value::Value;
 
@@ -16,7 +17,15 @@ const OID_P384: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x22];
 const OID_P521: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x23];
 
 pub(super) fn register(funcs: &mut Funcs) {
-    funcs.insert("genPrivateKey", Arity::Exact(1), gen_private_key);
+    funcs.insert_costly(
+        "genPrivateKey",
+        Arity::Exact(1),
+        |a| match &a[0] {
+            Value::String(kind) if kind.is_empty() || kind == "rsa" => cost::RSA_4096,
+            _ => 0,
+        },
+        gen_private_key,
+    );
 }
 
 /// `genPrivateKey "rsa"|"ecdsa"|"ed25519"`: a new key in Go's PEM form. An unknown type gives

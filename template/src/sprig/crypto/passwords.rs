@@ -4,6 +4,7 @@
 
 use aws_lc_rs::hmac;
 
+use crate::budget::cost;
 use crate::funcs::{Arity, FuncError, FuncResult, Funcs, expect_string, wrong_type};
 use crate::value::Value;
 
@@ -13,11 +14,17 @@ const BCRYPT_COST: u32 = 10;
 const BCRYPT_MAX_PASSWORD: usize = 72;
 
 pub(super) fn register(funcs: &mut Funcs) {
-    funcs.insert("bcrypt", Arity::Exact(1), |a| {
+    let bcrypt = |_: &[Value]| cost::BCRYPT;
+    funcs.insert_costly("bcrypt", Arity::Exact(1), bcrypt, |a| {
         Ok(Value::String(bcrypt_text(expect_string(&a[0])?)))
     });
-    funcs.insert("htpasswd", Arity::Exact(2), htpasswd);
-    funcs.insert("derivePassword", Arity::Exact(5), derive_password);
+    funcs.insert_costly("htpasswd", Arity::Exact(2), bcrypt, htpasswd);
+    funcs.insert_costly(
+        "derivePassword",
+        Arity::Exact(5),
+        |_| cost::SCRYPT,
+        derive_password,
+    );
 }
 
 /// The hash in Go's `$2a$` form, or sprig's failure text.
