@@ -72,6 +72,8 @@ pub struct Context {
     /// cache shows it: a status built on a cache that lags may equal the cached one and yet not
     /// be what the object holds.
     status_writes: Mutex<HashMap<String, u64>>,
+    /// By PushSecret uid: what it pushed that a failed status write left off its record.
+    unrecorded_pushes: Mutex<HashMap<String, crate::pushsecret::plan::Synced>>,
     recorder: Recorder,
     /// The kinds ExternalSecrets write besides Secrets.
     pub generic_targets: GenericTargets,
@@ -204,6 +206,7 @@ impl Context {
             pushsecrets: OnceLock::new(),
             own_writes: Mutex::default(),
             status_writes: Mutex::default(),
+            unrecorded_pushes: Mutex::default(),
             recorder,
             generic_targets,
         })
@@ -323,6 +326,38 @@ impl Context {
             .expect("status writes poisoned")
             .insert(uid, new_digest);
         Ok(true)
+    }
+
+    /// What the PushSecret `uid` pushed that its status does not record yet.
+    pub fn unrecorded_pushes(&self, uid: Option<&str>) -> Option<crate::pushsecret::plan::Synced> {
+        let unrecorded = self
+            .unrecorded_pushes
+            .lock()
+            .expect("unrecorded pushes poisoned");
+        unrecorded.get(uid?).cloned()
+    }
+
+    pub fn keep_unrecorded_pushes(
+        &self,
+        uid: Option<&str>,
+        synced: crate::pushsecret::plan::Synced,
+    ) {
+        if let Some(uid) = uid {
+            self.unrecorded_pushes
+                .lock()
+                .expect("unrecorded pushes poisoned")
+                .insert(uid.to_owned(), synced);
+        }
+    }
+
+    /// Once recorded in status, or when the PushSecret is gone.
+    pub fn drop_unrecorded_pushes(&self, uid: Option<&str>) {
+        if let Some(uid) = uid {
+            self.unrecorded_pushes
+                .lock()
+                .expect("unrecorded pushes poisoned")
+                .remove(uid);
+        }
     }
 
     /// Forgets the status last written of a deleted object.

@@ -107,7 +107,7 @@ async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
         Api::namespaced(ctx.client.clone(), &ps.namespace().unwrap_or_default());
     let delete_policy = ps.spec.deletion_policy() == PushSecretDeletionPolicy::Delete;
     let has_finalizer = ps.finalizers().iter().any(|f| f == FINALIZER);
-    let previous = synced_before(ps);
+    let previous = synced_before(ps, ctx);
     if ps.meta().deletion_timestamp.is_some() {
         if has_finalizer {
             let mut recorded = previous.clone();
@@ -135,35 +135,6 @@ async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
         Ok(plans) => plans,
         Err(e) => return failed(ctx, &api, ps, e, Some(plan::merged(&now, &previous))).await,
     };
-    // What is about to be pushed is on record first: if the status write after the push
-    // failed, nothing else would tell a later deletion that it is there.
-    let mut intended = previous.clone();
-    for (_, key, pushes) in &plans {
-        let entries = intended.entry(key.clone()).or_default();
-        entries.extend(
-            pushes
-                .iter()
-                .map(|p| (plan::status_key(&p.entry), p.entry.clone())),
-        );
-    }
-    if on_record(intended.clone()) != on_record(previous.clone()) {
-        let status = PushSecretStatus {
-            synced_push_secrets: on_record(intended.clone()),
-            ..ps.status.clone().unwrap_or_default()
-        };
-        ctx.update_status(
-            &api,
-            &(),
-            ps.meta(),
-            &ps.status.clone().unwrap_or_default(),
-            &status,
-        )
-        .await
-        .map_err(|source| Error::Write {
-            what: "status".into(),
-            source,
-        })?;
-    }
     if let Err(e) = push(
         ps,
         ctx,
@@ -296,11 +267,17 @@ fn refresh_interval(ps: &PushSecret) -> Option<Duration> {
         .and_then(|s| crate::duration::parse(s).ok())
 }
 
-fn synced_before(ps: &PushSecret) -> Synced {
-    ps.status
+/// What is on record: in status, and what a status write that failed could not put there.
+fn synced_before(ps: &PushSecret, ctx: &Context) -> Synced {
+    let recorded = ps
+        .status
         .as_ref()
         .and_then(|s| s.synced_push_secrets.clone())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    match ctx.unrecorded_pushes(ps.meta().uid.as_deref()) {
+        Some(unrecorded) => plan::merged(&unrecorded, &recorded),
+        None => recorded,
+    }
 }
 
 /// The source Secrets, sorted by name: the one named, or every one the label selector matches.
@@ -649,16 +626,30 @@ async fn write_status(
         new.refresh_time = Some(Time(Timestamp::now()));
         new.synced_resource_version = Some(format!("{}", ps.meta().generation.unwrap_or_default()));
     }
-    if let Some(synced) = report.synced {
-        new.synced_push_secrets = on_record(synced);
+    let uid = ps.meta().uid.as_deref();
+    if let Some(synced) = &report.synced {
+        new.synced_push_secrets = on_record(synced.clone());
     }
-    ctx.update_status(api, &(), ps.meta(), &previous, &new)
+    match ctx
+        .update_status(api, &(), ps.meta(), &previous, &new)
         .await
-        .map(|_| ())
-        .map_err(|source| Error::Write {
-            what: "status".into(),
-            source,
-        })
+    {
+        Ok(_) => {
+            ctx.drop_unrecorded_pushes(uid);
+            Ok(())
+        }
+        Err(source) => {
+            // What was pushed must still reach a later deletion: kept here until a status
+            // write takes it.
+            if let Some(synced) = report.synced {
+                ctx.keep_unrecorded_pushes(uid, synced);
+            }
+            Err(Error::Write {
+                what: "status".into(),
+                source,
+            })
+        }
+    }
 }
 
 /// `status.syncedPushSecrets` for `synced`. Server-side apply turns a map emptied of our entries

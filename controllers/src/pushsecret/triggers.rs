@@ -54,6 +54,7 @@ where
         let ctx = ctx.clone();
         move |ps| {
             ctx.forget_status(ps.extra.uid.as_deref());
+            ctx.drop_unrecorded_pushes(ps.extra.uid.as_deref());
             let m = &ctx.metrics;
             crate::metrics::forget(
                 &m.ps_condition,
