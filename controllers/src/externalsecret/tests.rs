@@ -329,6 +329,19 @@ fn fake_store(data: Value, spec: Value) -> SecretStore {
     serde_json::from_value(store).unwrap()
 }
 
+/// A store reading through the provider object `object` (`providerRef`).
+fn ref_store(object: &str, spec: Value) -> SecretStore {
+    let mut store = fake_store(json!([]), spec);
+    store.spec.provider = None;
+    store.spec.provider_ref = Some(
+        serde_json::from_value(json!({
+            "apiVersion": "providers.external-secrets.io/v1alpha1", "kind": "Fake", "name": object,
+        }))
+        .unwrap(),
+    );
+    store
+}
+
 /// The ExternalSecrets forced by a store watch showing `stores` (each with whether it is news).
 async fn forced_by(count: usize, stores: Vec<(bool, SecretStore)>) -> Vec<(Duration, String)> {
     let stores = stores
@@ -346,41 +359,49 @@ async fn forced_by(count: usize, stores: Vec<(bool, SecretStore)>) -> Vec<(Durat
     .await
 }
 
-/// An edit of a store that cannot change what is fetched forces nobody; a provider edit forces
-/// each user once.
+/// An edit of a store that cannot change what is fetched forces nobody; a change of the
+/// provider it reads through forces each user once. An inline store's users are forced by
+/// its converted object instead, which the next test shows.
 #[tokio::test(start_paused = true)]
 async fn only_a_provider_change_of_a_store_forces_its_users() {
-    let data = json!([{"key": "db-password", "value": "s3cret"}]);
-    let other = json!([{"key": "db-password", "value": "changed"}]);
     let conditions = json!({"conditions": [{"namespaces": [NS]}]});
     let forced = forced_by(
         1,
         vec![
-            (false, fake_store(data.clone(), json!({}))),
-            (
-                true,
-                fake_store(data.clone(), json!({"refreshInterval": 60})),
-            ),
-            (true, fake_store(data.clone(), conditions)),
-            (true, fake_store(data, json!({"controller": "dev"}))),
-            (true, fake_store(other, json!({"controller": "dev"}))),
+            (false, ref_store("a", json!({}))),
+            (true, ref_store("a", json!({"refreshInterval": 60}))),
+            (true, ref_store("a", conditions)),
+            (true, ref_store("a", json!({"controller": "dev"}))),
+            (true, ref_store("b", json!({"controller": "dev"}))),
         ],
     )
     .await;
     assert_eq!(forced.len(), 1, "forced: {forced:?}");
+    let data = json!([{"key": "db-password", "value": "s3cret"}]);
+    let other = json!([{"key": "db-password", "value": "changed"}]);
+    let inline = forced_by(
+        1,
+        vec![
+            (false, fake_store(data, json!({}))),
+            (true, fake_store(other, json!({}))),
+        ],
+    )
+    .await;
+    assert!(
+        inline.is_empty(),
+        "forced before its object changed: {inline:?}"
+    );
 }
 
 /// A provider change of a store used by 1000 ExternalSecrets refreshes them over a few seconds,
 /// not all at once.
 #[tokio::test(start_paused = true)]
 async fn a_forced_refresh_of_many_is_spread_over_time() {
-    let data = json!([{"key": "db-password", "value": "s3cret"}]);
-    let other = json!([{"key": "db-password", "value": "changed"}]);
     let forced = forced_by(
         1000,
         vec![
-            (false, fake_store(data, json!({}))),
-            (true, fake_store(other, json!({}))),
+            (false, ref_store("a", json!({}))),
+            (true, ref_store("b", json!({}))),
         ],
     )
     .await;
@@ -396,10 +417,11 @@ async fn a_forced_refresh_of_many_is_spread_over_time() {
     assert!(forced.iter().all(|(at, _)| *at <= Duration::from_secs(3)));
 }
 
-/// The object converted from an inline store, updated after a store edit that forced its users
-/// already, forces nobody again; a hand edit of it does.
+/// The object converted from an inline store forces its users when the store reconciler
+/// rewrites it after a store edit (reads go through it, so forcing them at the store edit
+/// would fetch with the old spec), and when it is edited by hand.
 #[tokio::test]
-async fn an_inline_store_s_converted_object_forces_its_users_once() {
+async fn an_inline_store_s_converted_object_forces_its_users() {
     let (client, _) = standin::client(common);
     let ctx = standin::context(client);
     let store = fake_store(
@@ -436,7 +458,7 @@ async fn an_inline_store_s_converted_object_forces_its_users_once() {
             .count()
             .await
     };
-    assert_eq!(forced_by_change().await, 0, "forced again");
+    assert_eq!(forced_by_change().await, 1, "the rewrite forced nobody");
     converted.data["spec"] = json!({"data": [{"key": "db-password", "value": "by hand"}]});
     provider_writer.apply_watcher_event(&watcher::Event::Apply(converted));
     assert_eq!(forced_by_change().await, 1, "a hand edit forced nobody");

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use api::external_secret::ExternalSecret;
 use api::store::{ClusterSecretStore, SecretStore};
-use clientmanager::{Converted, LoadedStore, StoreKind};
+use clientmanager::{LoadedStore, StoreKind};
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -257,7 +257,6 @@ pub(crate) fn provider_changes(
             .manager
             .stores_using(&identity)
             .iter()
-            .filter(|store| !converted_as_forced(&ctx, store, &identity))
             .flat_map(|store| {
                 users(
                     &externalsecrets,
@@ -271,25 +270,13 @@ pub(crate) fn provider_changes(
     })
 }
 
-/// Whether `identity` is the object converted from `store`'s inline provider and holds that
-/// provider as the store has it now: the store's own change forced its users already.
-fn converted_as_forced(ctx: &Context, store: &LoadedStore, identity: &ProviderIdentity) -> bool {
-    let Ok(Converted {
-        generated: Some(generated),
-        ..
-    }) = clientmanager::convert(ctx.manager.registry(), store)
-    else {
-        return false;
-    };
-    ctx.manager.converted_from(store).iter().any(|(_, object)| {
-        object.name_any() == identity.name && object.data.get("spec") == Some(generated.spec())
-    })
-}
-
 /// ExternalSecrets to refresh when a store changes: only a change of what it fetches with (its
 /// provider, providerRef or runtimeRef) forces them; `conditions`, `refreshInterval` or
-/// `controller` cannot change what is fetched. Each store comes with whether it is news (a new
-/// generation, not a first sight after a restart).
+/// `controller` cannot change what is fetched. An inline store's users are forced by the change
+/// of its converted object instead: reads go through that object, so forced before the store
+/// reconciler has rewritten it they would fetch with the old spec, and not be forced again.
+/// Each store comes with whether it is news (a new generation, not a first sight after a
+/// restart).
 pub(crate) fn store_changes(
     externalsecrets: Store<Watched>,
     forced: Forced,
@@ -297,7 +284,8 @@ pub(crate) fn store_changes(
     stores: impl Stream<Item = (bool, LoadedStore)> + Send + 'static,
 ) -> impl Stream<Item = ObjectRef<Watched>> + Send + 'static {
     stores.flat_map_unordered(None, move |(news, store)| {
-        let refs = if specs.changed(&store) && news {
+        let inline = store.spec.provider_ref.is_none() && store.spec.provider.is_some();
+        let refs = if specs.changed(&store) && news && !inline {
             users(
                 &externalsecrets,
                 store.kind,
