@@ -264,7 +264,7 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
         let sources =
             crate::templating::read_sources(&ctx.client, &namespace, template.as_ref()).await?;
         let (labels, annotations) = (es.labels().clone(), es.annotations().clone());
-        let shaped = crate::templating::off_async(move || {
+        let shaped = crate::templating::off_async(template.is_some(), move || {
             crate::templating::shape(
                 "spec.target.template",
                 template.as_ref(),

@@ -349,7 +349,7 @@ async fn plan_pushes(
         })
         .collect();
     let template = template.cloned();
-    let shaped = crate::templating::off_async(move || {
+    let shaped = crate::templating::off_async(template.is_some(), move || {
         inputs
             .into_iter()
             .map(|(name, data, labels, annotations)| {

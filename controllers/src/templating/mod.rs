@@ -30,8 +30,15 @@ static RENDERS: LazyLock<tokio::sync::Semaphore> = LazyLock::new(|| {
 });
 
 /// Runs `render` (a [`shape`] or any other use of templates) off the async workers, waiting
-/// for a free slot first.
-pub async fn off_async<T: Send + 'static>(render: impl FnOnce() -> T + Send + 'static) -> T {
+/// for a free slot first; without a template (`templated` false) it is a copy of the fetched
+/// data, not worth a thread hop.
+pub async fn off_async<T: Send + 'static>(
+    templated: bool,
+    render: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    if !templated {
+        return render();
+    }
     let _slot = RENDERS
         .acquire()
         .await

@@ -214,7 +214,7 @@ pub(super) async fn sync(
         let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
         let object = {
             let (es, manifest, existing) = (es.clone(), manifest.clone(), existing.clone());
-            crate::templating::off_async(move || {
+            crate::templating::off_async(template.is_some(), move || {
                 desired::desired_object(&es, &manifest, fetched, &sources, existing.as_ref())
             })
             .await?
