@@ -316,13 +316,15 @@ async fn refused_value(env: Arc<Env>) -> Result<()> {
             && !message.contains("s3cret"),
         "condition: {message}"
     );
-    let note = testenv::wait_for(TIMEOUT, "the UpdateFailed event", || async {
+    // An earlier UpdateFailed may say the store was not Ready yet.
+    let note = testenv::wait_for(TIMEOUT, "the refusal's UpdateFailed event", || async {
         crate::operator::events(&client, &ns, "pin")
             .await?
             .into_iter()
-            .find(|e| e.reason.as_deref() == Some("UpdateFailed"))
-            .and_then(|e| e.message)
-            .ok_or_else(|| anyhow!("no UpdateFailed event yet"))
+            .filter(|e| e.reason.as_deref() == Some("UpdateFailed"))
+            .filter_map(|e| e.message)
+            .find(|m| m.contains("is invalid"))
+            .ok_or_else(|| anyhow!("no UpdateFailed event of the refusal yet"))
     })
     .await?;
     ensure!(
