@@ -488,6 +488,9 @@ impl ClientManager {
         reference: &ProviderRef,
         store_namespace: Option<&str>,
     ) -> Result<ProviderObject> {
+        // A ClusterSecretStore names a namespaced object's namespace (served out of process);
+        // a SecretStore's may only be its own, which `convert` checked.
+        let store_namespace = reference.namespace.as_deref().or(store_namespace);
         let loaded = resolve::load_provider(
             &self.kube,
             &self.registry,
@@ -532,6 +535,13 @@ impl ClientManager {
         class: Option<ClassRef>,
     ) -> Result<Handle> {
         let provider = object.provider.clone();
+        // A namespaced provider object works for its own namespace whichever store names it, as
+        // the provider server resolves it: its credentials cannot leave that namespace.
+        let (caller, namespace) = match &object.identity.namespace {
+            Some(home) if !caller.is_namespaced() => (Caller::Provider, home.clone()),
+            _ => (caller, namespace.to_owned()),
+        };
+        let namespace = namespace.as_str();
         // The referent rules and the namespace check are pure: run here too when the server
         // will run them again, so a store's condition reads the same in and out of process.
         let spec = provider.apply_referent(object.spec.clone(), caller, namespace)?;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
 use api::provider_class::{ClusterProviderClass, ProviderClass};
-use api::store::SecretStore;
+use api::store::{ClusterSecretStore, SecretStore};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -39,6 +39,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "out_of_process::a_store_reads_through_a_provider_class",
             env,
             through_a_class,
+        ),
+        trial(
+            "out_of_process::a_cluster_store_reads_a_namespaced_object_through_a_cluster_class",
+            env,
+            cluster_store_namespaced_object,
         ),
         trial(
             "out_of_process::esos_own_fake_kind_is_passed_through_to_the_server",
@@ -351,6 +356,44 @@ spec:
         properties:
           spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
 "#;
+
+/// A ClusterSecretStore may name a namespaced provider object (`providerRef.namespace`) when a
+/// ClusterProviderClass serves it, as ESO's v2 stores do: the object is read from its own
+/// namespace, for ExternalSecrets of any namespace.
+async fn cluster_store_namespaced_object(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let server = start_server(&env, &["Fake"])?;
+    let ns = testenv::create_namespace(&client, "oop-owner").await?;
+    let class = format!("{ns}-class");
+    cluster_provider_class(&client, &ns, &class, &server).await?;
+    wait_class(&client, None, &class, "True", "Healthy").await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &format!(
+            "apiVersion: providers.external-secrets.io/v1alpha1\nkind: Fake\nmetadata: {{name: shared}}\nspec: {{data: [{{key: user, value: alice}}]}}\n---\napiVersion: external-secrets.io/v1\nkind: ClusterSecretStore\nmetadata: {{name: {ns}}}\nspec:\n  runtimeRef: {{kind: ClusterProviderClass, name: {class}}}\n  providerRef: {{apiVersion: providers.external-secrets.io/v1alpha1, kind: Fake, name: shared, namespace: {ns}}}\n"
+        ),
+        true,
+    )
+    .await?;
+    let stores: Api<ClusterSecretStore> = Api::all(client.clone());
+    wait_ready(&format!("ClusterSecretStore {ns}"), "True", "Valid", || {
+        value(&stores, &ns)
+    })
+    .await?;
+    let reader = testenv::create_namespace(&client, "oop-reader").await?;
+    testenv::apply_yaml_in(
+        &client,
+        &reader,
+        &format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: shared}}\nspec:\n  secretStoreRef: {{kind: ClusterSecretStore, name: {ns}}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+        ),
+        true,
+    )
+    .await?;
+    wait_secret(&client, &reader, "shared", &bytes(&[("user", "alice")])).await?;
+    Ok(())
+}
 
 async fn esos_fake_kind(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
