@@ -253,13 +253,8 @@ fn main() -> ExitCode {
             manifests_accepted,
         ),
     ];
-    let selection = Selection {
-        list: args.list,
-        filter: args.filter.as_deref(),
-        exact: args.exact,
-    };
     let names = trials.iter().map(Trial::name);
-    if let Err(failed) = selection.set_up(
+    if let Err(failed) = Selection::from(&args).set_up(
         names,
         &shared,
         "setting up the Python example server",

@@ -13,6 +13,16 @@ pub struct Selection<'a> {
     pub exact: bool,
 }
 
+impl<'a> From<&'a libtest_mimic::Arguments> for Selection<'a> {
+    fn from(args: &'a libtest_mimic::Arguments) -> Self {
+        Self {
+            list: args.list,
+            filter: args.filter.as_deref(),
+            exact: args.exact,
+        }
+    }
+}
+
 impl Selection<'_> {
     /// Whether the test `name` runs.
     pub fn runs(&self, name: &str) -> bool {
