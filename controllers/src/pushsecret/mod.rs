@@ -145,8 +145,7 @@ async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
     .await
     {
         // What did get pushed is on record beside what was before, so a later deletion
-        // removes it too; what was only intended is not: deleting it could remove a remote
-        // secret someone else wrote, which the push refused to overwrite.
+        // removes it too.
         return failed(ctx, &api, ps, e, Some(plan::merged(&now, &previous))).await;
     }
     let mut recorded = now.clone();
