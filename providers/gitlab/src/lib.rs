@@ -30,9 +30,9 @@ use api::provider_kinds::Descriptor;
 use api::providers::gitlab::{DESCRIPTOR, GitlabProvider};
 use async_trait::async_trait;
 use provider::{
-    Caller, Capabilities, ClientRequest, CredentialRef, CredentialsReader, Error, FindRequest,
-    ProviderRuntime, ProviderSchema, PushRemoteRef, PushRequest, RemoteRef, Result, SecretsClient,
-    SpecReport, Validation, parse_spec,
+    Caller, Capabilities, ClientRequest, CredentialKind, CredentialRef, CredentialsReader, Error,
+    FindRequest, ProviderRuntime, ProviderSchema, PushRemoteRef, PushRequest, RemoteRef, Result,
+    SecretsClient, SpecReport, Validation, parse_spec,
 };
 use serde_json::Value;
 
@@ -111,6 +111,10 @@ impl ProviderSchema for Gitlab {
 
     fn credential_refs(&self, spec: &Value, _namespace: &str) -> Vec<CredentialRef> {
         referent::REFERENCES.credential_refs(spec)
+    }
+
+    fn credential_kinds(&self) -> std::collections::BTreeSet<CredentialKind> {
+        referent::REFERENCES.kinds()
     }
 }
 

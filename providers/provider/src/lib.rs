@@ -210,6 +210,12 @@ pub trait ProviderSchema: Send + Sync {
     fn credential_refs(&self, _spec: &Value, _namespace: &str) -> Vec<CredentialRef> {
         Vec::new()
     }
+
+    /// Every kind [`credential_refs`](Self::credential_refs) names for some spec: what a
+    /// process that runs this provider must be allowed to read (the chart's RBAC follows it).
+    fn credential_kinds(&self) -> std::collections::BTreeSet<CredentialKind> {
+        std::collections::BTreeSet::new()
+    }
 }
 
 /// The half of the contract that talks to the backend.

@@ -7,6 +7,8 @@
 //! ClusterSecretStore or cluster provider keeps an explicit namespace, and an empty one means the
 //! namespace of the ExternalSecret or PushSecret that uses it (referent authentication).
 
+use std::collections::BTreeSet;
+
 use serde_json::Value;
 
 use crate::{Caller, CredentialKind, CredentialRef, Error, Result};
@@ -56,6 +58,17 @@ impl References {
             }
         }
         Ok(spec)
+    }
+
+    /// Every kind these references can name.
+    pub fn kinds(&self) -> BTreeSet<CredentialKind> {
+        self.0
+            .iter()
+            .flat_map(|(_, what)| match what {
+                Reference::Fixed(kind) => vec![*kind],
+                Reference::CaProvider => vec![CredentialKind::Secret, CredentialKind::ConfigMap],
+            })
+            .collect()
     }
 
     /// The objects a client built from `spec` (after [`References::apply`]) reads; references

@@ -16,9 +16,9 @@ use api::provider_kinds::Descriptor;
 use api::providers::vault::{DESCRIPTOR, VaultAuth, VaultKvVersion, VaultProvider};
 use async_trait::async_trait;
 use provider::{
-    Caller, Capabilities, ClientRequest, CredentialRef, CredentialsReader, Error, FindRequest,
-    ProviderRuntime, ProviderSchema, PushRemoteRef, PushRequest, RemoteRef, Result, SecretsClient,
-    SpecReport, Validation, parse_spec,
+    Caller, Capabilities, ClientRequest, CredentialKind, CredentialRef, CredentialsReader, Error,
+    FindRequest, ProviderRuntime, ProviderSchema, PushRemoteRef, PushRequest, RemoteRef, Result,
+    SecretsClient, SpecReport, Validation, parse_spec,
 };
 use serde_json::{Map, Value, json};
 
@@ -76,6 +76,10 @@ impl ProviderSchema for Vault {
 
     fn credential_refs(&self, spec: &Value, _namespace: &str) -> Vec<CredentialRef> {
         referent::REFERENCES.credential_refs(spec)
+    }
+
+    fn credential_kinds(&self) -> std::collections::BTreeSet<CredentialKind> {
+        referent::REFERENCES.kinds()
     }
 }
 
