@@ -303,6 +303,12 @@ struct ControllerArgs {
     /// Repeat for several servers.
     #[arg(long = "provider-tls-secret", value_parser = conversion_webhook::provider_tls::Settings::parse)]
     provider_tls_secrets: Vec<conversion_webhook::provider_tls::Settings>,
+    /// `NAME=ADDRESS[,NAMESPACE/SECRET]`: create and keep the ClusterProviderClass NAME with
+    /// spec.address ADDRESS and spec.tlsSecretRef SECRET, for an install (the chart's) that
+    /// creates the class's CRD in the same step and so cannot create the class. Repeat for
+    /// several classes.
+    #[arg(long = "provider-class", value_parser = controllers::provider_class::DeclaredClass::parse)]
+    provider_classes: Vec<controllers::provider_class::DeclaredClass>,
     /// Run the controllers only while holding a Lease, so that one of several replicas works.
     #[arg(long)]
     enable_leader_election: bool,
@@ -325,6 +331,9 @@ enum LogFormat {
     Text,
     Json,
 }
+
+/// How often a `--provider-class` is applied again.
+const DECLARED_CLASS_INTERVAL: Duration = Duration::from_secs(600);
 
 fn parse_route(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -607,9 +616,10 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
             .await;
         })
     });
-    // Every replica keeps them, as every replica keeps the webhook's certificate; writes name
-    // the resourceVersion read, so only one replica's rotation lands.
-    let provider_tls: Vec<_> = args
+    // Every replica keeps them, as every replica keeps the webhook's certificate: a TLS write
+    // names the resourceVersion read, so only one replica's rotation lands, and applying the
+    // same class twice changes nothing.
+    let keepers: Vec<_> = args
         .provider_tls_secrets
         .into_iter()
         .map(|settings| {
@@ -620,13 +630,20 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
                 std::future::pending(),
             ))
         })
+        .chain(args.provider_classes.into_iter().map(|declared| {
+            tokio::spawn(controllers::provider_class::keep_declared(
+                client.clone(),
+                declared,
+                DECLARED_CLASS_INTERVAL,
+            ))
+        }))
         .collect();
     let operator = controllers::Operator::new(client, settings, providers::registry());
     let stop = stop_signal();
     let Some((mut leading, lease_task)) = election else {
         operator.run(addresses, std::future::ready(()), stop).await;
         stop_webhook(webhook_stop, webhook_task).await;
-        provider_tls.iter().for_each(tokio::task::JoinHandle::abort);
+        keepers.iter().for_each(tokio::task::JoinHandle::abort);
         return Ok(());
     };
     let mut watching = leading.clone();
@@ -648,7 +665,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     };
     operator.run(addresses, leadership, shutdown).await;
     stop_webhook(webhook_stop, webhook_task).await;
-    provider_tls.iter().for_each(tokio::task::JoinHandle::abort);
+    keepers.iter().for_each(tokio::task::JoinHandle::abort);
     // The watch channels went with the futures, which ends the lease task: hand the Lease over
     // now rather than make the standby wait out its duration.
     if let Ok(Ok(manager)) = lease_task.await

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::conditions::{Condition, ConditionStatus, READY, set_condition};
-use api::provider_class::{ClusterProviderClass, ProviderClass, ProviderClassStatus, reason};
+use api::provider_class::{
+    ClusterProviderClass, ClusterProviderClassSpec, ProviderClass, ProviderClassSpec,
+    ProviderClassStatus, TlsSecretRef, reason,
+};
 use clientmanager::{ClassHealth, ClassRef};
 use futures::StreamExt;
 use kube::runtime::controller::{Action, Controller};
@@ -155,6 +158,87 @@ pub async fn reconcile<C: ClassObject>(
     Ok(Action::requeue(recheck))
 }
 
+/// The field manager of the classes kept for `--provider-class`.
+pub const DECLARED_MANAGER: &str = "external-secrets-provider-class";
+
+/// A ClusterProviderClass the operator keeps as its command line declares it
+/// (`--provider-class`): for installers that create the class's CRD in the same step as the
+/// class, which Helm cannot do ("ensure CRDs are installed first").
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeclaredClass {
+    pub name: String,
+    pub spec: ProviderClassSpec,
+}
+
+impl DeclaredClass {
+    /// `NAME=ADDRESS[,NAMESPACE/SECRET]`; the Secret becomes `spec.tlsSecretRef`.
+    pub fn parse(flag: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "{flag:?}: expected NAME=ADDRESS[,NAMESPACE/SECRET], e.g. vault=provider-vault.external-secrets.svc:8080,external-secrets/provider-vault-tls"
+            )
+        };
+        let (name, rest) = flag.split_once('=').ok_or_else(bad)?;
+        let (address, secret) = match rest.split_once(',') {
+            Some((address, secret)) => (address, Some(secret)),
+            None => (rest, None),
+        };
+        let tls_secret_ref = match secret.map(|s| s.split_once('/')) {
+            None => None,
+            Some(Some((namespace, name))) if !namespace.is_empty() && !name.is_empty() => {
+                Some(TlsSecretRef {
+                    name: name.to_owned(),
+                    namespace: Some(namespace.to_owned()),
+                })
+            }
+            Some(_) => return Err(bad()),
+        };
+        if name.is_empty() || address.is_empty() {
+            return Err(bad());
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            spec: ProviderClassSpec {
+                address: address.to_owned(),
+                tls_secret_ref,
+            },
+        })
+    }
+}
+
+/// Applies `declared` now and every `interval` after (what someone else changed or deleted comes
+/// back); a refused apply is logged and tried again sooner. The CRD may be served only moments
+/// after the operator starts, in the same install.
+pub async fn keep_declared(client: kube::Client, declared: DeclaredClass, interval: Duration) {
+    let api = Api::<ClusterProviderClass>::all(client);
+    let class = ClusterProviderClass::new(
+        &declared.name,
+        ClusterProviderClassSpec {
+            class: declared.spec,
+        },
+    );
+    let params = kube::api::PatchParams::apply(DECLARED_MANAGER).force();
+    let mut retry = Duration::from_secs(1);
+    loop {
+        let wait = match api
+            .patch(&declared.name, &params, &kube::api::Patch::Apply(&class))
+            .await
+        {
+            Ok(_) => {
+                retry = Duration::from_secs(1);
+                interval
+            }
+            Err(e) => {
+                tracing::warn!(class = %declared.name, error = %e, retry_in = ?retry, "applying the declared ClusterProviderClass");
+                let wait = retry;
+                retry = (retry * 2).min(interval);
+                wait
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
+}
+
 /// The controller of one class kind; its watch cache is the client manager's class lookup. A
 /// class that changes or turns Ready has its stores nudged.
 pub async fn controller<C: ClassObject>(
@@ -202,6 +286,34 @@ mod tests {
             down.4 < healthy.4,
             "an unhealthy server is asked again sooner"
         );
+    }
+
+    #[test]
+    fn declared_class_flag() {
+        let declared =
+            DeclaredClass::parse("vault=provider-vault.es.svc:8080,es/provider-vault-tls").unwrap();
+        assert_eq!(declared.name, "vault");
+        assert_eq!(declared.spec.address, "provider-vault.es.svc:8080");
+        assert_eq!(
+            declared.spec.tls_secret_ref,
+            Some(TlsSecretRef {
+                name: "provider-vault-tls".into(),
+                namespace: Some("es".into())
+            })
+        );
+        let plain = DeclaredClass::parse("fake=127.0.0.1:9000").unwrap();
+        assert_eq!(plain.spec.tls_secret_ref, None);
+        for bad in [
+            "vault",
+            "=a:1",
+            "vault=",
+            "vault=a:1,secret",
+            "vault=a:1,/s",
+            "vault=a:1,ns/",
+        ] {
+            let err = DeclaredClass::parse(bad).unwrap_err();
+            assert!(err.contains("expected NAME=ADDRESS"), "{bad}: {err}");
+        }
     }
 
     fn provider_remote_probe(methods: Option<Vec<String>>) -> clientmanager::ClassProbe {

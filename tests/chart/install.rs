@@ -249,44 +249,23 @@ async fn vault_out_of_process(
             ],
         )
     };
-    // The CRD is served since the first install: the class is created, and the notes say so.
     let notes = upgrade()?;
     ensure!(
         notes.contains(&format!(
             "Vault: Deployment {VAULT_SERVER}, ClusterProviderClass vault"
-        )) && !notes.contains("NOT created"),
+        )),
         "helm upgrade's notes: {notes}"
     );
     only_these_providers_installed(admin, &["fake", "vault", "gitlab"]).await?;
 
-    let classes = Api::<DynamicObject>::all_with(
-        admin.clone(),
-        &core("v1alpha1", "ClusterProviderClass", "clusterproviderclasses"),
-    );
-    let class = classes.get("vault").await?;
-    let rendered = json!({
-        "address": format!("{VAULT_SERVER}.{NAMESPACE}.svc:8080"),
-        "tlsSecretRef": {"name": VAULT_SERVER_TLS, "namespace": NAMESPACE},
-    });
-    ensure!(
-        class.data["spec"] == rendered,
-        "ClusterProviderClass vault: {}",
-        class.data["spec"]
-    );
     // The provider server's two ports.
     let ports = free_ports(2)?;
     let (grpc, metrics) = (ports[0], ports[1]);
-    classes
-        .patch(
-            "vault",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"address": grpc.to_string()}})),
-        )
-        .await?;
-
     let mut controller = Process::controller(cp, admin, |arg| {
         if arg.starts_with("--provider-tls-secret=") {
             format!("{arg},127.0.0.1")
+        } else if arg.starts_with("--provider-class=vault=") {
+            format!("--provider-class=vault={grpc},{NAMESPACE}/{VAULT_SERVER_TLS}")
         } else {
             arg
         }
@@ -297,12 +276,39 @@ async fn vault_out_of_process(
         for wanted in [
             "--out-of-process=Vault=vault".to_owned(),
             format!("--provider-tls-secret={NAMESPACE}/{VAULT_SERVER_TLS}={VAULT_SERVER}"),
+            format!(
+                "--provider-class=vault={VAULT_SERVER}.{NAMESPACE}.svc:8080,{NAMESPACE}/{VAULT_SERVER_TLS}"
+            ),
         ] {
             ensure!(
                 args.contains(&wanted),
                 "the controller's args lack {wanted}: {args:?}"
             );
         }
+        // The controller created the class the chart could not (its CRD comes with the chart).
+        let classes = Api::<DynamicObject>::all_with(
+            admin.clone(),
+            &core("v1alpha1", "ClusterProviderClass", "clusterproviderclasses"),
+        );
+        let declared = json!({
+            "address": grpc.to_string(),
+            "tlsSecretRef": {"name": VAULT_SERVER_TLS, "namespace": NAMESPACE},
+        });
+        let class = testenv::wait_for(
+            TIMEOUT,
+            "the controller to create ClusterProviderClass vault as --provider-class says",
+            || async {
+                let class = classes.get("vault").await?;
+                ensure!(class.data["spec"] == declared, "ClusterProviderClass vault: {}", class.data["spec"]);
+                anyhow::Ok(class)
+            },
+        )
+        .await?;
+        ensure!(
+            class.metadata.managed_fields.iter().flatten().any(|f| f.manager.as_deref() == Some("external-secrets-provider-class")),
+            "ClusterProviderClass vault was not applied by the controller: {:?}",
+            class.metadata.managed_fields
+        );
         let issued = issued_tls(admin).await?;
         let certs = tempfile::tempdir()?;
         let mount = write_mounted_files(admin, &issued, certs.path()).await?;
