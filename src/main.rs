@@ -583,6 +583,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     let controllers::ratelimit::Clients {
         work: client,
         control,
+        requests,
     } = controllers::ratelimit::Clients::new(config, args.client_qps, args.client_burst)
         .context("building the Kubernetes client")?;
     let election = if args.enable_leader_election {
@@ -638,7 +639,8 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
             ))
         }))
         .collect();
-    let operator = controllers::Operator::new(client, settings, providers::registry());
+    let operator = controllers::Operator::new(client, settings, providers::registry())
+        .count_api_requests(&requests);
     let stop = stop_signal();
     let Some((mut leading, lease_task)) = election else {
         operator.run(addresses, std::future::ready(()), stop).await;

@@ -1,6 +1,7 @@
 //! The operator's reconcilers and the loop that runs them.
 
 pub mod api_error;
+pub mod api_requests;
 pub mod backoff;
 pub mod context;
 mod cron;

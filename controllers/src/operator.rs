@@ -93,6 +93,14 @@ impl Operator {
         }
     }
 
+    /// Exports `requests` on `/metrics` beside the controllers' own metrics.
+    pub fn count_api_requests(mut self, requests: &crate::api_requests::ApiRequests) -> Self {
+        let registry = Arc::get_mut(&mut self.metrics_registry)
+            .expect("the registry is shared only once the operator runs");
+        requests.register(registry);
+        self
+    }
+
     /// Serves HTTP at once, runs every controller once `leadership` resolves (at once without
     /// leader election), until `shutdown` resolves.
     pub async fn run(

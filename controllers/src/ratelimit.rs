@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use tokio::time::Sleep;
 use tower::{Layer, Service};
 
+use crate::api_requests::ApiRequests;
+
 struct Bucket {
     qps: f64,
     burst: f64,
@@ -110,14 +112,18 @@ pub struct Clients {
     /// client of its own, so that a busy operator does not lose its Lease waiting behind its
     /// own reconciles.
     pub control: kube::Client,
+    /// What both send, counted.
+    pub requests: ApiRequests,
 }
 
 impl Clients {
     /// Both clients, each with `qps` and `burst`.
     pub fn new(config: kube::Config, qps: f32, burst: u32) -> Result<Self, kube::Error> {
-        Self::build(qps, burst, |limiter| {
+        let requests = ApiRequests::default();
+        Self::build(qps, burst, requests.clone(), |limiter| {
             Ok(kube::client::ClientBuilder::try_from(config.clone())?
                 .with_layer(&limiter)
+                .with_layer(&requests)
                 .build())
         })
     }
@@ -125,11 +131,13 @@ impl Clients {
     fn build<E>(
         qps: f32,
         burst: u32,
+        requests: ApiRequests,
         client: impl Fn(RateLimitLayer) -> Result<kube::Client, E>,
     ) -> Result<Self, E> {
         Ok(Self {
             work: client(RateLimitLayer::new(qps, burst))?,
             control: client(RateLimitLayer::new(qps, burst))?,
+            requests,
         })
     }
 }
@@ -155,7 +163,7 @@ mod tests {
     /// With the reconciles' budget spent, a Lease renewal still goes out at once.
     #[tokio::test]
     async fn control_requests_do_not_wait_behind_work() {
-        let clients = Clients::build(0.5, 1, |limiter| {
+        let clients = Clients::build(0.5, 1, ApiRequests::default(), |limiter| {
             let (api_server, _) = crate::standin::client(|_| (200, serde_json::json!({})));
             let answer = tower::service_fn(move |request| {
                 let api_server = api_server.clone();
