@@ -693,6 +693,11 @@ pub struct ExternalSecretStatus {
     /// Not in ESO: the generation the conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Not in ESO: the target Secret's resourceVersion when this operator last wrote it or found
+    /// it in sync. While the Secret still has it, nobody has changed it since, and a restarted
+    /// operator need not read it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_resource_version: Option<String>,
 }
 
 /// A local object reference. ESO always writes it, so `binding: {}` must survive a round trip.

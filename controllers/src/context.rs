@@ -77,6 +77,8 @@ pub struct Context {
     recorder: Recorder,
     /// The kinds ExternalSecrets write besides Secrets.
     pub generic_targets: GenericTargets,
+    /// The resourceVersions of the Secrets this operator manages, from their metadata watch.
+    pub target_versions: crate::externalsecret::versions::TargetVersions,
 }
 
 #[derive(Default)]
@@ -102,6 +104,11 @@ impl Writing<'_> {
     /// The target as a request of this write left it.
     pub fn wrote(&mut self, resource_version: Option<String>) {
         self.versions.extend(resource_version);
+    }
+
+    /// The target's resourceVersion after the last request of this write.
+    pub fn last(&self) -> Option<&str> {
+        self.versions.last().map(String::as_str)
     }
 
     /// The write returned: events held at our versions are dropped, the others were someone
@@ -209,6 +216,7 @@ impl Context {
             unrecorded_pushes: Mutex::default(),
             recorder,
             generic_targets,
+            target_versions: Default::default(),
         })
     }
 

@@ -7,6 +7,7 @@ pub mod generic;
 pub mod hash;
 mod merge;
 pub(crate) mod triggers;
+pub mod versions;
 mod windows;
 
 use std::borrow::Cow;
@@ -170,7 +171,7 @@ pub async fn reconcile(
                     &Condition::ready(ConditionStatus::False, failed, message.as_str()),
                 )
             });
-            write_status(&es, &ctx, ConditionStatus::False, failed, &message, false).await?;
+            write_status(&es, &ctx, ConditionStatus::False, failed, &message, None).await?;
             if !repeat {
                 ctx.event(
                     &es.object_ref(&()),
@@ -219,6 +220,22 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
     let namespace = es.namespace().unwrap_or_default();
     let target = desired::target_name(es);
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let forced = force && desired::follows_store_changes(es, now);
+    if es.meta().deletion_timestamp.is_none()
+        && !forced
+        && !desired::should_refresh(es, now)
+        && let Some(synced) = es
+            .status
+            .as_ref()
+            .and_then(|s| s.target_resource_version.as_deref())
+        && ctx
+            .target_versions
+            .unchanged_since(&namespace, &target, synced)
+            .await
+    {
+        debug!("nothing to refresh, and the target is as last synced");
+        return Ok(requeue(es, now));
+    }
     let existing = secrets
         .get_opt(&target)
         .await
@@ -239,7 +256,6 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
         .await;
     }
     validate(es)?;
-    let forced = force && desired::follows_store_changes(es, now);
     if !forced
         && !desired::should_refresh(es, now)
         && desired::secret_is_valid(es, existing.as_ref())
@@ -258,7 +274,7 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             None => Ok(()),
         }
     };
-    let interleaved = AtomicBool::new(false);
+    let notes = WriteNotes::default();
     let write = async {
         let template = es.spec.target.as_ref().and_then(|t| t.template.clone());
         let sources =
@@ -275,12 +291,20 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             )
         })
         .await?;
-        write_secret(es, ctx, &secrets, existing.as_ref(), &shaped, &interleaved).await
+        write_secret(es, ctx, &secrets, existing.as_ref(), &shaped, &notes).await
     };
     let written = carry_out(step, delete, write).await?;
-    report(es, ctx, &written, &Target::SECRET).await?;
+    let version = match written {
+        Written::Created | Written::Updated => notes.version.lock().expect("poisoned").take(),
+        Written::Unchanged => existing
+            .as_ref()
+            .filter(|s| desired::secret_is_valid(es, Some(s)))
+            .and_then(|s| s.resource_version()),
+        _ => None,
+    };
+    report(es, ctx, &written, &Target::SECRET, version).await?;
     // Someone else wrote the target while we did: its watch event was held, so look again now.
-    if interleaved.load(Ordering::Relaxed) {
+    if notes.interleaved.load(Ordering::Relaxed) {
         return Ok(Action::requeue(std::time::Duration::ZERO));
     }
     Ok(requeue(es, now))
@@ -337,6 +361,7 @@ async fn report(
     ctx: &Context,
     written: &Written,
     target: &Target<'_>,
+    target_version: Option<String>,
 ) -> Result<(), Error> {
     let what = &target.what;
     let pick = |secret: &'static str, resource: &'static str| {
@@ -367,7 +392,7 @@ async fn report(
             format!("{what} synced"),
         ),
     };
-    write_status(es, ctx, status, reason, &message, true).await?;
+    write_status(es, ctx, status, reason, &message, Some(target_version)).await?;
     // ESO only logs these, at debug level; a user has to see why a window never applies. Told
     // when the ExternalSecret is new or changed, not at every refresh.
     let changed = es
@@ -413,13 +438,22 @@ fn requeue(es: &ExternalSecret, now: Timestamp) -> Action {
     }
 }
 
+/// What a write of the target leaves behind besides its outcome.
+#[derive(Default)]
+struct WriteNotes {
+    /// Someone else wrote the target while we did.
+    interleaved: AtomicBool,
+    /// The target's resourceVersion after our last request.
+    version: std::sync::Mutex<Option<String>>,
+}
+
 async fn write_secret(
     es: &ExternalSecret,
     ctx: &Context,
     secrets: &Api<Secret>,
     existing: Option<&Secret>,
     shaped: &crate::templating::Shaped,
-    interleaved: &AtomicBool,
+    notes: &WriteNotes,
 ) -> Result<Written, Error> {
     let target = desired::target_name(es);
     let data = &shaped.data;
@@ -476,8 +510,9 @@ async fn write_secret(
             writing.wrote(trimmed.resource_version());
         }
     }
+    *notes.version.lock().expect("poisoned") = writing.last().map(str::to_owned);
     if writing.finish() {
-        interleaved.store(true, Ordering::Relaxed);
+        notes.interleaved.store(true, Ordering::Relaxed);
     }
     if existing.is_some() {
         return Ok(Written::Updated);
@@ -627,7 +662,8 @@ async fn write_status(
     status: ConditionStatus,
     reason: &str,
     message: &str,
-    synced: bool,
+    // After a sync: the target's resourceVersion as synced, if it is a Secret of ours.
+    synced: Option<Option<String>>,
 ) -> Result<(), Error> {
     let now = Timestamp::now();
     let previous = es.status.clone().unwrap_or_default();
@@ -642,7 +678,8 @@ async fn write_status(
         observed_generation: es.meta().generation,
         ..previous.clone()
     };
-    if synced {
+    if let Some(target_version) = synced {
+        new.target_resource_version = target_version;
         new.refresh_time = Some(Time(now));
         new.synced_resource_version = Some(desired::synced_resource_version(es));
         new.binding = Some(api::external_secret::SecretBinding {

@@ -237,7 +237,7 @@ pub(super) async fn sync(
         kind: &manifest.kind,
         generic: true,
     };
-    report(es, ctx, &written, &target).await?;
+    report(es, ctx, &written, &target, None).await?;
     // Someone else wrote the target while we did: its watch event was held, so look again now.
     if interleaved.load(Ordering::Relaxed) {
         return Ok(Action::requeue(std::time::Duration::ZERO));
