@@ -68,6 +68,26 @@ where
     }
 }
 
+/// `reconcile` of `object`, then `gone` if the watch no longer holds it: a reconcile in flight
+/// while its object departed records its series and state after [`on_departure`] forgot them.
+/// Either this check sees the object gone, or its departure comes later and forgets them then.
+pub(crate) async fn forgetting_departed<K, T>(
+    reader: &Store<K>,
+    object: ObjectRef<K>,
+    reconcile: impl std::future::Future<Output = T>,
+    gone: impl FnOnce(ObjectRef<K>),
+) -> T
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+{
+    let result = reconcile.await;
+    if reader.get(&object).is_none() {
+        gone(object);
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -105,5 +125,19 @@ mod tests {
         event(watcher::Event::InitDone);
         drop(see);
         assert_eq!(departed, ["a", "b"]);
+    }
+
+    #[tokio::test]
+    async fn a_reconcile_that_outlived_its_object_forgets_it_again() {
+        let (reader, mut writer) = reflector::store::<ConfigMap>();
+        writer.apply_watcher_event(&watcher::Event::Apply(cm("kept")));
+        let mut forgotten = Vec::new();
+        for name in ["kept", "departed"] {
+            let object = ObjectRef::from_obj(&cm(name));
+            let answer =
+                forgetting_departed(&reader, object, async { 7 }, |o| forgotten.push(o.name)).await;
+            assert_eq!(answer, 7, "the reconcile's own result");
+        }
+        assert_eq!(forgotten, ["departed"]);
     }
 }

@@ -29,7 +29,7 @@ use crate::externalsecret::desired::MANAGED_LABEL;
 use crate::externalsecret::generic::TargetChange;
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
-use crate::watch::{fingerprint, on_departure, scoped};
+use crate::watch::{fingerprint, forgetting_departed, on_departure, scoped};
 
 /// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
 /// must not stall the watch for all others; it gets a status condition instead.
@@ -81,13 +81,7 @@ impl ExternalSecretTriggers {
             .inspect_ok(index::kept(template_users.clone(), template_sources))
             .inspect_ok(index::kept(writers.clone(), written_targets))
             .inspect_ok(on_departure(reader.clone(), move |es| {
-                super::forget(
-                    &gone_ctx,
-                    &es.name,
-                    es.namespace.as_deref().unwrap_or_default(),
-                    es.extra.uid.as_deref(),
-                );
-                gone_forced.lock().expect("forced set poisoned").remove(&es);
+                departed(&gone_ctx, &gone_forced, &es)
             }))
             .applied_objects()
             .predicate_filter(fingerprint, PredicateConfig::default());
@@ -123,6 +117,7 @@ impl ExternalSecretTriggers {
             }))
         });
         let css_reader_gone = css_reader.clone();
+        let held = reader.clone();
         let writers_secrets = writers.clone();
         let secrets_ctx = ctx.clone();
         ctx.manager.use_store_caches(ss_reader, css_reader);
@@ -206,16 +201,21 @@ impl ExternalSecretTriggers {
             .graceful_shutdown_on(shutdown)
             .run(
                 move |watched: Arc<Watched>, ctx| {
-                    let force = forced
-                        .lock()
-                        .expect("forced set poisoned")
-                        .remove(&ObjectRef::from(watched.as_ref()));
+                    let object = ObjectRef::from(watched.as_ref());
+                    let force = forced.lock().expect("forced set poisoned").remove(&object);
                     let es = watched.0.clone().map(Arc::new);
+                    let (held, forced) = (held.clone(), forced.clone());
                     async move {
-                        match es {
-                            Ok(es) => super::reconcile(es, ctx, force).await,
-                            Err(invalid) => super::report_invalid(&ctx, invalid).await,
-                        }
+                        let reconcile = async {
+                            match es {
+                                Ok(es) => super::reconcile(es, ctx.clone(), force).await,
+                                Err(invalid) => super::report_invalid(&ctx, invalid).await,
+                            }
+                        };
+                        forgetting_departed(&held, object, reconcile, |es| {
+                            departed(&ctx, &forced, &es)
+                        })
+                        .await
                     }
                 },
                 error_policy("externalsecret"),
@@ -223,6 +223,17 @@ impl ExternalSecretTriggers {
             )
             .for_each(after_reconcile(ctx))
     }
+}
+
+/// Forgets what is kept of an ExternalSecret that left the watch.
+fn departed(ctx: &Context, forced: &Forced, es: &ObjectRef<Watched>) {
+    super::forget(
+        ctx,
+        &es.name,
+        es.namespace.as_deref().unwrap_or_default(),
+        es.extra.uid.as_deref(),
+    );
+    forced.lock().expect("forced set poisoned").remove(es);
 }
 
 /// The ExternalSecrets by the targets they write.

@@ -21,7 +21,7 @@ use super::plan::{self, Uses};
 use crate::context::{Context, ReadyStore};
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
-use crate::watch::{fingerprint, on_departure, scoped};
+use crate::watch::{fingerprint, forgetting_departed, on_departure, scoped};
 
 type Watched = DeserializeGuard<PushSecret>;
 
@@ -52,17 +52,7 @@ where
     .inspect_ok(index::kept(sources.clone(), sources_of))
     .inspect_ok(on_departure(ps_reader.clone(), {
         let ctx = ctx.clone();
-        move |ps| {
-            ctx.forget_status(ps.extra.uid.as_deref());
-            ctx.drop_unrecorded_pushes(ps.extra.uid.as_deref());
-            let m = &ctx.metrics;
-            crate::metrics::forget(
-                &m.ps_condition,
-                &m.ps_reconcile_duration,
-                &ps.name,
-                ps.namespace.as_deref().unwrap_or_default(),
-            );
-        }
+        move |ps| departed(&ctx, &ps)
     }))
     .applied_objects()
     .predicate_filter(fingerprint, PredicateConfig::default());
@@ -76,7 +66,7 @@ where
     .touched_objects();
     let ps_by_source = ps_reader.clone();
     let woken = wakes(ps_reader.clone(), ready_stores);
-    Controller::for_stream(ps_stream, ps_reader)
+    Controller::for_stream(ps_stream, ps_reader.clone())
         .with_config(ctrl_config)
         .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
             let ns = secret.namespace().unwrap_or_default();
@@ -101,19 +91,37 @@ where
         .reconcile_on(woken)
         .graceful_shutdown_on(shutdown)
         .run(
-            |watched: Arc<Watched>, ctx| {
+            move |watched: Arc<Watched>, ctx| {
+                let object = ObjectRef::from(watched.as_ref());
                 let ps = watched.0.clone().map(Arc::new);
+                let held = ps_reader.clone();
                 async move {
-                    match ps {
-                        Ok(ps) => super::reconcile(ps, ctx).await,
-                        Err(invalid) => super::report_invalid(&ctx, invalid).await,
-                    }
+                    let reconcile = async {
+                        match ps {
+                            Ok(ps) => super::reconcile(ps, ctx.clone()).await,
+                            Err(invalid) => super::report_invalid(&ctx, invalid).await,
+                        }
+                    };
+                    forgetting_departed(&held, object, reconcile, |ps| departed(&ctx, &ps)).await
                 }
             },
             error_policy("pushsecret"),
             ctx.clone(),
         )
         .for_each(after_reconcile(ctx))
+}
+
+/// Forgets what is kept of a PushSecret that left the watch.
+fn departed(ctx: &Context, ps: &ObjectRef<Watched>) {
+    ctx.forget_status(ps.extra.uid.as_deref());
+    ctx.drop_unrecorded_pushes(ps.extra.uid.as_deref());
+    let m = &ctx.metrics;
+    crate::metrics::forget(
+        &m.ps_condition,
+        &m.ps_reconcile_duration,
+        &ps.name,
+        ps.namespace.as_deref().unwrap_or_default(),
+    );
 }
 
 /// What a PushSecret is found by when a Secret changes: the name of its source, or, for a
