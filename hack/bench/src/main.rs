@@ -28,6 +28,8 @@ use provider_protocol::v1;
 use testenv::{ControlPlane, KvVersion, ProviderServer, VaultServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+mod soak;
+
 const STORE: &str = "bench";
 
 /// The ProviderClass (or ClusterProviderClass) of the out-of-process runs, and its TLS Secret.
@@ -118,6 +120,16 @@ struct Args {
     /// run is out of process).
     #[arg(long, default_value_t = 10)]
     settle: u64,
+    /// Instead of one sync: waves of the first count's ExternalSecrets, created in fresh
+    /// namespaces with a store each and deleted again, for --soak-minutes; the operator's RSS and
+    /// metric series after each wave (src/soak.rs).
+    #[arg(long)]
+    soak: bool,
+    #[arg(long, default_value_t = 10)]
+    soak_minutes: u64,
+    /// Namespaces a soak wave spreads its ExternalSecrets over, one Fake store each.
+    #[arg(long, default_value_t = 100)]
+    soak_namespaces: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -270,6 +282,19 @@ fn main() -> Result<()> {
     let tokio = tokio::runtime::Runtime::new()?;
     let mut runs = Vec::new();
     let mut kubernetes = String::new();
+    if args.soak {
+        let cp = ControlPlane::start()?;
+        let result = tokio.block_on(async {
+            let client = cp.client().await;
+            soak::run(&cp, &client, &args).await
+        });
+        let log = cp.dir().join("operator.log");
+        report_log("operator", &log);
+        if result.is_err() {
+            print_tail(&log);
+        }
+        return result;
+    }
     let runtimes = if args.conversion {
         vec![Runtime::InProcess]
     } else {
