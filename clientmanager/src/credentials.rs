@@ -143,7 +143,7 @@ type Versions = Mutex<HashMap<CredentialRef, Option<String>>>;
 pub(crate) struct CredentialVersions {
     kube: kube::Client,
     pub(crate) versions: Arc<Versions>,
-    watching: Mutex<HashSet<(CredentialKind, String)>>,
+    watching: Mutex<HashMap<(CredentialKind, String), tokio::task::AbortHandle>>,
 }
 
 impl CredentialVersions {
@@ -209,20 +209,51 @@ impl CredentialVersions {
         Ok(meta.and_then(|m| m.resource_version))
     }
 
-    /// Starts the metadata watch of `kind` in `namespace`, once.
-    fn watch(&self, kind: CredentialKind, namespace: &str) {
-        if !self
-            .watching
+    /// Forgets the versions of references no cached client holds, and stops the watches of
+    /// namespaces none of them is in: a namespace whose stores are gone costs nothing.
+    pub(crate) fn retain(&self, in_use: &HashSet<CredentialRef>) {
+        self.versions
+            .lock()
+            .expect("credential versions poisoned")
+            .retain(|reference, _| in_use.contains(reference));
+        let live: HashSet<(CredentialKind, &str)> = in_use
+            .iter()
+            .map(|r| (r.kind, r.namespace.as_str()))
+            .collect();
+        self.watching
             .lock()
             .expect("credential watches poisoned")
-            .insert((kind, namespace.to_owned()))
-        {
+            .retain(|(kind, namespace), task| {
+                let keep = live.contains(&(*kind, namespace.as_str()));
+                if !keep {
+                    task.abort();
+                }
+                keep
+            });
+    }
+
+    /// The kinds and namespaces watched.
+    #[cfg(test)]
+    pub(crate) fn watched(&self) -> HashSet<(CredentialKind, String)> {
+        self.watching
+            .lock()
+            .expect("credential watches poisoned")
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Starts the metadata watch of `kind` in `namespace`, once.
+    fn watch(&self, kind: CredentialKind, namespace: &str) {
+        let mut watching = self.watching.lock().expect("credential watches poisoned");
+        let key = (kind, namespace.to_owned());
+        if watching.contains_key(&key) {
             return;
         }
         let versions = Arc::downgrade(&self.versions);
         let kube = self.kube.clone();
         let namespace = namespace.to_owned();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             match kind {
                 CredentialKind::Secret => follow::<Secret>(kube, namespace, kind, versions).await,
                 CredentialKind::ConfigMap => {
@@ -233,6 +264,7 @@ impl CredentialVersions {
                 }
             }
         });
+        watching.insert(key, task.abort_handle());
     }
 }
 

@@ -763,11 +763,24 @@ impl ClientManager {
                 .filter_map(|slot| cache.remove(&slot).map(|c| (slot, c)))
                 .collect()
         };
+        self.prune_credentials();
         for (slot, c) in evicted {
             debug!(provider = %slot.provider.kind, name = %slot.provider.name, namespace = %slot.namespace, "closing an idle secrets client");
             self.metrics.evicted(&slot.provider.kind, "idle");
             close(c.client).await;
         }
+    }
+
+    /// Keeps the credential versions and watches the cached clients need, and no others.
+    fn prune_credentials(&self) {
+        let in_use: std::collections::HashSet<CredentialRef> = self
+            .cache
+            .lock()
+            .expect("client cache lock poisoned")
+            .values()
+            .flat_map(|c| c.fingerprint.credentials.keys().cloned())
+            .collect();
+        self.credentials.retain(&in_use);
     }
 
     /// Drops and closes every client built from `identity`, e.g. when its object was deleted.
@@ -781,6 +794,7 @@ impl ClientManager {
                 .collect();
             slots.into_iter().filter_map(|s| cache.remove(&s)).collect()
         };
+        self.prune_credentials();
         for c in evicted {
             self.metrics.evicted(&identity.kind, "deleted");
             close(c.client).await;

@@ -334,6 +334,57 @@ async fn idle_clients_are_closed() {
     );
 }
 
+/// The credentials of evicted clients are forgotten, and a namespace none of the cached clients
+/// reads from is no longer watched: a namespace whose stores are gone costs nothing.
+#[tokio::test(start_paused = true)]
+async fn evicted_clients_take_their_credential_watches_with_them() {
+    let recorder = Arc::new(Recorder::default());
+    let reads = Arc::new(AtomicU64::default());
+    let m = manager(&recorder, reads.clone());
+    let get = |namespace: &'static str| {
+        let o = object(m.registry(), 1, json!({"credentials": "token"}));
+        let m = &m;
+        async move {
+            m.client(o, Caller::ClusterSecretStore, namespace)
+                .await
+                .unwrap()
+        }
+    };
+    let secret = |ns: &str| (provider::CredentialKind::Secret, ns.to_owned());
+    let idle = std::time::Duration::from_secs(15 * 60);
+    get("team-a").await;
+    tokio::time::advance(idle / 2).await;
+    get("team-b").await;
+    assert_eq!(
+        m.credentials.watched(),
+        [secret("team-a"), secret("team-b")].into_iter().collect()
+    );
+    tokio::time::advance(idle / 2).await;
+    m.evict_idle(idle).await;
+    assert_eq!(
+        m.credentials.watched(),
+        [secret("team-b")].into_iter().collect(),
+        "team-a's only client was evicted"
+    );
+    let known: Vec<String> = m
+        .credentials
+        .versions
+        .lock()
+        .unwrap()
+        .keys()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(known, ["Secret team-b/token"]);
+    let before = reads.load(Ordering::SeqCst);
+    get("team-a").await;
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        before + 1,
+        "read again, since nothing watched it meanwhile"
+    );
+    assert_eq!(m.credentials.watched().len(), 2);
+}
+
 #[tokio::test]
 async fn namespaced_callers_cannot_reach_into_other_namespaces() {
     let recorder = Arc::new(Recorder::default());
