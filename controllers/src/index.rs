@@ -106,6 +106,24 @@ where
     }
 }
 
+/// Turns `needed` true once `index` holds any object (`inspect_ok` after [`kept`]): a watch
+/// that looks keys up in it is of no use before ([`crate::watch::once_needed`]).
+pub(crate) fn needed_once_filled<K, Key>(
+    index: SharedIndex<K, Key>,
+    needed: tokio::sync::watch::Sender<bool>,
+) -> impl FnMut(&watcher::Event<K>)
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+    Key: Eq + Hash + Clone,
+{
+    move |_| {
+        if !*needed.borrow() && !index.lock().expect("watch index poisoned").keys.is_empty() {
+            needed.send_replace(true);
+        }
+    }
+}
+
 /// Keeps `index` from a watch's events (`inspect_ok` after its reflector).
 pub(crate) fn kept<K, Key>(
     index: SharedIndex<K, Key>,
@@ -186,5 +204,21 @@ mod tests {
             index.by_key.len() == 1 && index.keys.len() == 1,
             "nothing left behind"
         );
+    }
+
+    #[test]
+    fn needed_once_an_object_has_keys() {
+        let index = SharedIndex::<ConfigMap, String>::default();
+        let (needed, needs) = tokio::sync::watch::channel(false);
+        let mut keep = kept(index.clone(), reads);
+        let mut fill = needed_once_filled(index, needed);
+        let mut event = |e: watcher::Event<ConfigMap>| {
+            keep(&e);
+            fill(&e);
+        };
+        event(watcher::Event::Apply(cm("reads-nothing", &[])));
+        assert!(!*needs.borrow(), "an object without keys needs no watch");
+        event(watcher::Event::Apply(cm("a", &["x"])));
+        assert!(*needs.borrow());
     }
 }

@@ -68,6 +68,28 @@ where
     }
 }
 
+/// The stream `start` makes, started once `needed` turns true: a watch no object needs yet lists
+/// and streams nothing (the metadata of every Secret of the cluster, for PushSecret sources and
+/// `templateFrom`, in a cluster that has neither).
+pub(crate) fn once_needed<S>(
+    mut needed: tokio::sync::watch::Receiver<bool>,
+    start: impl FnOnce() -> S + Send + 'static,
+) -> impl futures::Stream<Item = S::Item> + Send
+where
+    S: futures::Stream + Send + 'static,
+    S::Item: Send,
+{
+    use futures::StreamExt;
+    futures::stream::once(async move {
+        match needed.wait_for(|n| *n).await {
+            Ok(_) => start().left_stream(),
+            // The operator is stopping.
+            Err(_) => futures::stream::empty().right_stream(),
+        }
+    })
+    .flatten()
+}
+
 /// `reconcile` of `object`, then `gone` if the watch no longer holds it: a reconcile in flight
 /// while its object departed records its series and state after [`on_departure`] forgot them.
 /// Either this check sees the object gone, or its departure comes later and forgets them then.
@@ -139,5 +161,22 @@ mod tests {
             assert_eq!(answer, 7, "the reconcile's own result");
         }
         assert_eq!(forgotten, ["departed"]);
+    }
+
+    #[tokio::test]
+    async fn a_watch_starts_once_needed() {
+        use futures::StreamExt;
+        let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (needed, needs) = tokio::sync::watch::channel(false);
+        let flag = started.clone();
+        let mut stream = Box::pin(once_needed(needs, move || {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            futures::stream::iter([1, 2])
+        }));
+        let early = tokio::time::timeout(std::time::Duration::from_millis(50), stream.next()).await;
+        assert!(early.is_err(), "nothing streams before it is needed");
+        assert!(!started.load(std::sync::atomic::Ordering::SeqCst));
+        needed.send_replace(true);
+        assert_eq!(stream.collect::<Vec<_>>().await, [1, 2]);
     }
 }

@@ -29,7 +29,7 @@ use crate::externalsecret::desired::MANAGED_LABEL;
 use crate::externalsecret::generic::TargetChange;
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
-use crate::watch::{fingerprint, forgetting_departed, on_departure, scoped};
+use crate::watch::{fingerprint, forgetting_departed, on_departure, once_needed, scoped};
 
 /// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
 /// must not stall the watch for all others; it gets a status condition instead.
@@ -72,6 +72,7 @@ impl ExternalSecretTriggers {
         let (gone_ctx, gone_forced) = (ctx.clone(), self.forced.clone());
         let ctx_css = ctx.clone();
         let template_users = SharedIndex::<Watched, TemplateSource>::default();
+        let (templates_needed, template_watch_needed) = tokio::sync::watch::channel(false);
         let writers = Writers::default();
         let es_stream = watcher(es_api, watcher::Config::default())
             .default_backoff()
@@ -79,6 +80,10 @@ impl ExternalSecretTriggers {
             .modify(|es| es.managed_fields_mut().clear())
             .reflect(writer)
             .inspect_ok(index::kept(template_users.clone(), template_sources))
+            .inspect_ok(index::needed_once_filled(
+                template_users.clone(),
+                templates_needed,
+            ))
             .inspect_ok(index::kept(writers.clone(), written_targets))
             .inspect_ok(on_departure(reader.clone(), move |es| {
                 departed(&gone_ctx, &gone_forced, &es)
@@ -144,6 +149,7 @@ impl ExternalSecretTriggers {
             namespace.as_deref(),
             template_users,
             self.forced.clone(),
+            template_watch_needed,
         );
         let store_forced = store_changes(
             reader.clone(),
@@ -346,6 +352,7 @@ fn template_source_changes(
     namespace: Option<&str>,
     users: SharedIndex<Watched, TemplateSource>,
     forced: Forced,
+    needed: tokio::sync::watch::Receiver<bool>,
 ) -> impl Stream<Item = ObjectRef<Watched>> + Send + 'static {
     fn changed<K: kube::Resource>(
         event: Result<watcher::Event<K>, watcher::Error>,
@@ -370,18 +377,19 @@ fn template_source_changes(
     )
     .default_backoff()
     .filter_map(|e| futures::future::ready(changed(e).map(|(ns, name)| (false, ns, name))));
-    futures::stream::select(config_maps, secrets).flat_map_unordered(
-        None,
-        move |(config_map, ns, name)| {
-            let key = TemplateSource {
-                config_map,
-                namespace: ns.unwrap_or_default(),
-                name,
-            };
-            let users = users.lock().expect("watch index poisoned").get(&key);
-            force(&forced, users)
-        },
-    )
+    // Only once an ExternalSecret has a templateFrom: every ConfigMap and Secret of the cluster
+    // streams by otherwise. A source changed while the first such ExternalSecret syncs and the
+    // watch lists is seen at its next refresh, as one changed while the operator was down.
+    let sources = futures::stream::select(config_maps, secrets);
+    once_needed(needed, move || sources).flat_map_unordered(None, move |(config_map, ns, name)| {
+        let key = TemplateSource {
+            config_map,
+            namespace: ns.unwrap_or_default(),
+            name,
+        };
+        let users = users.lock().expect("watch index poisoned").get(&key);
+        force(&forced, users)
+    })
 }
 
 /// A ConfigMap or Secret a `templateFrom` reads.

@@ -21,7 +21,7 @@ use super::plan::{self, Uses};
 use crate::context::{Context, ReadyStore};
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
-use crate::watch::{fingerprint, forgetting_departed, on_departure, scoped};
+use crate::watch::{fingerprint, forgetting_departed, on_departure, once_needed, scoped};
 
 type Watched = DeserializeGuard<PushSecret>;
 
@@ -40,6 +40,7 @@ where
         kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
     let (ps_reader, ps_writer) = reflector::store::<Watched>();
     let sources = SharedIndex::<Watched, Source>::default();
+    let (needed, needed_by_sources) = tokio::sync::watch::channel(false);
     let _ = ctx.pushsecrets.set(ps_reader.clone());
     let ps_stream = watcher(
         scoped::<Watched>(&client, namespace.as_deref()),
@@ -50,6 +51,7 @@ where
     .reflect(ps_writer)
     .inspect(store_use_changes(store_users))
     .inspect_ok(index::kept(sources.clone(), sources_of))
+    .inspect_ok(index::needed_once_filled(sources.clone(), needed))
     .inspect_ok(on_departure(ps_reader.clone(), {
         let ctx = ctx.clone();
         move |ps| departed(&ctx, &ps)
@@ -57,13 +59,16 @@ where
     .applied_objects()
     .predicate_filter(fingerprint, PredicateConfig::default());
     // Every Secret's metadata streams by (nothing is cached): a changed source is pushed at
-    // once rather than at the next refresh.
-    let secrets = watcher(
-        scoped::<PartialObjectMeta<Secret>>(&client, namespace.as_deref()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .touched_objects();
+    // once rather than at the next refresh. Only from the first PushSecret on; its list
+    // reconciles the PushSecrets of every source, as at a start.
+    let secrets = once_needed(needed_by_sources, move || {
+        watcher(
+            scoped::<PartialObjectMeta<Secret>>(&client, namespace.as_deref()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .touched_objects()
+    });
     let ps_by_source = ps_reader.clone();
     let woken = wakes(ps_reader.clone(), ready_stores);
     Controller::for_stream(ps_stream, ps_reader.clone())
