@@ -1037,18 +1037,7 @@ async fn wait_all(
         alive(watched)?;
         let (mut ready, mut present) = (0, 0);
         if all_ready.is_none() {
-            ready = externalsecrets
-                .list(&ListParams::default())
-                .await?
-                .items
-                .iter()
-                .filter(|es| {
-                    es.status.as_ref().is_some_and(|s| {
-                        api::conditions::find(&s.conditions, READY)
-                            .is_some_and(|c| c.status == ConditionStatus::True)
-                    })
-                })
-                .count();
+            ready = count_ready(externalsecrets, &ListParams::default()).await?;
             if ready == names.len() {
                 all_ready = Some(start.elapsed());
             }
@@ -1093,6 +1082,22 @@ async fn wait_all(
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// How many of the ExternalSecrets `params` lists are Ready=True.
+async fn count_ready(api: &Api<ExternalSecret>, params: &ListParams) -> Result<usize> {
+    Ok(api
+        .list(params)
+        .await?
+        .items
+        .iter()
+        .filter(|es| {
+            es.status.as_ref().is_some_and(|s| {
+                api::conditions::find(&s.conditions, READY)
+                    .is_some_and(|c| c.status == ConditionStatus::True)
+            })
+        })
+        .count())
 }
 
 /// Starts the release operator against `cp` (its webhook on loopback, where the API server

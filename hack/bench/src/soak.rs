@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use api::conditions::{ConditionStatus, READY};
 use api::external_secret::{ExternalSecret, ExternalSecretSpec};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
@@ -15,7 +14,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 
 use crate::{
-    Args, CREATE_PARALLELISM, POLL, Watched, alive, fake_store_yaml, rss_mib, scrape,
+    Args, CREATE_PARALLELISM, POLL, Watched, alive, count_ready, fake_store_yaml, rss_mib, scrape,
     spawn_operator,
 };
 
@@ -139,18 +138,7 @@ async fn wait_ready(
     let deadline = Instant::now() + Duration::from_secs(timeout);
     loop {
         alive(watched)?;
-        let ready = all
-            .list(&selector)
-            .await?
-            .items
-            .iter()
-            .filter(|es| {
-                es.status.as_ref().is_some_and(|s| {
-                    api::conditions::find(&s.conditions, READY)
-                        .is_some_and(|c| c.status == ConditionStatus::True)
-                })
-            })
-            .count();
+        let ready = count_ready(&all, &selector).await?;
         if ready == count {
             return Ok(());
         }
