@@ -77,6 +77,8 @@ pub struct Context {
     recorder: Recorder,
     /// The kinds ExternalSecrets write besides Secrets.
     pub generic_targets: GenericTargets,
+    /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
+    pub cluster_children: crate::cluster::ClusterChildren,
 }
 
 #[derive(Default)]
@@ -182,6 +184,7 @@ impl Context {
         externalsecret_wake: UnboundedSender<ReadyStore>,
         pushsecret_wake: UnboundedSender<ReadyStore>,
         generic_target_changed: UnboundedSender<TargetChange>,
+        cluster_children: crate::cluster::ClusterChildren,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -209,6 +212,7 @@ impl Context {
             unrecorded_pushes: Mutex::default(),
             recorder,
             generic_targets,
+            cluster_children,
         })
     }
 

@@ -2,6 +2,7 @@
 
 pub mod api_error;
 pub mod backoff;
+pub mod cluster;
 pub mod context;
 mod cron;
 pub mod duration;

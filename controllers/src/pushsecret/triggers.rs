@@ -41,6 +41,7 @@ where
     let (ps_reader, ps_writer) = reflector::store::<Watched>();
     let sources = SharedIndex::<Watched, Source>::default();
     let _ = ctx.pushsecrets.set(ps_reader.clone());
+    ctx.cluster_children.push.use_cache(ps_reader.clone());
     let ps_stream = watcher(
         scoped::<Watched>(&client, namespace.as_deref()),
         watcher::Config::default(),
@@ -48,6 +49,10 @@ where
     .default_backoff()
     .modify(|ps| ps.managed_fields_mut().clear())
     .reflect(ps_writer)
+    .inspect_ok({
+        let ctx = ctx.clone();
+        move |e| ctx.cluster_children.push.observe(e)
+    })
     .inspect(store_use_changes(store_users))
     .inspect_ok(index::kept(sources.clone(), sources_of))
     .inspect_ok(on_departure(ps_reader.clone(), {
