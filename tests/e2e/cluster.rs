@@ -422,9 +422,10 @@ async fn conflicting(env: Arc<Env>) -> Result<()> {
     Ok(())
 }
 
-/// Write requests (create, update, patch, delete) to `resources` since audit log line `mark`,
-/// in `namespaces` or, for cluster-scoped objects, of the names in `names`.
-fn writes_since(
+/// Write requests (create, update, patch, delete) to the ESO kinds since audit log line `mark`,
+/// in `namespaces` or, for cluster-scoped objects, of the names in `names`, as
+/// `verb resource[/subresource] namespace/name`.
+pub fn writes_since(
     env: &Env,
     mark: usize,
     namespaces: &[&String],
@@ -453,8 +454,12 @@ fn writes_since(
             ]
             .contains(&resource)
         {
+            let subresource = object["subresource"]
+                .as_str()
+                .map(|s| format!("/{s}"))
+                .unwrap_or_default();
             writes.push(format!(
-                "{verb} {resource} {}/{}",
+                "{verb} {resource}{subresource} {}/{}",
                 object["namespace"].as_str().unwrap_or_default(),
                 object["name"].as_str().unwrap_or_default()
             ));
@@ -463,7 +468,7 @@ fn writes_since(
     Ok(writes)
 }
 
-fn audit_mark(env: &Env) -> Result<usize> {
+pub fn audit_mark(env: &Env) -> Result<usize> {
     Ok(
         std::fs::read_to_string(env.control_plane().audit_log_path())?
             .lines()

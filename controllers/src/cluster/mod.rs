@@ -526,9 +526,13 @@ impl Desired {
             labels,
             annotations,
             spec: object.child_spec(),
-            owner: object
-                .controller_owner_ref(&())
-                .expect("a cluster object read from the API server has a name and uid"),
+            // As ESO's: blocking, so that a foreground deletion waits for the children.
+            owner: OwnerReference {
+                block_owner_deletion: Some(true),
+                ..object
+                    .controller_owner_ref(&())
+                    .expect("a cluster object read from the API server has a name and uid")
+            },
         }
     }
 
