@@ -573,10 +573,9 @@ async fn deletion(env: Arc<Env>) -> Result<()> {
         })
         .await?;
     }
-    // Garbage collection deleted them, not the operator one by one; the test's own delete is
-    // the only one of the cluster object.
+    // Garbage collection (in kube-controller-manager) deleted them, not the operator one by one.
     let log = std::fs::read_to_string(env.control_plane().audit_log_path())?;
-    let by_operator: Vec<String> = log
+    let deleted_by: Vec<String> = log
         .lines()
         .skip(mark)
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -586,14 +585,16 @@ async fn deletion(env: Arc<Env>) -> Result<()> {
                 && [&a, &b]
                     .iter()
                     .any(|ns| e["objectRef"]["namespace"].as_str() == Some(ns.as_str()))
-                && !e["user"]["username"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("generic-garbage-collector")
         })
-        .map(|e| e["user"]["username"].to_string())
+        .map(|e| e["userAgent"].as_str().unwrap_or_default().to_owned())
         .collect();
-    ensure!(by_operator.is_empty(), "deleted by {by_operator:?}");
+    ensure!(
+        !deleted_by.is_empty()
+            && deleted_by
+                .iter()
+                .all(|agent| agent.starts_with("kube-controller-manager")),
+        "deleted by {deleted_by:?}"
+    );
     Ok(())
 }
 
