@@ -487,7 +487,8 @@ async fn spec_change_and_steady_state(env: Arc<Env>) -> Result<()> {
     let name = format!("ces-change-{id}");
     let selection = format!("  namespaceSelectors: [{{matchLabels: {{{LABEL}: {id}}}}}]\n");
     // Re-checked every second: a steady state must still write nothing.
-    let extra = "  refreshTime: 1s\n  externalSecretMetadata: {labels: {version: one}}\n";
+    let extra =
+        "  refreshTime: 1s\n  externalSecretMetadata: {labels: {version: one, dropped: soon}}\n";
     testenv::apply_yaml(&client, &ces(&name, &store, &selection, extra), true).await?;
     for ns in [&a, &b] {
         wait_secret(&client, ns, &name, &data(ALICE)).await?;
@@ -510,8 +511,10 @@ async fn spec_change_and_steady_state(env: Arc<Env>) -> Result<()> {
         let es = Api::<ExternalSecret>::namespaced(client.clone(), ns)
             .get(&name)
             .await?;
+        // The label dropped from the metadata is gone too.
         ensure!(
-            es.labels().get("version").map(String::as_str) == Some("two"),
+            es.labels().get("version").map(String::as_str) == Some("two")
+                && !es.labels().contains_key("dropped"),
             "labels of {ns}/{name}: {:?}",
             es.labels()
         );
@@ -604,13 +607,10 @@ async fn refused_by_store(env: Arc<Env>) -> Result<()> {
     let id = id(&allowed);
     label(&client, &allowed, &[(LABEL, &id), ("access", "granted")]).await?;
     let refused = namespace(&client, "ces-refused", &[(LABEL, &id)]).await?;
+    let by_name = namespace(&client, "ces-refused-by-name", &[(LABEL, &id)]).await?;
     let store = format!("ces-{id}");
-    cluster_store(
-        &client,
-        &store,
-        "  conditions: [{namespaceSelector: {matchLabels: {access: granted}}}]\n",
-    )
-    .await?;
+    let granted = "  conditions: [{namespaceSelector: {matchLabels: {access: granted}}}]\n";
+    cluster_store(&client, &store, granted).await?;
     let name = format!("ces-refused-{id}");
     let selection = format!("  namespaceSelectors: [{{matchLabels: {{{LABEL}: {id}}}}}]\n");
     testenv::apply_yaml(&client, &ces(&name, &store, &selection, ""), true).await?;
@@ -619,7 +619,7 @@ async fn refused_by_store(env: Arc<Env>) -> Result<()> {
         "clusterexternalsecrets",
         &name,
         &[&allowed],
-        &[&refused],
+        &[&refused, &by_name],
     )
     .await?;
     let reason = status["failedNamespaces"][0]["reason"]
@@ -644,10 +644,24 @@ async fn refused_by_store(env: Arc<Env>) -> Result<()> {
         "clusterexternalsecrets",
         &name,
         &[&allowed, &refused],
-        &[],
+        &[&by_name],
     )
     .await?;
     wait_secret(&client, &refused, &name, &data(ALICE)).await?;
+    // The store's conditions changed: with a refreshTime of an hour, still at once.
+    let by_names = format!(
+        "  conditions: [{{namespaceSelector: {{matchLabels: {{access: granted}}}}}}, {{namespaces: [{by_name}]}}]\n"
+    );
+    cluster_store(&client, &store, &by_names).await?;
+    wait_status(
+        &client,
+        "clusterexternalsecrets",
+        &name,
+        &[&allowed, &refused, &by_name],
+        &[],
+    )
+    .await?;
+    wait_secret(&client, &by_name, &name, &data(ALICE)).await?;
     Ok(())
 }
 

@@ -4,8 +4,8 @@
 //!
 //! What triggers a reconcile: the cluster object's own changes, a namespace gaining, losing or
 //! changing labels (one namespace watch serves every cluster object and the stores'
-//! `conditions`), a child changed or deleted by someone else (seen on the watch the child's own
-//! controller keeps, not on one more), and `refreshTime`. A reconcile reads only those caches, and
+//! `conditions`), a ClusterSecretStore's spec change, a child changed or deleted by someone else
+//! (seen on the watch the child's own controller keeps, not on one more), and `refreshTime`. A reconcile reads only those caches, and
 //! writes only what differs, so a steady state costs no request.
 
 pub mod plan;
@@ -348,27 +348,49 @@ impl Fanout for ClusterPushSecret {
     }
 }
 
-/// The children of both kinds.
+/// The children of both kinds, and where a ClusterSecretStore's change is announced to both.
 pub struct ClusterChildren {
     pub external: Children<ExternalSecret>,
     pub push: Children<PushSecret>,
+    stores_changed: [UnboundedSender<()>; 2],
 }
 
-/// Where the children's owners hear of their changes, by owner name.
+impl ClusterChildren {
+    /// A ClusterSecretStore's spec changed: its `conditions` may refuse or allow namespaces
+    /// now, which every cluster object reports.
+    pub(crate) fn cluster_store_changed(&self) {
+        for to in &self.stores_changed {
+            let _ = to.unbounded_send(());
+        }
+    }
+}
+
+/// Where the children's owners hear of their changes, by owner name, and of ClusterSecretStore
+/// changes.
 pub struct ChildChanges {
     pub external: UnboundedReceiver<String>,
     pub push: UnboundedReceiver<String>,
+    pub external_stores: UnboundedReceiver<()>,
+    pub push_stores: UnboundedReceiver<()>,
 }
 
 pub fn children() -> (ClusterChildren, ChildChanges) {
     let (external_tx, external) = futures::channel::mpsc::unbounded();
     let (push_tx, push) = futures::channel::mpsc::unbounded();
+    let (external_stores_tx, external_stores) = futures::channel::mpsc::unbounded();
+    let (push_stores_tx, push_stores) = futures::channel::mpsc::unbounded();
     (
         ClusterChildren {
             external: Children::new("ClusterExternalSecret", external_tx),
             push: Children::new("ClusterPushSecret", push_tx),
+            stores_changed: [external_stores_tx, push_stores_tx],
         },
-        ChildChanges { external, push },
+        ChildChanges {
+            external,
+            push,
+            external_stores,
+            push_stores,
+        },
     )
 }
 
@@ -378,6 +400,7 @@ pub(crate) async fn controller<K: Fanout>(
     ctx: Arc<Context>,
     namespaces: Namespaces,
     namespace_changes: UnboundedReceiver<()>,
+    store_changes: UnboundedReceiver<()>,
     child_changes: UnboundedReceiver<String>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -410,7 +433,7 @@ pub(crate) async fn controller<K: Fanout>(
     Controller::for_stream(stream, cached)
         .with_config(config)
         .reconcile_on(owners)
-        .reconcile_all_on(namespace_changes)
+        .reconcile_all_on(futures::stream::select(namespace_changes, store_changes))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<K>, error_policy_for::<K>(), state)
         .for_each(|r| after_reconcile(ctx.clone())(r))
@@ -536,8 +559,10 @@ impl Desired {
         }
     }
 
-    /// Whether `child`, found under the child's name, is ours and current. Labels and
-    /// annotations others added are left alone; ours must be there.
+    /// Whether `child`, found under the child's name, is ours and current. Its labels and
+    /// annotations are the cluster object's exactly, as ESO sets them, so that one removed there
+    /// is seen (the apply then drops it); one someone else adds makes the child applied again
+    /// at each reconcile, changing nothing, since another manager's fields are theirs.
     fn compare<K: Fanout>(&self, child: &DeserializeGuard<K::Child>, owner: &str) -> Existing {
         if owner_name(child, &K::kind(&())).as_deref() != Some(owner) {
             return Existing::Foreign;
@@ -545,11 +570,8 @@ impl Desired {
         let Ok(child) = &child.0 else {
             return Existing::Ours { current: false };
         };
-        let contains = |have: &BTreeMap<String, String>, want: &BTreeMap<String, String>| {
-            want.iter().all(|(k, v)| have.get(k) == Some(v))
-        };
-        let current = contains(child.labels(), &self.labels)
-            && contains(child.annotations(), &self.annotations)
+        let current = *child.labels() == self.labels
+            && *child.annotations() == self.annotations
             && child.owner_references().contains(&self.owner)
             && K::spec_of(child) == self.spec;
         Existing::Ours { current }

@@ -190,6 +190,8 @@ impl ExternalSecretTriggers {
             .filter_map(move |s| {
                 futures::future::ready(s.ok().map(|s| {
                     let news = ctx_css.generations.changed(&s);
+                    // Its `conditions` may refuse or allow namespaces of cluster objects.
+                    ctx_css.cluster_children.cluster_store_changed();
                     (news, LoadedStore::from_cluster_secret_store(&s))
                 }))
             });
