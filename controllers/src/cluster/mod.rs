@@ -413,9 +413,11 @@ pub(crate) async fn controller<K: Fanout>(
     if children.wait_until_ready().await.is_err() || namespaces.wait_until_ready().await.is_err() {
         return;
     }
-    let (cached, writer) = reflector::store::<K>();
+    // Guarded: one object these types cannot read (written under another CRD) is reported on
+    // its own, rather than stopping the watch of all.
+    let (cached, writer) = reflector::store::<DeserializeGuard<K>>();
     let stream = watcher(
-        Api::<K>::all(ctx.client.clone()),
+        Api::<DeserializeGuard<K>>::all(ctx.client.clone()),
         watcher::Config::default(),
     )
     .default_backoff()
@@ -424,7 +426,7 @@ pub(crate) async fn controller<K: Fanout>(
     .applied_objects()
     // Its own status writes are no reason to look again.
     .predicate_filter(crate::watch::fingerprint, Default::default());
-    let owners = child_changes.map(|name| ObjectRef::<K>::new(&name));
+    let owners = child_changes.map(|name| ObjectRef::<DeserializeGuard<K>>::new(&name));
     let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
     let state = Arc::new(State {
         ctx: ctx.clone(),
@@ -435,7 +437,19 @@ pub(crate) async fn controller<K: Fanout>(
         .reconcile_on(owners)
         .reconcile_all_on(futures::stream::select(namespace_changes, store_changes))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::<K>, error_policy_for::<K>(), state)
+        .run(
+            |watched: Arc<DeserializeGuard<K>>, state: Arc<State>| {
+                let object = watched.0.clone().map(Arc::new);
+                async move {
+                    match object {
+                        Ok(object) => reconcile(object, state).await,
+                        Err(invalid) => report_unreadable::<K>(&state.ctx, invalid).await,
+                    }
+                }
+            },
+            error_policy_for::<K>(),
+            state,
+        )
         .for_each(|r| after_reconcile(ctx.clone())(r))
         .await
 }
@@ -445,8 +459,9 @@ struct State {
     namespaces: Namespaces,
 }
 
-fn error_policy_for<K: Fanout>() -> impl Fn(Arc<K>, &Error, Arc<State>) -> Action {
-    let inner = error_policy::<K, Error>(K::CONTROLLER);
+fn error_policy_for<K: Fanout>() -> impl Fn(Arc<DeserializeGuard<K>>, &Error, Arc<State>) -> Action
+{
+    let inner = error_policy::<DeserializeGuard<K>, Error>(K::CONTROLLER);
     move |obj, error, state| inner(obj, error, state.ctx.clone())
 }
 
@@ -526,6 +541,30 @@ async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Actio
 }
 
 static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+
+/// A cluster object these types cannot read: Ready=False naming what is wrong, its children left
+/// as they are, until it changes.
+async fn report_unreadable<K: Fanout>(
+    ctx: &Context,
+    invalid: kube::core::error_boundary::InvalidObject,
+) -> Result<Action, Error> {
+    let resource = kube::api::ApiResource::erase::<K>(&());
+    let api: Api<kube::api::DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
+    let message = format!(
+        "the {} cannot be read by this operator: {}",
+        K::kind(&()),
+        invalid.error
+    );
+    let status = json!({"conditions": [{"type": api::conditions::READY, "status": "False", "message": message}]});
+    let name = invalid.metadata.name.unwrap_or_default();
+    crate::context::apply_status(&api, &resource, &name, &status)
+        .await
+        .map_err(|source| Error::Write {
+            what: "status".into(),
+            source,
+        })?;
+    Ok(Action::await_change())
+}
 
 fn refresh(refresh_time: Option<&str>) -> Duration {
     refresh_time
