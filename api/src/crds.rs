@@ -4,7 +4,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::{external_secret, provider_class, providers, push_secret, store};
+use crate::{cluster_secrets, external_secret, provider_class, providers, push_secret, store};
 
 /// All CRDs, core kinds first (the provider classes last of them), then each provider's two
 /// kinds in the order of [`providers::ALL`].
@@ -14,6 +14,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         store::SecretStore::crd(),
         store::ClusterSecretStore::crd(),
         push_secret::PushSecret::crd(),
+        cluster_secrets::ClusterExternalSecret::crd(),
+        cluster_secrets::ClusterPushSecret::crd(),
         provider_class::ProviderClass::crd(),
         provider_class::ClusterProviderClass::crd(),
     ]

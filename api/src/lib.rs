@@ -3,6 +3,7 @@
 //! `cluster.providers.external-secrets.io` (cluster-scoped).
 
 pub mod chart;
+pub mod cluster_secrets;
 pub mod conditions;
 pub mod conversion;
 pub mod crds;

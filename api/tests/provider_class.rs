@@ -254,9 +254,11 @@ fn the_class_crds_are_core_kinds_with_eso_names() {
         .filter_map(|c| c.metadata.name)
         .collect();
     assert_eq!(
-        names[3..6],
+        names[3..8],
         [
             "pushsecrets.external-secrets.io",
+            "clusterexternalsecrets.external-secrets.io",
+            "clusterpushsecrets.external-secrets.io",
             "providerclasses.external-secrets.io",
             "clusterproviderclasses.external-secrets.io",
         ]

@@ -79,6 +79,8 @@ pub struct Context {
     pub generic_targets: GenericTargets,
     /// The resourceVersions of the Secrets this operator manages, from their metadata watch.
     pub target_versions: crate::externalsecret::versions::TargetVersions,
+    /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
+    pub cluster_children: crate::cluster::ClusterChildren,
 }
 
 #[derive(Default)]
@@ -189,6 +191,7 @@ impl Context {
         externalsecret_wake: UnboundedSender<ReadyStore>,
         pushsecret_wake: UnboundedSender<ReadyStore>,
         generic_target_changed: UnboundedSender<TargetChange>,
+        cluster_children: crate::cluster::ClusterChildren,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -217,6 +220,7 @@ impl Context {
             recorder,
             generic_targets,
             target_versions: Default::default(),
+            cluster_children,
         })
     }
 

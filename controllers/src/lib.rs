@@ -3,6 +3,7 @@
 pub mod api_error;
 pub mod api_requests;
 pub mod backoff;
+pub mod cluster;
 pub mod context;
 mod cron;
 pub mod duration;

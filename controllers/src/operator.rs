@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use api::cluster_secrets::{ClusterExternalSecret, ClusterPushSecret};
 use api::provider_class::{ClusterProviderClass, ProviderClass};
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::ClientManager;
@@ -48,6 +49,7 @@ pub struct Operator {
     ready: Arc<AtomicBool>,
     externalsecret_triggers: ExternalSecretTriggers,
     pushsecret_wakes: mpsc::UnboundedReceiver<ReadyStore>,
+    child_changes: crate::cluster::ChildChanges,
 }
 
 impl Operator {
@@ -71,6 +73,7 @@ impl Operator {
         let (es_wake, es_wakes) = mpsc::unbounded();
         let (ps_wake, pushsecret_wakes) = mpsc::unbounded();
         let (generic_changed, generic_changes) = mpsc::unbounded();
+        let (cluster_children, child_changes) = crate::cluster::children();
         Self {
             ctx: Context::new(
                 client,
@@ -81,6 +84,7 @@ impl Operator {
                 es_wake,
                 ps_wake,
                 generic_changed,
+                cluster_children,
             ),
             metrics_registry: Arc::new(registry),
             ready: Arc::default(),
@@ -90,6 +94,7 @@ impl Operator {
                 generic_changes,
             ),
             pushsecret_wakes,
+            child_changes,
         }
     }
 
@@ -199,7 +204,38 @@ impl Operator {
             .externalsecret_triggers
             .controller(ctx.clone(), shutdown.clone());
         let discovery = provider_objects::discover(ctx.clone(), nudges.clone());
-        let namespaces = namespace_cache(ctx.clone());
+        let (namespaces_cached, namespaces_writer) = reflector::store();
+        let (ces_namespaces_tx, ces_namespaces) = mpsc::unbounded();
+        let (cps_namespaces_tx, cps_namespaces) = mpsc::unbounded();
+        let namespaces = namespace_cache(
+            ctx.clone(),
+            namespaces_writer,
+            vec![ces_namespaces_tx, cps_namespaces_tx],
+        );
+        // Not in single-namespace mode, where cluster kinds are not served.
+        let cluster_kinds = async {
+            if namespace.is_none() {
+                future::join(
+                    crate::cluster::controller::<ClusterExternalSecret>(
+                        ctx.clone(),
+                        namespaces_cached.clone(),
+                        ces_namespaces,
+                        self.child_changes.external_stores,
+                        self.child_changes.external,
+                        shutdown.clone(),
+                    ),
+                    crate::cluster::controller::<ClusterPushSecret>(
+                        ctx.clone(),
+                        namespaces_cached.clone(),
+                        cps_namespaces,
+                        self.child_changes.push_stores,
+                        self.child_changes.push,
+                        shutdown.clone(),
+                    ),
+                )
+                .await;
+            }
+        };
         let recoveries = recoveries(ctx.clone());
         let classes = crate::provider_class::controller::<ProviderClass>(
             ctx.clone(),
@@ -226,7 +262,7 @@ impl Operator {
         ctx.manager.use_class_caches(classes, cluster_classes);
         info!(namespace = ?namespace, class = %ctx.settings.controller_class, "controllers started");
         tokio::select! {
-            _ = future::join4(stores, cluster_stores, externalsecrets, pushsecrets) => {}
+            _ = future::join5(stores, cluster_stores, externalsecrets, pushsecrets, cluster_kinds) => {}
             _ = discovery => {}
             _ = namespaces => {}
             _ = recoveries => {}
@@ -299,19 +335,37 @@ fn store_controller<S: StoreObject>(
         .for_each(after_reconcile(ctx))
 }
 
-/// Namespace labels for ClusterSecretStore `conditions`, so checking them costs no request per
-/// reconcile. Not in single-namespace mode, where cluster stores are not served.
-async fn namespace_cache(ctx: Arc<Context>) {
+/// Namespaces' labels, one watch for all who read them: ClusterSecretStore `conditions`, so
+/// checking them costs no request per reconcile, and the cluster kinds, told of each change
+/// that may change what they select. Not in single-namespace mode, where cluster kinds are not
+/// served.
+async fn namespace_cache(
+    ctx: Arc<Context>,
+    writer: reflector::store::Writer<PartialObjectMeta<Namespace>>,
+    changed: Vec<mpsc::UnboundedSender<()>>,
+) {
     if ctx.settings.namespace.is_some() {
         return std::future::pending().await;
     }
-    let (reader, writer) = reflector::store::<PartialObjectMeta<Namespace>>();
-    ctx.manager.use_namespace_cache(reader);
+    ctx.manager.use_namespace_cache(writer.as_reader());
     let api: Api<PartialObjectMeta<Namespace>> = Api::all(ctx.client.clone());
+    let mut gone = on_departure(writer.as_reader(), |_| {
+        for to in &changed {
+            let _ = to.unbounded_send(());
+        }
+    });
     watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(|ns| ns.managed_fields_mut().clear())
         .reflect(writer)
-        .for_each(|_| future::ready(()))
+        .inspect_ok(move |e| gone(e))
+        .applied_objects()
+        .predicate_filter(crate::cluster::namespace_fingerprint, Default::default())
+        .for_each(|_| {
+            for to in &changed {
+                let _ = to.unbounded_send(());
+            }
+            future::ready(())
+        })
         .await
 }

@@ -101,6 +101,7 @@ pub fn context_with(client: kube::Client, settings: Settings) -> Arc<Context> {
         sink(),
         sink(),
         sink(),
+        crate::cluster::children().0,
     )
 }
 

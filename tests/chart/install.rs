@@ -88,6 +88,7 @@ pub async fn install_and_upgrade() -> Result<()> {
         scenario.deletion_policy_delete().await?;
         scenario.store_moves_to_provider_ref().await?;
         scenario.eso_finalizers().await?;
+        scenario.cluster_kinds().await?;
         scenario.gitlab_not_installed().await?;
         no_requests_for(&cp, &["gitlabs", "kubernetes"])?;
 
@@ -1321,6 +1322,67 @@ spec:
         delete_and_wait(&self.api(APP, &store), "eso-store").await?;
         let cluster_store = core("v1", "ClusterSecretStore", "clustersecretstores");
         delete_and_wait(&self.api(None, &cluster_store), "eso-cluster-store").await
+    }
+
+    /// A ClusterExternalSecret (with ESO's finalizer) and a ClusterPushSecret over the namespaces
+    /// labelled `cluster-kinds=yes`: each writes its child into the app namespace once labelled,
+    /// deletes it once unlabelled, and the ClusterExternalSecret is released at its deletion.
+    async fn cluster_kinds(&self) -> Result<()> {
+        let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(self.client.clone());
+        let label = |value: Option<&str>| {
+            Patch::Merge(json!({"metadata": {"labels": {"cluster-kinds": value}}}))
+        };
+        namespaces
+            .patch(APP, &PatchParams::default(), &label(Some("yes")))
+            .await?;
+        self.apply(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: ClusterExternalSecret
+metadata:
+  name: cluster-es
+  finalizers: [externalsecrets.external-secrets.io/clusterexternalsecret-cleanup]
+spec:
+  namespaceSelectors: [{matchLabels: {cluster-kinds: "yes"}}]
+  externalSecretSpec:
+    refreshInterval: 1h
+    secretStoreRef: {name: fake, kind: SecretStore}
+    target: {name: from-cluster-es}
+    data: [{secretKey: k, remoteRef: {key: db}}]
+---
+apiVersion: external-secrets.io/v1alpha1
+kind: ClusterPushSecret
+metadata: {name: cluster-push}
+spec:
+  namespaceSelectors: [{matchLabels: {cluster-kinds: "yes"}}]
+  pushSecretSpec:
+    refreshInterval: 1h
+    secretStoreRefs: [{name: fake, kind: SecretStore}]
+    selector: {secret: {name: to-push}}
+    data:
+      - match: {secretKey: k, remoteRef: {remoteKey: cluster-pushed-key}}
+"#,
+        )
+        .await?;
+        let es = core("v1", "ExternalSecret", "externalsecrets");
+        let ps = core("v1alpha1", "PushSecret", "pushsecrets");
+        self.wait_ready(&es, Some(APP), "cluster-es").await?;
+        self.wait_ready(&ps, Some(APP), "cluster-push").await?;
+        namespaces
+            .patch(APP, &PatchParams::default(), &label(None))
+            .await?;
+        for (resource, name) in [(&es, "cluster-es"), (&ps, "cluster-push")] {
+            let children = self.api(APP, resource);
+            testenv::wait_for(TIMEOUT, &format!("{name}'s child deleted"), || async {
+                ensure!(children.get_opt(name).await?.is_none(), "still there");
+                anyhow::Ok(())
+            })
+            .await?;
+        }
+        let ces = core("v1", "ClusterExternalSecret", "clusterexternalsecrets");
+        delete_and_wait(&self.api(None, &ces), "cluster-es").await?;
+        let cps = core("v1alpha1", "ClusterPushSecret", "clusterpushsecrets");
+        delete_and_wait(&self.api(None, &cps), "cluster-push").await
     }
 
     /// For each enabled provider, in both scopes: an inline store gets its provider object

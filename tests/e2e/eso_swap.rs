@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow, ensure};
+use api::cluster_secrets::{ClusterExternalSecret, ClusterPushSecret};
 use api::external_secret::ExternalSecret;
+use api::push_secret::PushSecret;
 use api::store::SecretStore;
 use base64::Engine;
 use controllers::externalsecret::{desired, hash};
@@ -47,6 +49,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "eso_swap::secrets_written_by_eso_are_adopted_without_a_write",
             env,
             adopted_without_a_write,
+        ),
+        trial(
+            "eso_swap::cluster_objects_made_by_eso_are_adopted_without_a_write",
+            env,
+            cluster_objects_adopted,
         ),
         trial(
             "eso_swap::refresh_and_creation_policies_side_by_side",
@@ -245,18 +252,7 @@ async fn adopted_without_a_write(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "eso-fixtures").await?;
     let class = format!("fixtures-{ns}");
-    let store = format!(
-        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
-    );
-    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
-    // The store as ESO leaves it: validated.
-    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
-    let validated = json!({"status": {"capabilities": "ReadWrite", "conditions": [{
-        "type": "Ready", "status": "True", "reason": "Valid", "message": "store validated",
-        "lastTransitionTime": jiff::Timestamp::now().to_string()}]}});
-    stores
-        .patch_status("fake", &PatchParams::default(), &Patch::Merge(&validated))
-        .await?;
+    validated_store(&client, &ns, &class).await?;
     let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let alice = || BTreeMap::from([("user".to_owned(), b"alice".to_vec())]);
@@ -322,50 +318,11 @@ async fn adopted_without_a_write(env: Arc<Env>) -> Result<()> {
             api::external_secret::FINALIZER
         );
         testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
-        let es = externalsecrets.get(name).await?;
         let mut data = ours;
         if others {
             data.insert("theirs".to_owned(), b"kept".to_vec());
         }
-        let mut labels = BTreeMap::from([(desired::MANAGED_LABEL.to_owned(), "true".to_owned())]);
-        let mut owners = Vec::new();
-        if policy == "Owner" {
-            labels.insert(
-                desired::CREATED_BY_LABEL.to_owned(),
-                hash::created_by(&ns, name),
-            );
-            owners.push(json!({
-                "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret", "name": name,
-                "uid": es.metadata.uid, "controller": true, "blockOwnerDeletion": true,
-            }));
-        }
-        let encoded: BTreeMap<&String, String> = data
-            .iter()
-            .map(|(k, v)| (k, base64::engine::general_purpose::STANDARD.encode(v)))
-            .collect();
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {
-                "name": name, "labels": labels, "ownerReferences": owners,
-                "annotations": {desired::DATA_HASH_ANNOTATION: hash::data_hash(&data)},
-            },
-            "type": "Opaque",
-            "data": encoded,
-        }))?;
-        let as_eso = PostParams {
-            field_manager: Some(desired::field_manager(name)),
-            ..PostParams::default()
-        };
-        secrets.create(&as_eso, &secret).await?;
-        let status = json!({"status": {
-            "refreshTime": jiff::Timestamp::now().to_string(),
-            "syncedResourceVersion": desired::synced_resource_version(&es),
-            "binding": {"name": name},
-            "conditions": [{"type": "Ready", "status": "True", "reason": "SecretSynced",
-                "message": "secret synced", "lastTransitionTime": jiff::Timestamp::now().to_string()}],
-        }});
-        externalsecrets
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await?;
+        synced_as_eso(&client, &ns, name, policy == "Owner", &data).await?;
     }
     let control = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: control}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: fake}\n  data: [{secretKey: user, remoteRef: {key: user}}]\n";
     testenv::apply_yaml_in(&client, &ns, control, true).await?;
@@ -408,6 +365,259 @@ async fn adopted_without_a_write(env: Arc<Env>) -> Result<()> {
         .collect();
     ensure!(touched.is_empty(), "ExternalSecrets written: {touched:?}");
     operator.stop();
+    Ok(())
+}
+
+/// The SecretStore `fake` of controller class `class`, as ESO leaves it: validated.
+async fn validated_store(client: &kube::Client, ns: &str, class: &str) -> Result<()> {
+    let store = format!(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
+    );
+    testenv::apply_yaml_in(client, ns, &store, true).await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), ns);
+    let validated = json!({"status": {"capabilities": "ReadWrite", "conditions": [{
+        "type": "Ready", "status": "True", "reason": "Valid", "message": "store validated",
+        "lastTransitionTime": jiff::Timestamp::now().to_string()}]}});
+    stores
+        .patch_status("fake", &PatchParams::default(), &Patch::Merge(&validated))
+        .await?;
+    Ok(())
+}
+
+/// ESO's ClusterExternalSecret and ClusterPushSecret with the children Go ESO made (its labels,
+/// annotations and controller owner references, the ExternalSecret's Secret and status, the
+/// PushSecret's status) and the status ESO wrote: taking them over writes nothing, to the
+/// children or the cluster objects' status, and the ExternalSecret is adopted without a
+/// provider read. The operator of the suite runs all along: until the fixtures are complete, an
+/// invalid second selector keeps it from acting on them (it only reports the selector); once
+/// that is dropped, it finds what ESO left, as at a takeover. ESO's finalizer then lets the
+/// ClusterExternalSecret be deleted.
+async fn cluster_objects_adopted(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let es_ns = testenv::create_namespace(&client, "eso-cluster-es").await?;
+    let ps_ns = testenv::create_namespace(&client, "eso-cluster-ps").await?;
+    let id = es_ns.rsplit('-').next().unwrap_or_default().to_owned();
+    let class = format!("fixtures-{es_ns}");
+    for ns in [&es_ns, &ps_ns] {
+        validated_store(&client, ns, &class).await?;
+    }
+    let name = format!("eso-made-{id}");
+    let hold = "  - matchExpressions: [{key: hold, operator: Held}]\n";
+    let ces = format!(
+        "apiVersion: external-secrets.io/v1\nkind: ClusterExternalSecret\nmetadata:\n  name: {name}\n  finalizers: [{}]\nspec:\n  externalSecretMetadata: {{labels: {{team: payments}}, annotations: {{owner: platform}}}}\n  refreshTime: 1s\n  namespaceSelectors:\n  - matchLabels: {{adopt-es: {id}}}\n{hold}  externalSecretSpec:\n    refreshInterval: 1h\n    secretStoreRef: {{name: fake}}\n    target: {{name: {name}}}\n    data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n",
+        api::cluster_secrets::CLUSTER_EXTERNAL_SECRET_FINALIZER
+    );
+    let cps = format!(
+        "apiVersion: external-secrets.io/v1alpha1\nkind: ClusterPushSecret\nmetadata: {{name: {name}}}\nspec:\n  refreshTime: 1s\n  namespaceSelectors:\n  - matchLabels: {{adopt-ps: {id}}}\n{hold}  pushSecretSpec:\n    refreshInterval: 1h\n    secretStoreRefs: [{{name: fake, kind: SecretStore}}]\n    selector: {{secret: {{name: src}}}}\n    data: [{{match: {{secretKey: user, remoteRef: {{remoteKey: pushed}}}}}}]\n"
+    );
+    testenv::apply_yaml(&client, &ces, true).await?;
+    testenv::apply_yaml(&client, &cps, true).await?;
+    let cluster_es: Api<ClusterExternalSecret> = Api::all(client.clone());
+    let cluster_ps: Api<ClusterPushSecret> = Api::all(client.clone());
+    // Only the selector reported, nothing written elsewhere.
+    testenv::wait_for(TIMEOUT, "the held selectors reported", || async {
+        let es = serde_json::to_value(cluster_es.get(&name).await?)?;
+        let ps = serde_json::to_value(cluster_ps.get(&name).await?)?;
+        for status in [&es["status"], &ps["status"]] {
+            ensure!(
+                status["conditions"][0]["status"] == "False",
+                "status {status}"
+            );
+        }
+        Ok(())
+    })
+    .await?;
+    let (ces, cps) = (cluster_es.get(&name).await?, cluster_ps.get(&name).await?);
+    let owner = |api_version: &str, kind: &str, uid: &Option<String>| {
+        json!([{"apiVersion": api_version, "kind": kind, "name": name, "uid": uid,
+            "controller": true, "blockOwnerDeletion": true}])
+    };
+    // The children as Go ESO creates them (an Update, not an apply), with its finalizers.
+    let as_eso = PostParams {
+        field_manager: Some("external-secrets".into()),
+        ..PostParams::default()
+    };
+    let child_es: ExternalSecret = serde_json::from_value(json!({
+        "metadata": {
+            "name": name, "labels": {"team": "payments"}, "annotations": {"owner": "platform"},
+            "finalizers": [api::external_secret::FINALIZER],
+            "ownerReferences": owner("external-secrets.io/v1", "ClusterExternalSecret", &ces.metadata.uid),
+        },
+        "spec": ces.spec.external_secret_spec,
+    }))?;
+    let es_children: Api<ExternalSecret> = Api::namespaced(client.clone(), &es_ns);
+    es_children.create(&as_eso, &child_es).await?;
+    let alice = BTreeMap::from([("user".to_owned(), b"alice".to_vec())]);
+    synced_as_eso(&client, &es_ns, &name, true, &alice).await?;
+    let source = "apiVersion: v1\nkind: Secret\nmetadata: {name: src}\nstringData: {user: alice}\n";
+    testenv::apply_yaml_in(&client, &ps_ns, source, true).await?;
+    let child_ps: PushSecret = serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "ownerReferences": owner("external-secrets.io/v1alpha1", "ClusterPushSecret", &cps.metadata.uid),
+        },
+        "spec": cps.spec.push_secret_spec,
+    }))?;
+    let ps_children: Api<PushSecret> = Api::namespaced(client.clone(), &ps_ns);
+    ps_children.create(&as_eso, &child_ps).await?;
+    let pushed = json!({"status": {
+        "refreshTime": jiff::Timestamp::now().to_string(),
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Synced",
+            "message": "PushSecret synced successfully",
+            "lastTransitionTime": jiff::Timestamp::now().to_string()}],
+    }});
+    ps_children
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&pushed))
+        .await?;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    for (ns, label) in [(&es_ns, "adopt-es"), (&ps_ns, "adopt-ps")] {
+        let labels = json!({"metadata": {"labels": {label: id}}});
+        namespaces
+            .patch(ns, &PatchParams::default(), &Patch::Merge(&labels))
+            .await?;
+    }
+    // The status ESO writes: its bare Ready condition.
+    let ready = json!([{"type": "Ready", "status": "True"}]);
+    cluster_es
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+            "externalSecretName": name, "provisionedNamespaces": [es_ns],
+            "failedNamespaces": null, "conditions": ready}})),
+        )
+        .await?;
+    cluster_ps
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+            "pushSecretName": name, "provisionedNamespaces": [ps_ns],
+            "failedNamespaces": null, "conditions": ready}})),
+        )
+        .await?;
+    let versions = || async {
+        anyhow::Ok((
+            es_children.get(&name).await?.metadata.resource_version,
+            ps_children.get(&name).await?.metadata.resource_version,
+            serde_json::to_value(cluster_es.get(&name).await?.status)?,
+            serde_json::to_value(cluster_ps.get(&name).await?.status)?,
+        ))
+    };
+    let before = versions().await?;
+
+    // The takeover: the hold dropped, as if the operator had just started on ESO's objects.
+    let mark = crate::cluster::audit_mark(&env)?;
+    let release: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/spec/namespaceSelectors/1/matchExpressions/0/operator", "value": "Held"},
+        {"op": "remove", "path": "/spec/namespaceSelectors/1"},
+    ]))?;
+    cluster_es
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::<()>::Json(release.clone()),
+        )
+        .await?;
+    cluster_ps
+        .patch(&name, &PatchParams::default(), &Patch::<()>::Json(release))
+        .await?;
+    // Several refreshTimes.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Less the test's own patches of the selectors.
+    let ours = [
+        format!("patch clusterexternalsecrets /{name}"),
+        format!("patch clusterpushsecrets /{name}"),
+    ];
+    let writes: Vec<String> =
+        crate::cluster::writes_since(&env, mark, &[&es_ns, &ps_ns], &[&name])?
+            .into_iter()
+            .filter(|w| !ours.contains(w))
+            .collect();
+    ensure!(writes.is_empty(), "the takeover wrote: {writes:?}");
+    ensure!(versions().await? == before, "children or status changed");
+
+    // The ExternalSecret itself, as the existing adoption: no provider read.
+    let control = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: control}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: fake}\n  data: [{secretKey: user, remoteRef: {key: user}}]\n";
+    testenv::apply_yaml_in(&client, &es_ns, control, true).await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &es_ns);
+    let secret_before = secrets.get(&name).await?.metadata.resource_version;
+    let operator = crate::restart::Operator::start(&env, &es_ns, &class)?;
+    wait_secret(&client, &es_ns, "control", &alice).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let reads = operator.reads().await?;
+    operator.stop();
+    ensure!(
+        reads == 1.0,
+        "{reads} provider reads; only the control ExternalSecret's was due"
+    );
+    ensure!(
+        secrets.get(&name).await?.metadata.resource_version == secret_before,
+        "the child's Secret was rewritten"
+    );
+    ensure!(versions().await? == before, "children or status changed");
+
+    // Deletable despite ESO's finalizer; the child's own finalizer is its class's to release.
+    cluster_es.delete(&name, &DeleteParams::default()).await?;
+    gone(&cluster_es, &name).await?;
+    let release = json!({"metadata": {"finalizers": null}});
+    es_children
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&release))
+        .await?;
+    gone(&es_children, &name).await
+}
+
+/// The Secret `name` (holding `data`) and the status that Go ESO writes when the ExternalSecret
+/// `name` in `ns` has synced; `owner` for creationPolicy Owner.
+async fn synced_as_eso(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    owner: bool,
+    data: &BTreeMap<String, Vec<u8>>,
+) -> Result<()> {
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let es = externalsecrets.get(name).await?;
+    let mut labels = BTreeMap::from([(desired::MANAGED_LABEL.to_owned(), "true".to_owned())]);
+    let mut owners = Vec::new();
+    if owner {
+        labels.insert(
+            desired::CREATED_BY_LABEL.to_owned(),
+            hash::created_by(ns, name),
+        );
+        owners.push(json!({
+            "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret", "name": name,
+            "uid": es.metadata.uid, "controller": true, "blockOwnerDeletion": true,
+        }));
+    }
+    let encoded: BTreeMap<&String, String> = data
+        .iter()
+        .map(|(k, v)| (k, base64::engine::general_purpose::STANDARD.encode(v)))
+        .collect();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {
+            "name": name, "labels": labels, "ownerReferences": owners,
+            "annotations": {desired::DATA_HASH_ANNOTATION: hash::data_hash(data)},
+        },
+        "type": "Opaque",
+        "data": encoded,
+    }))?;
+    let as_eso = PostParams {
+        field_manager: Some(desired::field_manager(name)),
+        ..PostParams::default()
+    };
+    secrets.create(&as_eso, &secret).await?;
+    let status = json!({"status": {
+        "refreshTime": jiff::Timestamp::now().to_string(),
+        "syncedResourceVersion": desired::synced_resource_version(&es),
+        "binding": {"name": name},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "SecretSynced",
+            "message": "secret synced", "lastTransitionTime": jiff::Timestamp::now().to_string()}],
+    }});
+    externalsecrets
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 //! `fn trials(env: &Arc<Env>) -> Vec<Trial>` and isolates itself with its own namespaces.
 //! Each trial runs on its own tokio runtime, hence makes its own client.
 
+mod cluster;
 mod control_plane;
 mod crds;
 mod eso_docs;
@@ -141,6 +142,7 @@ fn main() -> ExitCode {
         // First: its opening trial must run before the others need the CRD it installs.
         stores::trials,
         sync::trials,
+        cluster::trials,
         control_plane::trials,
         crds::trials,
         eso_docs::trials,

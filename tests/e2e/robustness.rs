@@ -133,6 +133,54 @@ spec:
         message.contains("Sometimes"),
         "message names the bad value: {message}"
     );
+
+    // The same for a ClusterExternalSecret; another one is served all the same.
+    let loosen: json_patch::Patch = serde_json::from_value(json!([{
+        "op": "remove",
+        "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/externalSecretSpec/properties/refreshPolicy/enum",
+    }]))?;
+    crds.patch(
+        "clusterexternalsecrets.external-secrets.io",
+        &PatchParams::default(),
+        &Patch::<()>::Json(loosen),
+    )
+    .await?;
+    let cluster = |name: &str, policy: &str| {
+        format!(
+            "apiVersion: external-secrets.io/v1\nkind: ClusterExternalSecret\nmetadata: {{name: {name}}}\nspec:\n  namespaces: [{ns}]\n  externalSecretName: {name}\n  externalSecretSpec:\n    refreshPolicy: {policy}\n    secretStoreRef: {{name: fake}}\n    data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+        )
+    };
+    let broken = cluster("broken-cluster", "Sometimes");
+    testenv::wait_for(
+        TIMEOUT,
+        "the loosened CRD to store refreshPolicy Sometimes",
+        || testenv::apply_yaml(&client, &broken, false),
+    )
+    .await?;
+    testenv::apply_yaml(&client, &cluster("fine-cluster", "Periodic"), true).await?;
+    let alice = [("user".to_owned(), b"alice".to_vec())]
+        .into_iter()
+        .collect();
+    wait_secret(&client, &ns, "fine-cluster", &alice).await?;
+    let resource =
+        kube::api::ApiResource::erase::<api::cluster_secrets::ClusterExternalSecret>(&());
+    let raw: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let condition = testenv::wait_for(
+        TIMEOUT,
+        "a Ready=False condition on the unreadable ClusterExternalSecret",
+        || async {
+            let obj = raw.get("broken-cluster").await?;
+            ready(&serde_json::to_value(&obj)?)
+                .filter(|c| c.status.as_str() == "False")
+                .ok_or_else(|| anyhow!("no Ready=False yet"))
+        },
+    )
+    .await?;
+    let message = condition.message.unwrap_or_default();
+    ensure!(
+        message.contains("Sometimes"),
+        "message names the bad value: {message}"
+    );
     let _ = stop.send(());
     Ok(())
 }

@@ -67,6 +67,7 @@ impl ExternalSecretTriggers {
         let client = ctx.client.clone();
         let es_api: Api<Watched> = scoped(&client, namespace.as_deref());
         let (reader, writer) = reflector::store();
+        ctx.cluster_children.external.use_cache(reader.clone());
         // Our own status writes must not trigger a reconcile: react to spec, labels and
         // annotations only, as ESO's predicate does.
         let (gone_ctx, gone_forced) = (ctx.clone(), self.forced.clone());
@@ -79,6 +80,10 @@ impl ExternalSecretTriggers {
             // managedFields are often the larger part of an object and nothing here reads them.
             .modify(|es| es.managed_fields_mut().clear())
             .reflect(writer)
+            .inspect_ok({
+                let ctx = ctx.clone();
+                move |e| ctx.cluster_children.external.observe(e)
+            })
             .inspect_ok(index::kept(template_users.clone(), template_sources))
             .inspect_ok(index::needed_once_filled(
                 template_users.clone(),
@@ -188,6 +193,8 @@ impl ExternalSecretTriggers {
             .filter_map(move |s| {
                 futures::future::ready(s.ok().map(|s| {
                     let news = ctx_css.generations.changed(&s);
+                    // Its `conditions` may refuse or allow namespaces of cluster objects.
+                    ctx_css.cluster_children.cluster_store_changed();
                     (news, LoadedStore::from_cluster_secret_store(&s))
                 }))
             });

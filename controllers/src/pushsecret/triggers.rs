@@ -42,6 +42,7 @@ where
     let sources = SharedIndex::<Watched, Source>::default();
     let (needed, needed_by_sources) = tokio::sync::watch::channel(false);
     let _ = ctx.pushsecrets.set(ps_reader.clone());
+    ctx.cluster_children.push.use_cache(ps_reader.clone());
     let ps_stream = watcher(
         scoped::<Watched>(&client, namespace.as_deref()),
         watcher::Config::default(),
@@ -49,6 +50,10 @@ where
     .default_backoff()
     .modify(|ps| ps.managed_fields_mut().clear())
     .reflect(ps_writer)
+    .inspect_ok({
+        let ctx = ctx.clone();
+        move |e| ctx.cluster_children.push.observe(e)
+    })
     .inspect(store_use_changes(store_users))
     .inspect_ok(index::kept(sources.clone(), sources_of))
     .inspect_ok(index::needed_once_filled(sources.clone(), needed))

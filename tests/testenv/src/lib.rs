@@ -60,8 +60,9 @@ const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller,\
 serviceaccount-controller,serviceaccount-token-controller";
 
 /// Logs what ServiceAccounts do (the operator run under a chart's account, to prove its RBAC
-/// minimal), at Metadata level, and nothing else: the admin's requests would only
-/// cost time.
+/// minimal), at Metadata level, and writes of ExternalSecrets, PushSecrets and the cluster kinds
+/// whoever makes them (the e2e operator runs as the admin; its cluster kinds must write nothing
+/// in a steady state), and nothing else: the admin's other requests would only cost time.
 pub const AUDIT_POLICY: &str = "\
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -69,6 +70,12 @@ omitStages: [RequestReceived]
 rules:
   - level: Metadata
     userGroups: [\"system:serviceaccounts\"]
+  - level: Metadata
+    verbs: [create, update, patch, delete]
+    resources:
+      - group: external-secrets.io
+        resources: [externalsecrets, pushsecrets, clusterexternalsecrets, clusterpushsecrets,
+          clusterexternalsecrets/status, clusterpushsecrets/status]
   - level: None
 ";
 

@@ -1,0 +1,764 @@
+//! ClusterExternalSecret and ClusterPushSecret: one ExternalSecret or PushSecret per selected
+//! namespace, owned by the cluster object, so that deleting it lets garbage collection take the
+//! children (no request per child from here).
+//!
+//! What triggers a reconcile: the cluster object's own changes, a namespace gaining, losing or
+//! changing labels (one namespace watch serves every cluster object and the stores'
+//! `conditions`), a ClusterSecretStore's spec change, a child changed or deleted by someone else
+//! (seen on the watch the child's own controller keeps, not on one more), and `refreshTime`. A reconcile reads only those caches, and
+//! writes only what differs, so a steady state costs no request.
+
+pub mod plan;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use api::cluster_secrets::{
+    CLUSTER_EXTERNAL_SECRET_FINALIZER, ClusterExternalSecret, ClusterExternalSecretStatus,
+    ClusterPushSecret, ClusterPushSecretStatus,
+};
+use api::external_secret::{ANNOTATION_FORCE_SYNC, ExternalSecret, SecretStoreKind};
+use api::push_secret::PushSecret;
+use clientmanager::{StoreKind, StoreRef};
+use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tracing::{info, instrument, warn};
+
+use crate::context::{Context, FIELD_MANAGER};
+use crate::index::{Index, SharedIndex};
+use crate::outcome::{after_reconcile, error_policy};
+use plan::{Existing, NamespaceView, Reported, Selection};
+
+/// ESO's default resync of cluster objects without `refreshTime`.
+const DEFAULT_REFRESH: Duration = Duration::from_secs(3600);
+
+/// The namespace watch's cache, shared by every cluster object and the stores' `conditions`.
+pub type Namespaces = Store<PartialObjectMeta<Namespace>>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("could not write {what}: {source}")]
+    Write { what: String, source: kube::Error },
+}
+
+impl crate::outcome::ErrorKind for Error {
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Write { .. } => "Write",
+        }
+    }
+}
+
+/// The children of one cluster kind, as the child kind's own controller watches them: its cache,
+/// an index of them by owner name, and where a change of one is announced to its owner.
+pub struct Children<C: Resource<DynamicType = ()> + 'static> {
+    reader: OnceLock<Store<DeserializeGuard<C>>>,
+    by_owner: SharedIndex<DeserializeGuard<C>, String>,
+    changed: UnboundedSender<String>,
+    owner_kind: &'static str,
+}
+
+impl<C> Children<C>
+where
+    C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    pub(crate) fn new(owner_kind: &'static str, changed: UnboundedSender<String>) -> Self {
+        Self {
+            reader: OnceLock::new(),
+            by_owner: Arc::new(std::sync::Mutex::new(Index::default())),
+            changed,
+            owner_kind,
+        }
+    }
+
+    /// Called by the child kind's controller with the cache its watch fills.
+    pub(crate) fn use_cache(&self, reader: Store<DeserializeGuard<C>>) {
+        let _ = self.reader.set(reader);
+    }
+
+    /// Takes in one event of the child kind's watch (after its reflector).
+    pub(crate) fn observe(&self, event: &watcher::Event<DeserializeGuard<C>>) {
+        let kind = self.owner_kind;
+        self.by_owner
+            .lock()
+            .expect("children index poisoned")
+            .apply(event, |child| owner_name(child, kind).into_iter().collect());
+        // The first list is every child; each owner reconciles at its start anyway.
+        if let watcher::Event::Apply(child) | watcher::Event::Delete(child) = event
+            && let Some(owner) = owner_name(child, kind)
+        {
+            let _ = self.changed.unbounded_send(owner);
+        }
+    }
+
+    /// Every child `owner` controls, as (namespace, name).
+    fn owned_by(&self, owner: &str) -> Vec<(String, String)> {
+        let mut owned: Vec<_> = self
+            .by_owner
+            .lock()
+            .expect("children index poisoned")
+            .get(&owner.to_owned())
+            .into_iter()
+            .map(|r| (r.namespace.unwrap_or_default(), r.name))
+            .collect();
+        owned.sort();
+        owned
+    }
+}
+
+/// The name of the cluster object of kind `kind` that controls `child`, if one does.
+fn owner_name(child: &impl Resource, kind: &str) -> Option<String> {
+    child
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true) && is_cluster_owner(o, kind))
+        .map(|o| o.name.clone())
+}
+
+/// ESO matches the owner by group, kind and name (not version), and so does this.
+fn is_cluster_owner(owner: &OwnerReference, kind: &str) -> bool {
+    owner.kind == kind && owner.api_version.split('/').next() == Some(api::GROUP)
+}
+
+/// One cluster kind, as the reconciler sees it.
+pub(crate) trait Fanout:
+    Resource<DynamicType = (), Scope = ClusterResourceScope>
+    + Clone
+    + Debug
+    + DeserializeOwned
+    + Serialize
+    + Send
+    + Sync
+    + 'static
+{
+    type Child: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Serialize
+        + Send
+        + Sync
+        + 'static;
+    type Status: Serialize + Send + Sync;
+    /// The controller's name in metrics and logs.
+    const CONTROLLER: &'static str;
+
+    fn children(ctx: &Context) -> &Children<Self::Child>;
+    fn child_name(&self) -> String;
+    fn selection(&self) -> Selection;
+    /// Labels and annotations each child carries.
+    fn child_metadata(&self) -> (BTreeMap<String, String>, BTreeMap<String, String>);
+    fn child_spec(&self) -> Value;
+    fn spec_of(child: &Self::Child) -> Value;
+    /// ClusterSecretStores the child reads from by name.
+    fn cluster_stores(&self) -> Vec<String>;
+    fn refresh_time(&self) -> Option<&str>;
+    fn status(&self, child_name: String, reported: Reported) -> Self::Status;
+    /// The status the watch cache shows, for the comparison that spares a write.
+    fn cached_status(&self) -> Self::Status;
+}
+
+impl Fanout for ClusterExternalSecret {
+    type Child = ExternalSecret;
+    type Status = ClusterExternalSecretStatus;
+    const CONTROLLER: &'static str = "clusterexternalsecret";
+
+    fn children(ctx: &Context) -> &Children<ExternalSecret> {
+        &ctx.cluster_children.external
+    }
+
+    fn child_name(&self) -> String {
+        self.spec
+            .external_secret_name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| self.name_any())
+    }
+
+    fn selection(&self) -> Selection {
+        let mut selectors = Vec::new();
+        if let Some(s) = &self.spec.namespace_selector {
+            selectors.push(("spec.namespaceSelector".to_owned(), s.clone()));
+        }
+        for (i, s) in self.spec.namespace_selectors.iter().flatten().enumerate() {
+            selectors.push((format!("spec.namespaceSelectors[{i}]"), s.clone()));
+        }
+        Selection {
+            selectors,
+            names: self.spec.namespaces.clone().unwrap_or_default(),
+        }
+    }
+
+    fn child_metadata(&self) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+        let meta = self
+            .spec
+            .external_secret_metadata
+            .clone()
+            .unwrap_or_default();
+        let mut annotations = meta.annotations.unwrap_or_default();
+        // As ESO: forcing a sync of the ClusterExternalSecret forces one of every child.
+        if let Some(value) = self.annotations().get(ANNOTATION_FORCE_SYNC) {
+            annotations.insert(ANNOTATION_FORCE_SYNC.to_owned(), value.clone());
+        }
+        (meta.labels.unwrap_or_default(), annotations)
+    }
+
+    fn child_spec(&self) -> Value {
+        serde_json::to_value(&self.spec.external_secret_spec).expect("a spec serializes")
+    }
+
+    fn spec_of(child: &ExternalSecret) -> Value {
+        serde_json::to_value(&child.spec).expect("a spec serializes")
+    }
+
+    fn cluster_stores(&self) -> Vec<String> {
+        let spec = &self.spec.external_secret_spec;
+        let refs = spec.secret_store_ref.iter().cloned().chain(
+            spec.data
+                .iter()
+                .flatten()
+                .filter_map(|d| d.source_ref.as_ref()?.store_ref.clone())
+                .chain(
+                    spec.data_from
+                        .iter()
+                        .flatten()
+                        .filter_map(|d| d.source_ref.as_ref()?.store_ref.clone()),
+                ),
+        );
+        let mut names: Vec<String> = refs
+            .filter(|r| r.kind == Some(SecretStoreKind::ClusterSecretStore))
+            .map(|r| r.name)
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    fn refresh_time(&self) -> Option<&str> {
+        self.spec.refresh_time.as_deref()
+    }
+
+    fn status(&self, child_name: String, reported: Reported) -> ClusterExternalSecretStatus {
+        ClusterExternalSecretStatus {
+            external_secret_name: Some(child_name),
+            failed_namespaces: reported.failed,
+            provisioned_namespaces: reported.provisioned,
+            conditions: reported.conditions,
+        }
+    }
+
+    fn cached_status(&self) -> ClusterExternalSecretStatus {
+        self.status.clone().unwrap_or_default()
+    }
+}
+
+impl Fanout for ClusterPushSecret {
+    type Child = PushSecret;
+    type Status = ClusterPushSecretStatus;
+    const CONTROLLER: &'static str = "clusterpushsecret";
+
+    fn children(ctx: &Context) -> &Children<PushSecret> {
+        &ctx.cluster_children.push
+    }
+
+    fn child_name(&self) -> String {
+        self.spec
+            .push_secret_name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| self.name_any())
+    }
+
+    fn selection(&self) -> Selection {
+        Selection {
+            selectors: self
+                .spec
+                .namespace_selectors
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, s)| (format!("spec.namespaceSelectors[{i}]"), s.clone()))
+                .collect(),
+            names: Vec::new(),
+        }
+    }
+
+    fn child_metadata(&self) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+        let meta = self.spec.push_secret_metadata.clone().unwrap_or_default();
+        (
+            meta.labels.unwrap_or_default(),
+            meta.annotations.unwrap_or_default(),
+        )
+    }
+
+    fn child_spec(&self) -> Value {
+        serde_json::to_value(&self.spec.push_secret_spec).expect("a spec serializes")
+    }
+
+    fn spec_of(child: &PushSecret) -> Value {
+        serde_json::to_value(&child.spec).expect("a spec serializes")
+    }
+
+    fn cluster_stores(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .spec
+            .push_secret_spec
+            .secret_store_refs
+            .iter()
+            .filter(|r| r.kind == Some(SecretStoreKind::ClusterSecretStore))
+            .filter_map(|r| r.name.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    fn refresh_time(&self) -> Option<&str> {
+        self.spec.refresh_time.as_deref()
+    }
+
+    fn status(&self, child_name: String, reported: Reported) -> ClusterPushSecretStatus {
+        ClusterPushSecretStatus {
+            failed_namespaces: reported.failed,
+            provisioned_namespaces: reported.provisioned,
+            push_secret_name: Some(child_name),
+            conditions: reported.conditions,
+        }
+    }
+
+    fn cached_status(&self) -> ClusterPushSecretStatus {
+        self.status.clone().unwrap_or_default()
+    }
+}
+
+/// The children of both kinds, and where a ClusterSecretStore's change is announced to both.
+pub struct ClusterChildren {
+    pub external: Children<ExternalSecret>,
+    pub push: Children<PushSecret>,
+    stores_changed: [UnboundedSender<()>; 2],
+}
+
+impl ClusterChildren {
+    /// A ClusterSecretStore's spec changed: its `conditions` may refuse or allow namespaces
+    /// now, which every cluster object reports.
+    pub(crate) fn cluster_store_changed(&self) {
+        for to in &self.stores_changed {
+            let _ = to.unbounded_send(());
+        }
+    }
+}
+
+/// Where the children's owners hear of their changes, by owner name, and of ClusterSecretStore
+/// changes.
+pub struct ChildChanges {
+    pub external: UnboundedReceiver<String>,
+    pub push: UnboundedReceiver<String>,
+    pub external_stores: UnboundedReceiver<()>,
+    pub push_stores: UnboundedReceiver<()>,
+}
+
+pub fn children() -> (ClusterChildren, ChildChanges) {
+    let (external_tx, external) = futures::channel::mpsc::unbounded();
+    let (push_tx, push) = futures::channel::mpsc::unbounded();
+    let (external_stores_tx, external_stores) = futures::channel::mpsc::unbounded();
+    let (push_stores_tx, push_stores) = futures::channel::mpsc::unbounded();
+    (
+        ClusterChildren {
+            external: Children::new("ClusterExternalSecret", external_tx),
+            push: Children::new("ClusterPushSecret", push_tx),
+            stores_changed: [external_stores_tx, push_stores_tx],
+        },
+        ChildChanges {
+            external,
+            push,
+            external_stores,
+            push_stores,
+        },
+    )
+}
+
+/// The controller of one cluster kind. Starts once the namespace and children caches are filled:
+/// on empty caches every child would look missing and be written again.
+pub(crate) async fn controller<K: Fanout>(
+    ctx: Arc<Context>,
+    namespaces: Namespaces,
+    namespace_changes: UnboundedReceiver<()>,
+    store_changes: UnboundedReceiver<()>,
+    child_changes: UnboundedReceiver<String>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let children = loop {
+        if let Some(reader) = K::children(&ctx).reader.get() {
+            break reader.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    if children.wait_until_ready().await.is_err() || namespaces.wait_until_ready().await.is_err() {
+        return;
+    }
+    // Guarded: one object these types cannot read (written under another CRD) is reported on
+    // its own, rather than stopping the watch of all.
+    let (cached, writer) = reflector::store::<DeserializeGuard<K>>();
+    let stream = watcher(
+        Api::<DeserializeGuard<K>>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|o| o.managed_fields_mut().clear())
+    .reflect(writer)
+    .applied_objects()
+    // Its own status writes are no reason to look again.
+    .predicate_filter(crate::watch::fingerprint, Default::default());
+    let owners = child_changes.map(|name| ObjectRef::<DeserializeGuard<K>>::new(&name));
+    let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
+    let state = Arc::new(State {
+        ctx: ctx.clone(),
+        namespaces,
+    });
+    Controller::for_stream(stream, cached)
+        .with_config(config)
+        .reconcile_on(owners)
+        .reconcile_all_on(futures::stream::select(namespace_changes, store_changes))
+        .graceful_shutdown_on(shutdown)
+        .run(
+            |watched: Arc<DeserializeGuard<K>>, state: Arc<State>| {
+                let object = watched.0.clone().map(Arc::new);
+                async move {
+                    match object {
+                        Ok(object) => reconcile(object, state).await,
+                        Err(invalid) => report_unreadable::<K>(&state.ctx, invalid).await,
+                    }
+                }
+            },
+            error_policy_for::<K>(),
+            state,
+        )
+        .for_each(|r| after_reconcile(ctx.clone())(r))
+        .await
+}
+
+struct State {
+    ctx: Arc<Context>,
+    namespaces: Namespaces,
+}
+
+fn error_policy_for<K: Fanout>() -> impl Fn(Arc<DeserializeGuard<K>>, &Error, Arc<State>) -> Action
+{
+    let inner = error_policy::<DeserializeGuard<K>, Error>(K::CONTROLLER);
+    move |obj, error, state| inner(obj, error, state.ctx.clone())
+}
+
+#[instrument(skip_all, fields(kind = K::CONTROLLER, name = %object.name_any()))]
+async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Action, Error> {
+    let ctx = &state.ctx;
+    let api: Api<K> = Api::all(ctx.client.clone());
+    let name = object.name_any();
+    if object.meta().deletion_timestamp.is_some() {
+        release_eso_finalizer(&api, object.as_ref()).await?;
+        return Ok(Action::await_change());
+    }
+    let children = K::children(ctx);
+    let child_name = object.child_name();
+    let owned = children.owned_by(&name);
+    let namespaces = state.namespaces.state();
+    let views = namespaces.iter().map(|ns| NamespaceView {
+        name: ns.metadata.name.as_deref().unwrap_or_default(),
+        labels: ns.metadata.labels.as_ref().unwrap_or(&EMPTY),
+        terminating: ns.metadata.deletion_timestamp.is_some(),
+    });
+    let reported = match plan::selected(&object.selection(), views) {
+        Err(message) => plan::invalid(message, &owned, &child_name),
+        Ok(targets) => {
+            let desired = Desired::of(object.as_ref());
+            let reader = children
+                .reader
+                .get()
+                .expect("started with the children cache");
+            let existing = |ns: &str| {
+                let key = ObjectRef::new(&child_name).within(ns);
+                match reader.get(&key) {
+                    None => Existing::Absent,
+                    Some(child) => desired.compare::<K>(&child, &name),
+                }
+            };
+            let stores = cluster_store_conditions(ctx, &object.cluster_stores()).await;
+            let refused = |ns: &NamespaceView| refusal(&stores, ns);
+            let mut plan = plan::plan(
+                K::Child::kind(&()).as_ref(),
+                &child_name,
+                targets,
+                &owned,
+                existing,
+                refused,
+            );
+            for (namespace, child) in std::mem::take(&mut plan.delete) {
+                let uid = reader
+                    .get(&ObjectRef::new(&child).within(&namespace))
+                    .and_then(|c| c.uid());
+                delete_child::<K::Child>(ctx, &namespace, &child, uid).await?;
+            }
+            for namespace in std::mem::take(&mut plan.apply) {
+                if let Err(e) = desired
+                    .apply::<K>(ctx, object.as_ref(), &child_name, &namespace)
+                    .await
+                {
+                    warn!(%namespace, error = %e, "could not write the child");
+                    plan::write_failed(
+                        &mut plan,
+                        &namespace,
+                        crate::api_error::redact(&e.to_string()),
+                    );
+                }
+            }
+            plan::report(&plan)
+        }
+    };
+    let status = object.status(child_name, reported);
+    ctx.update_status(&api, &(), object.meta(), &object.cached_status(), &status)
+        .await
+        .map_err(|source| Error::Write {
+            what: "status".into(),
+            source,
+        })?;
+    Ok(Action::requeue(refresh(object.refresh_time())))
+}
+
+static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+
+/// A cluster object these types cannot read: Ready=False naming what is wrong, its children left
+/// as they are, until it changes.
+async fn report_unreadable<K: Fanout>(
+    ctx: &Context,
+    invalid: kube::core::error_boundary::InvalidObject,
+) -> Result<Action, Error> {
+    let resource = kube::api::ApiResource::erase::<K>(&());
+    let api: Api<kube::api::DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
+    let message = format!(
+        "the {} cannot be read by this operator: {}",
+        K::kind(&()),
+        invalid.error
+    );
+    let status = json!({"conditions": [{"type": api::conditions::READY, "status": "False", "message": message}]});
+    let name = invalid.metadata.name.unwrap_or_default();
+    crate::context::apply_status(&api, &resource, &name, &status)
+        .await
+        .map_err(|source| Error::Write {
+            what: "status".into(),
+            source,
+        })?;
+    Ok(Action::await_change())
+}
+
+fn refresh(refresh_time: Option<&str>) -> Duration {
+    refresh_time
+        .and_then(|t| crate::duration::parse(t).ok())
+        .filter(|d| !d.is_zero())
+        .unwrap_or(DEFAULT_REFRESH)
+}
+
+/// What every child should be: the same for all namespaces but for the namespace itself.
+struct Desired {
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    spec: Value,
+    owner: OwnerReference,
+}
+
+impl Desired {
+    fn of<K: Fanout>(object: &K) -> Self {
+        let (labels, annotations) = object.child_metadata();
+        Self {
+            labels,
+            annotations,
+            spec: object.child_spec(),
+            // As ESO's: blocking, so that a foreground deletion waits for the children.
+            owner: OwnerReference {
+                block_owner_deletion: Some(true),
+                ..object
+                    .controller_owner_ref(&())
+                    .expect("a cluster object read from the API server has a name and uid")
+            },
+        }
+    }
+
+    /// Whether `child`, found under the child's name, is ours and current. Its labels and
+    /// annotations are the cluster object's exactly, as ESO sets them, so that one removed there
+    /// is seen (the apply then drops it); one someone else adds makes the child applied again
+    /// at each reconcile, changing nothing, since another manager's fields are theirs.
+    fn compare<K: Fanout>(&self, child: &DeserializeGuard<K::Child>, owner: &str) -> Existing {
+        if owner_name(child, &K::kind(&())).as_deref() != Some(owner) {
+            return Existing::Foreign;
+        }
+        let Ok(child) = &child.0 else {
+            return Existing::Ours { current: false };
+        };
+        let current = *child.labels() == self.labels
+            && *child.annotations() == self.annotations
+            && child.owner_references().contains(&self.owner)
+            && K::spec_of(child) == self.spec;
+        Existing::Ours { current }
+    }
+
+    async fn apply<K: Fanout>(
+        &self,
+        ctx: &Context,
+        object: &K,
+        child_name: &str,
+        namespace: &str,
+    ) -> Result<(), kube::Error> {
+        let api: Api<K::Child> = Api::namespaced(ctx.client.clone(), namespace);
+        let child = json!({
+            "apiVersion": K::Child::api_version(&()),
+            "kind": K::Child::kind(&()),
+            "metadata": {
+                "name": child_name,
+                "namespace": namespace,
+                "labels": self.labels,
+                "annotations": self.annotations,
+                "ownerReferences": [self.owner],
+            },
+            "spec": self.spec,
+        });
+        info!(%namespace, child = child_name, owner = %object.name_any(), "writing the child");
+        api.patch(
+            child_name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&child),
+        )
+        .await
+        .map(|_| ())
+    }
+}
+
+/// Deletes a child of ours, only if it is still the one the cache showed (a child recreated
+/// meanwhile by someone else is not ours to delete).
+async fn delete_child<C>(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    uid: Option<String>,
+) -> Result<(), Error>
+where
+    C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    let api: Api<C> = Api::namespaced(ctx.client.clone(), namespace);
+    info!(%namespace, child = name, "deleting a child no longer wanted");
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        // Gone already, or no longer the one we own.
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(source) => Err(Error::Write {
+            what: format!("{} {namespace}/{name}", C::kind(&())),
+            source,
+        }),
+    }
+}
+
+/// An object Go ESO finalized is released at its deletion: the children go by garbage
+/// collection here, so nothing is left for the finalizer to do.
+async fn release_eso_finalizer<K: Fanout>(api: &Api<K>, object: &K) -> Result<(), Error> {
+    let finalizers = object.finalizers();
+    let Some(at) = finalizers
+        .iter()
+        .position(|f| f == CLUSTER_EXTERNAL_SECRET_FINALIZER)
+    else {
+        return Ok(());
+    };
+    let patch = json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{at}"), "value": CLUSTER_EXTERNAL_SECRET_FINALIZER},
+        {"op": "remove", "path": format!("/metadata/finalizers/{at}")},
+    ]);
+    let patch: json_patch::Patch = serde_json::from_value(patch).expect("a valid JSON patch");
+    match api
+        .patch(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 422 => Ok(()),
+        Err(source) => Err(Error::Write {
+            what: "finalizers".into(),
+            source,
+        }),
+    }
+}
+
+/// For each ClusterSecretStore named: its `conditions`, `None` when it is not known (the child
+/// then reports that itself).
+async fn cluster_store_conditions(
+    ctx: &Context,
+    names: &[String],
+) -> Vec<(String, Option<Vec<api::store::ClusterSecretStoreCondition>>)> {
+    let mut stores = Vec::new();
+    for name in names {
+        let store = StoreRef {
+            kind: StoreKind::ClusterSecretStore,
+            name: name.clone(),
+        };
+        let conditions = ctx
+            .manager
+            .load(&store, "")
+            .await
+            .ok()
+            .and_then(|s| s.spec.conditions);
+        stores.push((name.clone(), conditions));
+    }
+    stores
+}
+
+fn refusal(
+    stores: &[(String, Option<Vec<api::store::ClusterSecretStoreCondition>>)],
+    ns: &NamespaceView,
+) -> Option<String> {
+    stores.iter().find_map(|(store, conditions)| {
+        let conditions = conditions.as_deref()?;
+        match clientmanager::namespace_allowed(conditions, ns.name, ns.labels) {
+            Ok(true) => None,
+            Ok(false) => Some(format!(
+                "ClusterSecretStore {store:?} does not allow namespace {:?} (spec.conditions)",
+                ns.name
+            )),
+            Err(reason) => Some(format!("ClusterSecretStore {store:?}: {reason}")),
+        }
+    })
+}
+
+/// Whether a namespace event changes what cluster objects select: a new or deleted namespace, or
+/// one whose labels or deletion changed.
+pub(crate) fn namespace_fingerprint(ns: &PartialObjectMeta<Namespace>) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    ns.labels().hash(&mut h);
+    ns.metadata.deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
+}

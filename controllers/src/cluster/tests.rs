@@ -1,0 +1,267 @@
+use std::collections::BTreeMap;
+
+use api::conditions::ConditionStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+
+use super::plan::{self, Existing, NamespaceView, Selection};
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn matching(pairs: &[(&str, &str)]) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels(pairs)),
+        match_expressions: None,
+    }
+}
+
+fn names(views: &[NamespaceView]) -> Vec<String> {
+    views.iter().map(|v| v.name.to_owned()).collect()
+}
+
+struct Cluster(Vec<(String, BTreeMap<String, String>, bool)>);
+
+impl Cluster {
+    fn new(namespaces: &[(&str, &[(&str, &str)])]) -> Self {
+        Self(
+            namespaces
+                .iter()
+                .map(|(n, l)| ((*n).to_owned(), labels(l), false))
+                .collect(),
+        )
+    }
+
+    fn views(&self) -> Vec<NamespaceView<'_>> {
+        self.0
+            .iter()
+            .map(|(name, labels, terminating)| NamespaceView {
+                name,
+                labels,
+                terminating: *terminating,
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn selectors_names_and_expressions_are_ored() {
+    let cluster = Cluster::new(&[
+        ("a", &[("team", "a")]),
+        ("b", &[("team", "b"), ("env", "prod")]),
+        ("c", &[("env", "dev")]),
+        ("d", &[]),
+    ]);
+    let selection = Selection {
+        selectors: vec![
+            (
+                "spec.namespaceSelectors[0]".into(),
+                matching(&[("team", "a")]),
+            ),
+            (
+                "spec.namespaceSelectors[1]".into(),
+                LabelSelector {
+                    match_labels: None,
+                    match_expressions: Some(vec![LabelSelectorRequirement {
+                        key: "env".into(),
+                        operator: "In".into(),
+                        values: Some(vec!["prod".into()]),
+                    }]),
+                },
+            ),
+        ],
+        names: vec!["d".into()],
+    };
+    let picked = plan::selected(&selection, cluster.views()).unwrap();
+    assert_eq!(names(&picked), ["a", "b", "d"]);
+    // No selector and no name selects nothing, as in ESO.
+    assert!(
+        plan::selected(&Selection::default(), cluster.views())
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn an_invalid_selector_is_an_error_naming_its_field() {
+    let selection = Selection {
+        selectors: vec![(
+            "spec.namespaceSelectors[0]".into(),
+            LabelSelector {
+                match_labels: None,
+                match_expressions: Some(vec![LabelSelectorRequirement {
+                    key: "env".into(),
+                    operator: "Near".into(),
+                    values: None,
+                }]),
+            },
+        )],
+        names: vec![],
+    };
+    let err = plan::selected(&selection, Cluster::new(&[]).views()).unwrap_err();
+    assert!(err.starts_with("spec.namespaceSelectors[0]: "), "{err}");
+    let owned = [("a".to_owned(), "es".to_owned())];
+    let reported = plan::invalid(err, &owned, "es");
+    assert_eq!(reported.provisioned, ["a"]);
+    assert_eq!(reported.conditions[0].status, ConditionStatus::False);
+}
+
+#[test]
+fn writes_only_what_differs_and_deletes_what_is_no_longer_selected() {
+    let cluster = Cluster::new(&[("new", &[]), ("same", &[]), ("stale", &[])]);
+    let owned = vec![
+        ("same".to_owned(), "es".to_owned()),
+        ("stale".to_owned(), "es".to_owned()),
+        ("gone".to_owned(), "es".to_owned()),
+        // Renamed: the old name goes everywhere.
+        ("same".to_owned(), "old".to_owned()),
+    ];
+    let existing = |ns: &str| match ns {
+        "same" => Existing::Ours { current: true },
+        "stale" => Existing::Ours { current: false },
+        _ => Existing::Absent,
+    };
+    let plan = plan::plan(
+        "ExternalSecret",
+        "es",
+        cluster.views(),
+        &owned,
+        existing,
+        |_| None,
+    );
+    assert_eq!(plan.apply, ["new", "stale"]);
+    assert_eq!(
+        plan.delete,
+        [
+            ("gone".to_owned(), "es".to_owned()),
+            ("same".to_owned(), "old".to_owned())
+        ]
+    );
+    assert_eq!(
+        plan.provisioned.iter().collect::<Vec<_>>(),
+        ["new", "same", "stale"]
+    );
+    let reported = plan::report(&plan);
+    assert_eq!(reported.conditions[0].status, ConditionStatus::True);
+    assert_eq!(reported.conditions[0].message, None, "ESO's bare condition");
+}
+
+#[test]
+fn steady_state_plans_no_write() {
+    let cluster = Cluster::new(&[("a", &[]), ("b", &[])]);
+    let owned = vec![
+        ("a".to_owned(), "es".to_owned()),
+        ("b".to_owned(), "es".to_owned()),
+    ];
+    let plan = plan::plan(
+        "ExternalSecret",
+        "es",
+        cluster.views(),
+        &owned,
+        |_| Existing::Ours { current: true },
+        |_| None,
+    );
+    assert!(plan.apply.is_empty() && plan.delete.is_empty());
+}
+
+#[test]
+fn a_child_it_does_not_own_is_never_touched_and_its_namespace_fails() {
+    let cluster = Cluster::new(&[("theirs", &[]), ("ours", &[])]);
+    let plan = plan::plan(
+        "ExternalSecret",
+        "es",
+        cluster.views(),
+        &[],
+        |ns| {
+            if ns == "theirs" {
+                Existing::Foreign
+            } else {
+                Existing::Absent
+            }
+        },
+        |_| None,
+    );
+    assert_eq!(plan.apply, ["ours"]);
+    assert!(plan.delete.is_empty());
+    let reported = plan::report(&plan);
+    assert_eq!(reported.provisioned, ["ours"]);
+    assert_eq!(reported.failed.len(), 1);
+    assert_eq!(reported.failed[0].namespace, "theirs");
+    assert!(
+        reported.failed[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("does not own"),
+        "{:?}",
+        reported.failed
+    );
+    assert_eq!(reported.conditions[0].status, ConditionStatus::False);
+    assert_eq!(
+        reported.conditions[0].message.as_deref(),
+        Some(plan::NAMESPACES_FAILED)
+    );
+}
+
+#[test]
+fn a_refused_namespace_fails_gets_no_new_child_and_keeps_the_one_it_has() {
+    let cluster = Cluster::new(&[("refused-new", &[]), ("refused-old", &[]), ("ok", &[])]);
+    let owned = vec![("refused-old".to_owned(), "es".to_owned())];
+    let plan = plan::plan(
+        "ExternalSecret",
+        "es",
+        cluster.views(),
+        &owned,
+        |ns| {
+            if ns == "refused-old" {
+                Existing::Ours { current: false }
+            } else {
+                Existing::Absent
+            }
+        },
+        |ns| ns.name.starts_with("refused").then(|| "no".to_owned()),
+    );
+    assert_eq!(plan.apply, ["ok", "refused-old"]);
+    assert!(plan.delete.is_empty(), "its Secret would go with it");
+    assert_eq!(plan.provisioned.iter().collect::<Vec<_>>(), ["ok"]);
+    assert_eq!(
+        plan.failed.keys().collect::<Vec<_>>(),
+        ["refused-new", "refused-old"]
+    );
+}
+
+#[test]
+fn a_terminating_namespace_is_left_to_its_deletion() {
+    let mut cluster = Cluster::new(&[("going", &[])]);
+    cluster.0[0].2 = true;
+    let owned = vec![("going".to_owned(), "es".to_owned())];
+    let plan = plan::plan(
+        "ExternalSecret",
+        "es",
+        cluster.views(),
+        &owned,
+        |_| Existing::Ours { current: false },
+        |_| None,
+    );
+    assert!(plan.apply.is_empty() && plan.delete.is_empty() && plan.provisioned.is_empty());
+}
+
+#[test]
+fn a_failed_write_moves_the_namespace_to_failed() {
+    let cluster = Cluster::new(&[("a", &[])]);
+    let mut plan = plan::plan(
+        "PushSecret",
+        "ps",
+        cluster.views(),
+        &[],
+        |_| Existing::Absent,
+        |_| None,
+    );
+    plan::write_failed(&mut plan, "a", "denied".into());
+    let reported = plan::report(&plan);
+    assert!(reported.provisioned.is_empty());
+    assert_eq!(reported.failed[0].reason.as_deref(), Some("denied"));
+}
