@@ -125,6 +125,7 @@ impl Operator {
             _ = leadership => info!("leading: starting the controllers"),
             _ = shutdown.clone() => return,
         }
+        ctx.metrics.leader.set(1);
         let sweeper = ctx.clone();
         tokio::spawn(async move { sweeper.manager.sweep_idle().await });
         let sweeper = ctx.clone();
