@@ -11,6 +11,7 @@ mod eso_swap;
 mod examples;
 mod generic;
 mod gitlab;
+mod images;
 mod invalid_manifests;
 mod kubectl;
 mod leader;
@@ -45,6 +46,8 @@ pub struct Env {
     vault: OnceLock<Result<VaultServer, String>>,
     /// The provider server of `out_of_process::MODE`, kept for the whole run.
     provider_server: OnceLock<testenv::ProviderServer>,
+    /// The images the `images::` trials build, removed when the run ends.
+    images: OnceLock<Result<images::Builds, String>>,
 }
 
 impl Env {
@@ -136,6 +139,7 @@ fn main() -> ExitCode {
         addresses: OnceLock::new(),
         vault: OnceLock::new(),
         provider_server: OnceLock::new(),
+        images: OnceLock::new(),
     });
     let trials: Vec<Trial> = [
         // First: its opening trial must run before the others need the CRD it installs.
@@ -148,6 +152,7 @@ fn main() -> ExitCode {
         examples::trials,
         generic::trials,
         gitlab::trials,
+        images::trials,
         invalid_manifests::trials,
         kubectl::trials,
         leader::trials,
