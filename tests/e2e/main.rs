@@ -6,6 +6,7 @@
 
 mod control_plane;
 mod crds;
+mod dashboard;
 mod eso_docs;
 mod eso_swap;
 mod examples;
@@ -147,6 +148,7 @@ fn main() -> ExitCode {
         sync::trials,
         control_plane::trials,
         crds::trials,
+        dashboard::trials,
         eso_docs::trials,
         eso_swap::trials,
         examples::trials,
