@@ -93,6 +93,15 @@ impl Operator {
         }
     }
 
+    /// Adds metrics of what runs beside the operator in its process (the conversion webhook)
+    /// to its `/metrics`; before [`Operator::run`].
+    pub fn register_metrics(&mut self, register: impl FnOnce(&mut MetricsRegistry)) {
+        register(
+            Arc::get_mut(&mut self.metrics_registry)
+                .expect("the metrics registry is shared only once the operator runs"),
+        );
+    }
+
     /// Serves HTTP at once, runs every controller once `leadership` resolves (at once without
     /// leader election), until `shutdown` resolves.
     pub async fn run(

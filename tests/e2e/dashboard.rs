@@ -2,8 +2,8 @@
 //! operator's real `/metrics`: every metric a query names is exported, with every label the
 //! query matches or groups by. The trial first makes the operator produce a series of each
 //! metric (a store, ExternalSecrets that sync and fail, a ClusterSecretStore, a PushSecret, a
-//! Vault login, a provider server reached and one that cannot be), since a label shows only on
-//! a series.
+//! conversion, a Vault login, a provider server reached and one that cannot be), since a label
+//! shows only on a series.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -354,6 +354,15 @@ async fn produce_series(env: &Env) -> Result<()> {
     .await?;
     // A changed store evicts its client.
     testenv::apply_yaml_in(&client, &ns, &store.replace("alice", "bob"), true).await?;
+
+    // A conversion: a Vault object written at v1beta1, stored at v1alpha1.
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: providers.external-secrets.io/v1beta1\nkind: Vault\nmetadata: {name: converted}\nspec:\n  server: https://vault.example:8200\n  kv: {mountPath: secret, version: 2}\n  auth: {tokenSecretRef: {name: vault-token, key: token}}\n",
+        true,
+    )
+    .await?;
 
     // A Vault login.
     let vault = env.vault()?;

@@ -49,6 +49,8 @@ pub struct Env {
     provider_server: OnceLock<testenv::ProviderServer>,
     /// The images the `images::` trials build, removed when the run ends.
     images: OnceLock<Result<images::Builds, String>>,
+    /// The test webhook's conversions, on the shared operator's `/metrics` as in the binary.
+    conversions: conversion_webhook::Metrics,
 }
 
 impl Env {
@@ -141,6 +143,7 @@ fn main() -> ExitCode {
         vault: OnceLock::new(),
         provider_server: OnceLock::new(),
         images: OnceLock::new(),
+        conversions: Default::default(),
     });
     let trials: Vec<Trial> = [
         // First: its opening trial must run before the others need the CRD it installs.
