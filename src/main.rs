@@ -242,9 +242,13 @@ impl WebhookArgs {
 async fn webhook(
     client: kube::Client,
     args: &WebhookArgs,
+    metrics: conversion_webhook::Metrics,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) {
-    let converters = std::sync::Arc::new(conversion_webhook::ProviderConverters);
+    let converters = std::sync::Arc::new(conversion_webhook::Counted::new(
+        conversion_webhook::ProviderConverters,
+        metrics,
+    ));
     if let Err(e) = conversion_webhook::run(client, args.settings(), converters, shutdown).await {
         tracing::error!(error = %e, "the conversion webhook stopped");
     }
@@ -367,7 +371,8 @@ fn main() -> anyhow::Result<()> {
                 init_logging(LogFormat::Text);
                 let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
                 let client = kube::Client::try_from(kube_config(kubeconfig.as_deref()).await?)?;
-                webhook(client, &args, stop_signal()).await;
+                // Alone, it serves no metrics: its conversions are counted for nobody.
+                webhook(client, &args, Default::default(), stop_signal()).await;
                 anyhow::Ok(())
             })
         }
@@ -607,11 +612,13 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     // Every replica serves conversions, leader or not: the API server calls any of them, and
     // a kind that needs conversion is unreadable at its other versions while none answers.
     let (webhook_stop, webhook_stopped) = tokio::sync::oneshot::channel::<()>();
+    let conversions = conversion_webhook::Metrics::default();
     let webhook_task = (!args.disable_webhook).then(|| {
         let client = control.clone();
         let webhook_args = args.webhook;
+        let conversions = conversions.clone();
         tokio::spawn(async move {
-            webhook(client, &webhook_args, async {
+            webhook(client, &webhook_args, conversions, async {
                 let _ = webhook_stopped.await;
             })
             .await;
@@ -639,8 +646,11 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
             ))
         }))
         .collect();
-    let operator = controllers::Operator::new(client, settings, providers::registry())
-        .count_api_requests(&requests);
+    let mut operator = controllers::Operator::new(client, settings, providers::registry());
+    operator.register_metrics(|registry| requests.register(registry));
+    if !args.disable_webhook {
+        operator.register_metrics(|registry| conversions.register(registry));
+    }
     let stop = stop_signal();
     let Some((mut leading, lease_task)) = election else {
         operator.run(addresses, std::future::ready(()), stop).await;

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::metrics::BreakerMetrics;
 use async_trait::async_trait;
 use provider::{
     Error, FindRequest, PushRemoteRef, PushRequest, RemoteRef, Result, SecretsClient, Validation,
@@ -35,6 +36,7 @@ struct Outage {
 pub(crate) struct Guarded {
     inner: Box<dyn SecretsClient>,
     outage: Mutex<Outage>,
+    metrics: BreakerMetrics,
     /// Called when an outage ends: what was held back need not wait out its own backoff.
     recovered: Box<dyn Fn() + Send + Sync>,
 }
@@ -42,11 +44,13 @@ pub(crate) struct Guarded {
 impl Guarded {
     pub(crate) fn new(
         inner: Box<dyn SecretsClient>,
+        metrics: BreakerMetrics,
         recovered: impl Fn() + Send + Sync + 'static,
     ) -> Self {
         Self {
             inner,
             outage: Mutex::default(),
+            metrics,
             recovered: Box::new(recovered),
         }
     }
@@ -63,6 +67,7 @@ impl Guarded {
             .probing
             .is_some_and(|started| now.duration_since(started) < LOST_PROBE);
         if now < until || asking {
+            self.metrics.held.inc();
             return Some(Error::Unavailable(outage.message.clone()));
         }
         outage.probing = Some(now);
@@ -74,6 +79,9 @@ impl Guarded {
             let mut outage = self.lock();
             match result {
                 Err(Error::Unavailable(message)) => {
+                    if outage.failures == 0 {
+                        self.metrics.open.inc();
+                    }
                     outage.failures = outage.failures.saturating_add(1);
                     let wait = FIRST_WAIT
                         .saturating_mul(1 << outage.failures.saturating_sub(1).min(16))
@@ -87,6 +95,7 @@ impl Guarded {
             }
         };
         if ended {
+            self.metrics.open.dec();
             (self.recovered)();
         }
     }
@@ -98,6 +107,15 @@ impl Guarded {
         let result = call.await;
         self.record(&result, Instant::now());
         result
+    }
+}
+
+impl Drop for Guarded {
+    /// A client closed during an outage no longer counts as open.
+    fn drop(&mut self) {
+        if self.lock().failures > 0 {
+            self.metrics.open.dec();
+        }
     }
 }
 
@@ -191,11 +209,13 @@ mod tests {
         let asked = Arc::new(AtomicU32::new(0));
         let recoveries = Arc::new(AtomicU32::new(0));
         let counted = recoveries.clone();
+        let metrics = BreakerMetrics::default();
         let client = Guarded::new(
             Box::new(Flaky {
                 down: down.clone(),
                 asked: asked.clone(),
             }),
+            metrics.clone(),
             move || {
                 counted.fetch_add(1, Ordering::SeqCst);
             },
@@ -217,6 +237,11 @@ mod tests {
             1,
             "asked once while the wait lasts"
         );
+        assert_eq!(
+            (metrics.open.get(), metrics.held.get()),
+            (1, 99),
+            "one breaker open, 99 calls held"
+        );
         // The waits double.
         let now = Instant::now();
         client.record::<()>(&Err(Error::Unavailable("x".into())), now);
@@ -236,6 +261,7 @@ mod tests {
             1,
             "the end of the outage is told"
         );
+        assert_eq!(metrics.open.get(), 0, "closed again");
         client.get_secret(&remote).await.unwrap();
         assert_eq!(recoveries.load(Ordering::SeqCst), 1, "once");
         // After a wait, one call asks; the others are answered for it meanwhile.
@@ -268,5 +294,11 @@ mod tests {
         // Any other answer is not an outage.
         client.record::<()>(&Err(Error::NoSecret), Instant::now());
         assert!(client.held(Instant::now()).is_none());
+        assert_eq!(metrics.open.get(), 0);
+        // A client dropped in an outage leaves no breaker counted open.
+        client.record::<()>(&Err(Error::Unavailable("gone".into())), Instant::now());
+        assert_eq!(metrics.open.get(), 1);
+        drop(client);
+        assert_eq!(metrics.open.get(), 0);
     }
 }

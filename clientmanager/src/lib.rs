@@ -701,11 +701,15 @@ impl ClientManager {
         // instead of one per ExternalSecret retry.
         let (recovered, identity) = (self.recovered.clone(), slot.provider.clone());
         let client: Arc<dyn SecretsClient> = if self.breaker {
-            Arc::new(breaker::Guarded::new(built.client, move || {
-                if let Some(to) = recovered.get() {
-                    let _ = to.unbounded_send(identity.clone());
-                }
-            }))
+            Arc::new(breaker::Guarded::new(
+                built.client,
+                self.metrics.breaker(&kind),
+                move || {
+                    if let Some(to) = recovered.get() {
+                        let _ = to.unbounded_send(identity.clone());
+                    }
+                },
+            ))
         } else {
             Arc::from(built.client)
         };

@@ -3,6 +3,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -21,6 +22,15 @@ pub struct Metrics {
     hits: Family<ProviderLabels, Counter>,
     misses: Family<ProviderLabels, Counter>,
     evictions: Family<EvictionLabels, Counter>,
+    breakers_open: Family<ProviderLabels, Gauge>,
+    held_calls: Family<ProviderLabels, Counter>,
+}
+
+/// One client's breaker's share of the metrics (breaker.rs).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct BreakerMetrics {
+    pub(crate) open: Gauge,
+    pub(crate) held: Counter,
 }
 
 impl Metrics {
@@ -41,7 +51,28 @@ impl Metrics {
             "Cached secrets clients closed because their provider object, caller or credentials changed",
             m.evictions.clone(),
         );
+        registry.register(
+            "provider_breaker_open",
+            "Secrets clients whose provider is unavailable, answering calls themselves until their wait has passed",
+            m.breakers_open.clone(),
+        );
+        registry.register(
+            "provider_breaker_held_calls",
+            "Calls a client's breaker answered without asking the unavailable provider",
+            m.held_calls.clone(),
+        );
         m
+    }
+
+    /// The series a breaker of a `provider` client counts in.
+    pub(crate) fn breaker(&self, provider: &str) -> BreakerMetrics {
+        let labels = ProviderLabels {
+            provider: provider.to_owned(),
+        };
+        BreakerMetrics {
+            open: self.breakers_open.get_or_create(&labels).clone(),
+            held: self.held_calls.get_or_create(&labels).clone(),
+        }
     }
 
     pub(crate) fn hit(&self, provider: &str) {

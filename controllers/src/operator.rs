@@ -98,12 +98,13 @@ impl Operator {
         }
     }
 
-    /// Exports `requests` on `/metrics` beside the controllers' own metrics.
-    pub fn count_api_requests(mut self, requests: &crate::api_requests::ApiRequests) -> Self {
-        let registry = Arc::get_mut(&mut self.metrics_registry)
-            .expect("the registry is shared only once the operator runs");
-        requests.register(registry);
-        self
+    /// Adds metrics of what runs beside the operator in its process (the conversion webhook)
+    /// to its `/metrics`; before [`Operator::run`].
+    pub fn register_metrics(&mut self, register: impl FnOnce(&mut MetricsRegistry)) {
+        register(
+            Arc::get_mut(&mut self.metrics_registry)
+                .expect("the metrics registry is shared only once the operator runs"),
+        );
     }
 
     /// Serves HTTP at once, runs every controller once `leadership` resolves (at once without
@@ -138,6 +139,7 @@ impl Operator {
             _ = leadership => info!("leading: starting the controllers"),
             _ = shutdown.clone() => return,
         }
+        ctx.metrics.leader.set(1);
         let sweeper = ctx.clone();
         tokio::spawn(async move { sweeper.manager.sweep_idle().await });
         let sweeper = ctx.clone();

@@ -14,6 +14,7 @@
 
 pub mod certs;
 pub mod inject;
+mod metrics;
 pub mod provider_tls;
 mod providers;
 pub mod review;
@@ -33,6 +34,7 @@ use kube::runtime::WatchStreamExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use metrics::{Counted, Metrics};
 pub use providers::ProviderConverters;
 pub use review::review;
 

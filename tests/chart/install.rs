@@ -513,8 +513,35 @@ async fn only_these_providers_installed(client: &Client, keys: &[&str]) -> Resul
     Ok(())
 }
 
+/// What a kubelet runs for a container of `image` with `args`: the image's entrypoint (as
+/// `hack/build-images.sh` writes it; the binary is the one this test runs), then `args`, or the
+/// image's command when there are none. The chart's images must be ones the project builds.
+fn run_by_kubelet(image: &str, args: Vec<String>) -> Result<Vec<String>> {
+    let name = image
+        .rsplit('/')
+        .next()
+        .and_then(|n| n.split(':').next())
+        .unwrap_or_default();
+    let specs = image::specs(&image::PROVIDER_SERVERS.map(String::from));
+    let spec = specs
+        .iter()
+        .find(|s| s.name == name)
+        .with_context(|| format!("{image} is not an image hack/build-images.sh builds"))?;
+    ensure!(
+        spec.entrypoint.first().map(String::as_str) == Some(image::BINARY),
+        "{image} runs {:?}",
+        spec.entrypoint
+    );
+    let rest = if args.is_empty() {
+        spec.cmd.clone()
+    } else {
+        args
+    };
+    Ok(spec.entrypoint[1..].iter().cloned().chain(rest).collect())
+}
+
 /// A Deployment the chart rendered, run as a process on this machine: the operator binary with
-/// the container's own arguments and environment, under a token of the pod's ServiceAccount.
+/// its image's entrypoint, the container's own arguments and environment, under a token of the pod's ServiceAccount.
 /// `rewrite` changes what cannot be the same here (listen addresses move to free loopback ports,
 /// a certificate folder to a temporary one) and `extra` adds the kubeconfig's flag and overrides
 /// each caller names.
@@ -559,9 +586,8 @@ impl Process {
         let kubeconfig = tempfile::NamedTempFile::new()?;
         std::fs::write(kubeconfig.path(), token_kubeconfig(cp, &token)?)?;
 
-        let mut args = container
-            .args
-            .unwrap_or_default()
+        let image = container.image.clone().unwrap_or_default();
+        let mut args = run_by_kubelet(&image, container.args.unwrap_or_default())?
             .into_iter()
             .map(&mut rewrite)
             .collect::<Result<Vec<_>>>()?;

@@ -35,6 +35,10 @@ pub fn trials() -> Vec<Trial> {
     let classes = Trial::test("render::no_object_of_a_kind_the_release_installs", || {
         no_object_of_a_kind_the_release_installs().map_err(|e| chain(&e).into())
     });
+    let dashboard = Trial::test(
+        "render::grafana_dashboard_configmap_holds_the_dashboard",
+        || dashboard_configmap().map_err(|e| chain(&e).into()),
+    );
     value_sets()
         .into_iter()
         .flat_map(|set| {
@@ -48,8 +52,52 @@ pub fn trials() -> Vec<Trial> {
                 }),
             ]
         })
-        .chain([size, classes])
+        .chain([size, classes, dashboard])
         .collect()
+}
+
+/// With `grafanaDashboard.enabled` (the production set), one ConfigMap carries Grafana's sidecar
+/// label and `files/dashboard.json` as it is; without (the defaults), none.
+fn dashboard_configmap() -> Result<()> {
+    let dashboards = |set: &str| -> Result<Vec<serde_json::Value>> {
+        Ok(render(set)?
+            .split("\n---\n")
+            .filter_map(|d| serde_yaml::from_str::<serde_json::Value>(d).ok())
+            .filter(|v| {
+                v["kind"] == "ConfigMap" && !v["metadata"]["labels"]["grafana_dashboard"].is_null()
+            })
+            .collect())
+    };
+    ensure!(
+        dashboards("default")?.is_empty(),
+        "the defaults render a dashboard"
+    );
+    let found = dashboards("production")?;
+    let [configmap] = found.as_slice() else {
+        bail!(
+            "the production set renders {} dashboard ConfigMaps",
+            found.len()
+        );
+    };
+    ensure!(
+        configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+            && configmap["metadata"]["labels"]["team"] == "a",
+        "labels: {}",
+        configmap["metadata"]["labels"]
+    );
+    let shipped: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(repo(
+        "charts/external-secrets/files/dashboard.json",
+    ))?)?;
+    let rendered: serde_json::Value = serde_json::from_str(
+        configmap["data"]["external-secrets.json"]
+            .as_str()
+            .unwrap_or_default(),
+    )?;
+    ensure!(
+        rendered == shipped,
+        "the ConfigMap's dashboard is not files/dashboard.json"
+    );
+    Ok(())
 }
 
 /// ESO's all-providers SecretStore CRD is 690 KB; ours carries only the enabled providers.

@@ -25,6 +25,11 @@ fn es(name: &str) -> String {
     )
 }
 
+/// `external_secrets_leader` of a replica: 1 when it runs the controllers.
+async fn leading(replica: &Operator) -> Result<f64> {
+    replica.sum("external_secrets_leader ", |_| true).await
+}
+
 async fn holder(leases: &Api<Lease>, name: &str) -> Result<String> {
     Ok(leases
         .get_opt(name)
@@ -81,6 +86,10 @@ async fn takeover(env: Arc<Env>) -> Result<()> {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle = b.sum("externalsecret_sync_calls", |_| true).await?;
     ensure!(idle == 0.0, "the standby reconciled {idle} times");
+    ensure!(
+        (leading(&a).await?, leading(&b).await?) == (1.0, 0.0),
+        "external_secrets_leader of the leader and the standby"
+    );
 
     // The leader dies without releasing the Lease.
     a.child.kill()?;
@@ -94,6 +103,10 @@ async fn takeover(env: Arc<Env>) -> Result<()> {
         "the standby holds the Lease: {b_identity:?}"
     );
     eprintln!("took over and synced in {:?}", died.elapsed());
+    ensure!(
+        leading(&b).await? == 1.0,
+        "external_secrets_leader of the replica that took over"
+    );
 
     // Stopped as Kubernetes stops a pod, a leader hands the Lease over at once.
     let b_pid = b.child.id();

@@ -7,11 +7,13 @@
 mod cluster;
 mod control_plane;
 mod crds;
+mod dashboard;
 mod eso_docs;
 mod eso_swap;
 mod examples;
 mod generic;
 mod gitlab;
+mod images;
 mod invalid_manifests;
 mod kubectl;
 mod leader;
@@ -46,6 +48,10 @@ pub struct Env {
     vault: OnceLock<Result<VaultServer, String>>,
     /// The provider server of `out_of_process::MODE`, kept for the whole run.
     provider_server: OnceLock<testenv::ProviderServer>,
+    /// The images the `images::` trials build, removed when the run ends.
+    images: OnceLock<Result<images::Builds, String>>,
+    /// The test webhook's conversions, on the shared operator's `/metrics` as in the binary.
+    conversions: conversion_webhook::Metrics,
 }
 
 impl Env {
@@ -137,6 +143,8 @@ fn main() -> ExitCode {
         addresses: OnceLock::new(),
         vault: OnceLock::new(),
         provider_server: OnceLock::new(),
+        images: OnceLock::new(),
+        conversions: Default::default(),
     });
     let trials: Vec<Trial> = [
         // First: its opening trial must run before the others need the CRD it installs.
@@ -145,11 +153,13 @@ fn main() -> ExitCode {
         cluster::trials,
         control_plane::trials,
         crds::trials,
+        dashboard::trials,
         eso_docs::trials,
         eso_swap::trials,
         examples::trials,
         generic::trials,
         gitlab::trials,
+        images::trials,
         invalid_manifests::trials,
         kubectl::trials,
         leader::trials,

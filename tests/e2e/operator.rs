@@ -19,14 +19,17 @@ pub fn start(
     env: &Env,
     out_of_process: std::collections::BTreeMap<String, String>,
 ) -> Result<controllers::Addresses> {
-    start_with(
-        env,
+    let conversions = env.conversions.clone();
+    start_registering(
+        env.control_plane().client_config(),
         controllers::Settings {
             concurrency: 8,
             allow_generic_targets: true,
             out_of_process,
             ..Default::default()
         },
+        std::future::pending(),
+        move |registry| conversions.register(registry),
     )
 }
 
@@ -60,6 +63,16 @@ pub fn start_for(
     settings: controllers::Settings,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<controllers::Addresses> {
+    start_registering(config, settings, shutdown, |_| {})
+}
+
+/// [`start_for`], with `register` adding metrics of what runs beside it (the test webhook).
+fn start_registering(
+    config: kube::Config,
+    settings: controllers::Settings,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    register: impl FnOnce(&mut prometheus_client::registry::Registry) + Send + 'static,
+) -> Result<controllers::Addresses> {
     // The operator's logs, when asked for: RUST_LOG=info cargo test --test e2e
     if std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
@@ -82,7 +95,9 @@ pub fn start_for(
                 .expect("operator runtime");
             rt.block_on(async move {
                 let client = Client::try_from(config).expect("operator client");
-                let operator = controllers::Operator::new(client, settings, providers::registry());
+                let mut operator =
+                    controllers::Operator::new(client, settings, providers::registry());
+                operator.register_metrics(register);
                 operator
                     .run(addresses, std::future::ready(()), shutdown)
                     .await;
@@ -104,6 +119,7 @@ pub async fn start_webhook(env: &Env) -> Result<()> {
     settings.loopback = true;
     settings.url = Some(url.clone());
     let config = env.control_plane().client_config();
+    let conversions = env.conversions.clone();
     std::thread::Builder::new()
         .name("webhook".into())
         .spawn(move || {
@@ -114,7 +130,10 @@ pub async fn start_webhook(env: &Env) -> Result<()> {
             rt.block_on(async move {
                 let client = Client::try_from(config).expect("webhook client");
                 let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                let converters = std::sync::Arc::new(conversion_webhook::ProviderConverters);
+                let converters = std::sync::Arc::new(conversion_webhook::Counted::new(
+                    conversion_webhook::ProviderConverters,
+                    conversions,
+                ));
                 let served = conversion_webhook::serve(
                     client,
                     settings,

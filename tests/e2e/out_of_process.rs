@@ -87,7 +87,7 @@ pub fn binary() -> &'static std::path::Path {
     std::path::Path::new(env!("CARGO_BIN_EXE_external-secrets"))
 }
 
-fn start_server(env: &Env, kinds: &[&str]) -> Result<ProviderServer> {
+pub fn start_server(env: &Env, kinds: &[&str]) -> Result<ProviderServer> {
     ProviderServer::start(binary(), &env.control_plane().kubeconfig_path(), kinds)
 }
 
@@ -121,7 +121,7 @@ async fn provider_class(
 
 /// A ProviderClass `name` in `ns` for the server at `address`, the client half of `pki` in its
 /// TLS Secret beside it.
-async fn provider_class_at(
+pub async fn provider_class_at(
     client: &Client,
     ns: &str,
     name: &str,

@@ -44,20 +44,33 @@ impl Operator {
     }
 
     pub fn start_with(env: &Env, namespace: &str, class: &str, extra: &[&str]) -> Result<Self> {
-        let free = || -> Result<SocketAddr> { Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?) };
-        let (metrics, probes) = (free()?, free()?);
-        let child = Command::new(env!("CARGO_BIN_EXE_external-secrets"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_external-secrets"));
+        command
             .arg("controller")
             .arg("--kubeconfig")
             .arg(env.control_plane().kubeconfig_path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Self::start_command(command, namespace, class, extra)
+    }
+
+    /// `command`, which runs `controller` with a kubeconfig (the binary, or an image's
+    /// entrypoint), for `namespace` and `class`, serving metrics on a port of its own.
+    pub fn start_command(
+        mut command: Command,
+        namespace: &str,
+        class: &str,
+        extra: &[&str],
+    ) -> Result<Self> {
+        let free = || -> Result<SocketAddr> { Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?) };
+        let (metrics, probes) = (free()?, free()?);
+        let child = command
             .args(["--namespace", namespace, "--controller-class", class])
             .args(["--metrics-addr", &metrics.to_string()])
             .args(["--live-addr", &probes.to_string()])
             .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
-            .context("starting the operator binary")?;
+            .context("starting the operator")?;
         Ok(Self { child, metrics })
     }
 

@@ -50,6 +50,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
 {{- end }}
 
+{{/* A provider server's image, (list $root <provider key>): its own image (hack/build-images.sh),
+whose entrypoint is `external-secrets provider serve --kind=<Kind>`. */}}
+{{- define "external-secrets.providerServerImage" -}}
+{{- $root := index . 0 }}
+{{- $key := index . 1 }}
+{{- $settings := (get $root.Values.providers $key).outOfProcess }}
+{{- $repository := (($settings.image | default dict).repository) | default (printf "%s-provider-%s" $root.Values.image.repository $key) }}
+{{- printf "%s:%s" $repository ($root.Values.image.tag | default $root.Chart.AppVersion) }}
+{{- end }}
+
 {{/* Labels and annotations of a CRD: (list $root <whether it converts through the webhook>). */}}
 {{- define "external-secrets.crdMetadata" -}}
 {{- $root := index . 0 }}
