@@ -71,7 +71,7 @@ pub struct Context {
     /// A digest of the status this operator last wrote of each object (by uid) until its watch
     /// cache shows it: a status built on a cache that lags may equal the cached one and yet not
     /// be what the object holds.
-    status_writes: Mutex<HashMap<String, u64>>,
+    status_writes: Mutex<HashMap<String, StatusWrite>>,
     /// By PushSecret uid: what it pushed that a failed status write left off its record.
     unrecorded_pushes: Mutex<HashMap<String, crate::pushsecret::plan::Synced>>,
     recorder: Recorder,
@@ -81,6 +81,29 @@ pub struct Context {
     pub target_versions: crate::externalsecret::versions::TargetVersions,
     /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
     pub cluster_children: crate::cluster::ClusterChildren,
+}
+
+/// A status this operator wrote: its digest, and the object's resourceVersion the write made.
+struct StatusWrite {
+    digest: u64,
+    resource_version: Option<u64>,
+}
+
+impl StatusWrite {
+    /// Whether the watch cache, showing `cached` at `cached_version`, has seen this write: it
+    /// shows what was written, or a later version of the object (someone wrote after us; what
+    /// they wrote is the status now). resourceVersions are etcd revisions, which only grow; one
+    /// that does not parse as a number is never taken as later.
+    fn seen(&self, cached: u64, cached_version: Option<&str>) -> bool {
+        let later = match (
+            cached_version.and_then(|v| v.parse::<u64>().ok()),
+            self.resource_version,
+        ) {
+            (Some(cached), Some(written)) => cached >= written,
+            _ => false,
+        };
+        self.digest == cached || later
+    }
 }
 
 #[derive(Default)]
@@ -324,7 +347,10 @@ impl Context {
         let (new_digest, cached_digest) = (digest(new), digest(cached));
         {
             let mut written = self.status_writes.lock().expect("status writes poisoned");
-            if written.get(&uid) == Some(&cached_digest) {
+            if written
+                .get(&uid)
+                .is_some_and(|w| w.seen(cached_digest, meta.resource_version.as_deref()))
+            {
                 written.remove(&uid);
             }
             if new_digest == cached_digest && !written.contains_key(&uid) {
@@ -332,11 +358,17 @@ impl Context {
             }
         }
         let name = meta.name.as_deref().unwrap_or_default();
-        apply_status(api, dyntype, name, new).await?;
+        let resource_version = apply_status(api, dyntype, name, new).await?;
         self.status_writes
             .lock()
             .expect("status writes poisoned")
-            .insert(uid, new_digest);
+            .insert(
+                uid,
+                StatusWrite {
+                    digest: new_digest,
+                    resource_version: resource_version.and_then(|v| v.parse().ok()),
+                },
+            );
         Ok(true)
     }
 
@@ -404,7 +436,7 @@ pub async fn apply_status<K>(
     dyntype: &K::DynamicType,
     name: &str,
     status: &impl serde::Serialize,
-) -> Result<(), kube::Error>
+) -> Result<Option<String>, kube::Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -419,7 +451,7 @@ where
         &kube::api::Patch::Apply(&patch),
     )
     .await
-    .map(|_| ())
+    .map(|written| written.meta().resource_version.clone())
 }
 
 /// An object this operator's types cannot read (written under another CRD, ESO's say): say so
@@ -453,5 +485,31 @@ where
         "conditions": conditions,
         "observedGeneration": invalid.metadata.generation,
     });
-    apply_status(&api, &resource, &name, &status).await
+    apply_status(&api, &resource, &name, &status)
+        .await
+        .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StatusWrite;
+
+    #[test]
+    fn a_status_write_is_seen_at_its_digest_or_at_a_later_version() {
+        let ours = StatusWrite {
+            digest: 7,
+            resource_version: Some(100),
+        };
+        assert!(ours.seen(7, Some("100")), "the cache shows our write");
+        assert!(
+            !ours.seen(3, Some("99")),
+            "the cache lags behind our write: write again if it differs"
+        );
+        assert!(
+            ours.seen(3, Some("101")),
+            "someone wrote after us: the cache's status is the status now"
+        );
+        assert!(!ours.seen(3, Some("not-a-number")));
+        assert!(!ours.seen(3, None));
+    }
 }
