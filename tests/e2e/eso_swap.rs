@@ -476,26 +476,39 @@ async fn cluster_objects_adopted(env: Arc<Env>) -> Result<()> {
             .patch(ns, &PatchParams::default(), &Patch::Merge(&labels))
             .await?;
     }
-    // The status ESO writes: its bare Ready condition.
+    // The status ESO writes: its bare Ready condition. A reconcile of the held objects that the
+    // namespace or child events above started may still be on its way and write the held status
+    // over it: written again until it stays for a while.
     let ready = json!([{"type": "Ready", "status": "True"}]);
-    cluster_es
-        .patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-            "externalSecretName": name, "provisionedNamespaces": [es_ns],
-            "failedNamespaces": null, "conditions": ready}})),
-        )
-        .await?;
-    cluster_ps
-        .patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-            "pushSecretName": name, "provisionedNamespaces": [ps_ns],
-            "failedNamespaces": null, "conditions": ready}})),
-        )
-        .await?;
+    let es_status = json!({"status": {
+        "externalSecretName": name, "provisionedNamespaces": [es_ns],
+        "failedNamespaces": null, "conditions": ready}});
+    let ps_status = json!({"status": {
+        "pushSecretName": name, "provisionedNamespaces": [ps_ns],
+        "failedNamespaces": null, "conditions": ready}});
+    let mut settled = false;
+    for _ in 0..10 {
+        cluster_es
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&es_status))
+            .await?;
+        cluster_ps
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&ps_status))
+            .await?;
+        let written = (
+            serde_json::to_value(cluster_es.get(&name).await?.status)?,
+            serde_json::to_value(cluster_ps.get(&name).await?.status)?,
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = (
+            serde_json::to_value(cluster_es.get(&name).await?.status)?,
+            serde_json::to_value(cluster_ps.get(&name).await?.status)?,
+        );
+        if now == written {
+            settled = true;
+            break;
+        }
+    }
+    ensure!(settled, "the held objects' status kept changing");
     let versions = || async {
         anyhow::Ok((
             es_children.get(&name).await?.metadata.resource_version,

@@ -483,7 +483,13 @@ async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Actio
         labels: ns.metadata.labels.as_ref().unwrap_or(&EMPTY),
         terminating: ns.metadata.deletion_timestamp.is_some(),
     });
-    let reported = match plan::selected(&object.selection(), views) {
+    let selected = plan::selected(&object.selection(), views);
+    // An invalid selector stays invalid until the spec changes, which is reconciled anyway.
+    let next = match &selected {
+        Err(_) => Action::await_change(),
+        Ok(_) => Action::requeue(refresh(object.refresh_time())),
+    };
+    let reported = match selected {
         Err(message) => plan::invalid(message, &owned, &child_name),
         Ok(targets) => {
             let desired = Desired::of(object.as_ref());
@@ -537,7 +543,7 @@ async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Actio
             what: "status".into(),
             source,
         })?;
-    Ok(Action::requeue(refresh(object.refresh_time())))
+    Ok(next)
 }
 
 static EMPTY: BTreeMap<String, String> = BTreeMap::new();
