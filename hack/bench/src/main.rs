@@ -28,6 +28,7 @@ use provider_protocol::v1;
 use testenv::{ControlPlane, KvVersion, ProviderServer, VaultServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+mod cluster;
 mod soak;
 
 const STORE: &str = "bench";
@@ -130,6 +131,13 @@ struct Args {
     /// Namespaces a soak wave spreads its ExternalSecrets over, one Fake store each.
     #[arg(long, default_value_t = 100)]
     soak_namespaces: usize,
+    /// Instead of one sync: one ClusterExternalSecret over this many namespaces, then
+    /// --steady seconds of steady state (src/cluster.rs).
+    #[arg(long, default_value_t = 0)]
+    cluster_namespaces: usize,
+    /// Seconds of steady state counted after a --cluster-namespaces sync.
+    #[arg(long, default_value_t = 300)]
+    steady: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -282,11 +290,15 @@ fn main() -> Result<()> {
     let tokio = tokio::runtime::Runtime::new()?;
     let mut runs = Vec::new();
     let mut kubernetes = String::new();
-    if args.soak {
+    if args.soak || args.cluster_namespaces > 0 {
         let cp = ControlPlane::start()?;
         let result = tokio.block_on(async {
             let client = cp.client().await;
-            soak::run(&cp, &client, &args).await
+            if args.soak {
+                soak::run(&cp, &client, &args).await
+            } else {
+                cluster::run(&cp, &client, &args).await
+            }
         });
         let log = cp.dir().join("operator.log");
         report_log("operator", &log);
