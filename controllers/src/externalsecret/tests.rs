@@ -48,6 +48,8 @@ fn common(request: &Request) -> (u16, Value) {
     if request.method == Method::PATCH && request.path.ends_with("/status") {
         let mut object = serde_json::to_value(external_secret(None)).unwrap();
         object["status"] = request.body["status"].clone();
+        // A write moves the object past the version the watch cache shows.
+        object["metadata"]["resourceVersion"] = json!("2");
         return (200, object);
     }
     standin::status(404, "NotFound")
