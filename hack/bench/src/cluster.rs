@@ -118,8 +118,9 @@ pub async fn run(cp: &testenv::ControlPlane, client: &Client, args: &Args) -> Re
     );
     println!("| namespaces | time to every Secret | requests in steady state | of which writes |");
     println!("|---:|---:|---:|---:|");
-    let total: f64 = delta.values().sum();
-    let writes: f64 = delta
+    // Counts, so whole numbers (a sum of no f64 is -0).
+    let total = delta.values().sum::<f64>() as u64;
+    let writes = delta
         .iter()
         .filter(|(s, _)| {
             ["create", "patch", "update", "delete"]
@@ -127,7 +128,7 @@ pub async fn run(cp: &testenv::ControlPlane, client: &Client, args: &Args) -> Re
                 .any(|v| s.contains(&format!("verb=\"{v}\"")))
         })
         .map(|(_, v)| v)
-        .sum();
+        .sum::<f64>() as u64;
     println!(
         "| {count} | {:.1} s | {total} | {writes} |",
         synced.as_secs_f64()
