@@ -13,21 +13,15 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-use crate::{Args, CREATE_PARALLELISM, POLL, Watched, alive, scrape, spawn_operator};
+use crate::{Args, CREATE_PARALLELISM, POLL, alive, scrape};
 
 const LABEL: &str = "bench.external-secrets.io/cluster";
 const TARGET: &str = "bench-cluster";
 
 pub async fn run(cp: &testenv::ControlPlane, client: &Client, args: &Args) -> Result<()> {
     let count = args.cluster_namespaces;
-    testenv::install_crds(client, &args.crds).await?;
-    let (pid, metrics_port) = spawn_operator(cp, args)?;
-    let watched = [Watched {
-        pid,
-        name: "the operator",
-    }];
-    tokio::time::sleep(Duration::from_secs(args.warm_up)).await;
-    alive(&watched)?;
+    let (operator, metrics_port) = crate::operator_warmed_up(cp, client, args).await?;
+    let watched = [operator];
     eprintln!("bench: one ClusterExternalSecret over {count} namespaces");
     testenv::apply_yaml(
         client,

@@ -1096,6 +1096,24 @@ async fn wait_all(
     }
 }
 
+/// CRDs installed and the operator started, past its warm-up: for the runs of one operator
+/// throughout (the soak, the cluster run); its pid's watch and metrics port.
+async fn operator_warmed_up(
+    cp: &ControlPlane,
+    client: &Client,
+    args: &Args,
+) -> Result<(Watched, u16)> {
+    testenv::install_crds(client, &args.crds).await?;
+    let (pid, metrics_port) = spawn_operator(cp, args)?;
+    let operator = Watched {
+        pid,
+        name: "the operator",
+    };
+    tokio::time::sleep(Duration::from_secs(args.warm_up)).await;
+    alive(std::slice::from_ref(&operator))?;
+    Ok((operator, metrics_port))
+}
+
 /// How many of the ExternalSecrets `params` lists are Ready=True.
 async fn count_ready(api: &Api<ExternalSecret>, params: &ListParams) -> Result<usize> {
     Ok(api

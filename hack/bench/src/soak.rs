@@ -15,7 +15,6 @@ use kube::{Api, Client};
 
 use crate::{
     Args, CREATE_PARALLELISM, POLL, Watched, alive, count_ready, fake_store_yaml, rss_mib, scrape,
-    spawn_operator,
 };
 
 const WAVE_LABEL: &str = "bench.external-secrets.io/soak-wave";
@@ -30,14 +29,9 @@ struct Wave {
 pub async fn run(cp: &testenv::ControlPlane, client: &Client, args: &Args) -> Result<()> {
     let count = args.counts[0];
     let namespaces = args.soak_namespaces.clamp(1, count);
-    testenv::install_crds(client, &args.crds).await?;
-    let (pid, metrics_port) = spawn_operator(cp, args)?;
-    let watched = [Watched {
-        pid,
-        name: "the operator",
-    }];
-    tokio::time::sleep(Duration::from_secs(args.warm_up)).await;
-    alive(&watched)?;
+    let (operator, metrics_port) = crate::operator_warmed_up(cp, client, args).await?;
+    let pid = operator.pid;
+    let watched = [operator];
     let baseline = (rss_mib(pid, "VmRSS")?, series(&scrape(metrics_port).await?));
     eprintln!(
         "bench: soak, {count} ExternalSecrets in {namespaces} namespaces a wave, for {} minutes",
