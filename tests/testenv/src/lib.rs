@@ -54,10 +54,11 @@ pub const KUBERNETES_VERSION: &str = "1.36.3";
 const BINARIES: [&str; 3] = ["etcd", "kube-apiserver", "kube-controller-manager"];
 
 /// The controllers a test needs from kube-controller-manager: ownerReference cascades,
-/// namespace deletion, each namespace's `default` ServiceAccount, and tokens for
-/// manually created `kubernetes.io/service-account-token` Secrets.
+/// namespace deletion, each namespace's `default` ServiceAccount, tokens for manually created
+/// `kubernetes.io/service-account-token` Secrets, and each namespace's `kube-root-ca.crt`
+/// ConfigMap (what ESO's docs point a Kubernetes store at to reach its own cluster).
 const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller,\
-serviceaccount-controller,serviceaccount-token-controller";
+serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller";
 
 /// Logs what ServiceAccounts do (the operator run under a chart's account, to prove its RBAC
 /// minimal), at Metadata level, and writes of ExternalSecrets, PushSecrets and the cluster kinds
@@ -112,6 +113,17 @@ pub struct ControlPlane {
     serving_ca_pem: String,
     serving_ca_der: Vec<u8>,
     sa_public_key_pem: String,
+    /// Signs client certificates the API server accepts.
+    client_ca: Option<CertificateAuthority>,
+    /// How each process was started, to start them again after [`ControlPlane::stop`].
+    commands: Option<Commands>,
+}
+
+struct Commands {
+    bin: PathBuf,
+    etcd: Vec<String>,
+    apiserver: Vec<String>,
+    controller_manager: Vec<String>,
 }
 
 impl ControlPlane {
@@ -164,6 +176,8 @@ impl ControlPlane {
             serving_ca_pem: String::new(),
             serving_ca_der: Vec::new(),
             sa_public_key_pem: String::new(),
+            client_ca: None,
+            commands: None,
         };
         match cp.boot(bin) {
             Ok(()) => Ok(cp),
@@ -231,14 +245,6 @@ impl ControlPlane {
             "--log-level=warn".into(),
         ];
         drop((etcd_client, etcd_peer));
-        self.supervisor.spawn(
-            "etcd",
-            &bin.join("etcd"),
-            etcd_args,
-            &self.path.join("etcd.log"),
-        )?;
-        self.wait_blocking("etcd /health", || etcd_healthy(&etcd_url))?;
-
         let apiserver_args = vec![
             format!("--etcd-servers={etcd_url}"),
             format!("--secure-port={}", port(&apiserver)?),
@@ -263,13 +269,6 @@ impl ControlPlane {
             "--audit-log-format=json".into(),
         ];
         drop(apiserver);
-        self.supervisor.spawn(
-            "kube-apiserver",
-            &bin.join("kube-apiserver"),
-            apiserver_args,
-            &self.path.join("kube-apiserver.log"),
-        )?;
-
         let controller_manager_args = vec![
             format!("--kubeconfig={}", self.kubeconfig_path().display()),
             format!("--controllers={CONTROLLERS}"),
@@ -281,9 +280,40 @@ impl ControlPlane {
             "--secure-port=0".into(),
             "--bind-address=127.0.0.1".into(),
         ];
+        self.client_ca = Some(pki.client_ca);
+        self.commands = Some(Commands {
+            bin: bin.to_owned(),
+            etcd: etcd_args,
+            apiserver: apiserver_args,
+            controller_manager: controller_manager_args,
+        });
+        self.launch()
+    }
+
+    /// Starts etcd, then the apiserver once etcd is healthy, then the controller-manager once
+    /// the apiserver is ready; waits until `default/default` ServiceAccount exists.
+    fn launch(&self) -> Result<()> {
+        let commands = self
+            .commands
+            .as_ref()
+            .context("the control plane was never configured")?;
+        let bin = &commands.bin;
+        self.supervisor.spawn(
+            "etcd",
+            &bin.join("etcd"),
+            commands.etcd.clone(),
+            &self.path.join("etcd.log"),
+        )?;
+        self.wait_blocking("etcd /health", || etcd_healthy(&self.etcd_url))?;
+        self.supervisor.spawn(
+            "kube-apiserver",
+            &bin.join("kube-apiserver"),
+            commands.apiserver.clone(),
+            &self.path.join("kube-apiserver.log"),
+        )?;
 
         let config = self.client_config();
-        let this = &*self;
+        let this = self;
         block_on_own_thread(async move {
             let client = kube::Client::try_from(config).context("building a client")?;
             this.wait("kube-apiserver /readyz", || async {
@@ -297,7 +327,7 @@ impl ControlPlane {
             this.supervisor.spawn(
                 "kube-controller-manager",
                 &bin.join("kube-controller-manager"),
-                controller_manager_args,
+                commands.controller_manager.clone(),
                 &this.path.join("kube-controller-manager.log"),
             )?;
             this.wait(
@@ -312,6 +342,31 @@ impl ControlPlane {
             )
             .await
         })?
+    }
+
+    /// Stops etcd, the apiserver and the controller-manager, keeping their data: the cluster
+    /// is down, as one whose machines went away, until [`ControlPlane::start_again`].
+    pub fn stop(&self) -> Result<()> {
+        self.supervisor.stop_all()
+    }
+
+    /// Starts the stopped processes again, on the same ports, with the same data and
+    /// certificates; blocks until the apiserver is ready.
+    pub fn start_again(&self) -> Result<()> {
+        self.launch().context("starting the control plane again")
+    }
+
+    /// A client certificate and key the apiserver accepts for `user` in `group` (none: no
+    /// group but `system:authenticated`).
+    pub fn issue_client_certificate(
+        &self,
+        user: &str,
+        group: Option<&str>,
+    ) -> Result<IssuedCertificate> {
+        self.client_ca
+            .as_ref()
+            .context("the control plane has no client CA yet")?
+            .issue_client(user, group)
     }
 
     /// Polls `check` until it succeeds, failing early when a control-plane process died.
