@@ -13,6 +13,7 @@ use api::store::SecretStore;
 use base64::Engine;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use libtest_mimic::Trial;
@@ -60,6 +61,7 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             remote_down_and_back,
         ),
+        trial("kubernetes::esos_documented_manifests", env, documented),
     ]
 }
 
@@ -550,8 +552,9 @@ spec:
       apiVersion: kubernetes.external-secrets.io/v1alpha1
       kind: PushSecretMetadata
       spec: {remoteNamespace: default}
-"#;
-    testenv::apply_yaml_in(&client, &ns, manifests, true).await?;
+"#
+    .replace("remoteKey: other", &format!("remoteKey: other-{ns}"));
+    testenv::apply_yaml_in(&client, &ns, &manifests, true).await?;
     let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
     for name in ["merge", "whole"] {
         wait_ready(&format!("PushSecret {name}"), "True", "Synced", || {
@@ -603,7 +606,7 @@ spec:
     );
     ensure!(
         Api::<Secret>::namespaced(rc.clone(), "default")
-            .get_opt("other")
+            .get_opt(&format!("other-{ns}"))
             .await?
             .is_none(),
         "a SecretStore pushed to another namespace"
@@ -791,5 +794,265 @@ spec:
         .await?;
     wait_secret(&client, &ns, "db", &bytes(&[("password", "rotated")])).await?;
     es_ready(&client, &ns, "db").await?;
+    Ok(())
+}
+
+/// A documented manifest of `tests/eso-docs-kubernetes`, with what the page leaves to the
+/// reader filled in: `server` (the cluster's CA from `kube-root-ca.crt`), and `replacements`.
+fn as_documented(file: &str, replacements: &[(&str, &str)]) -> Result<String> {
+    let mut text = std::fs::read_to_string(Env::path(format!("tests/eso-docs-kubernetes/{file}")))?
+        .replace(
+            "      server:\n        # ...\n",
+            "      server:\n        caProvider: {type: ConfigMap, name: kube-root-ca.crt, key: ca.crt}\n",
+        );
+    for (from, to) in replacements {
+        text = text.replace(from, to);
+    }
+    Ok(text)
+}
+
+/// `kubectl create rolebinding NAME --role=ROLE --<user or serviceaccount>=...` in `ns`.
+async fn bind(client: &Client, ns: &str, role: &str, subject: Value) -> Result<()> {
+    let binding = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"generateName": format!("{role}-")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": [subject],
+    });
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &serde_json::from_value(binding)?)
+        .await?;
+    Ok(())
+}
+
+/// ESO's documented Kubernetes-provider manifests (tests/eso-docs-kubernetes) against the
+/// cluster the operator runs in: the ExternalSecrets through each documented store, the
+/// same-cluster walk-through, and the PushSecrets.
+async fn documented(env: Arc<Env>) -> Result<()> {
+    let cp = env.control_plane();
+    let client = env.client().await;
+    // The documents' `default` namespace, holding what they read.
+    let data = remote_namespace(
+        &client,
+        "k8s-docs-data",
+        &[
+            ("database-credentials", &[("username", "admin"), ("password", "s3cr3t")], &[("dev", "alice")]),
+            ("tls-a", &[("crt", "A")], &[]),
+            ("nginx-conf", &[("x", "y")], &[("app", "nginx")]),
+        ],
+        role(false),
+        serde_json::json!({"kind": "User", "name": "nobody", "apiGroup": "rbac.authorization.k8s.io"}),
+    )
+    .await?;
+    let in_data: &[(&str, &str)] = &[
+        ("namespace: default", &format!("namespace: {data}")),
+        (
+            "remoteNamespace: default",
+            &format!("remoteNamespace: {data}"),
+        ),
+    ];
+    testenv::apply_yaml_in(&client, &data, &as_documented("role.yaml", in_data)?, true).await?;
+
+    for store in [
+        "token-store.yaml",
+        "serviceaccount-store.yaml",
+        "cert-store.yaml",
+    ] {
+        let ns = testenv::create_namespace(&client, "k8s-docs").await?;
+        let subject = match store {
+            "token-store.yaml" => {
+                let (subject, token) = service_account_token(&client, &ns).await?;
+                let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "my-token"}, "data": {"token": b64(&token)}});
+                testenv::apply_yaml_in(&client, &ns, &serde_yaml::to_string(&secret)?, true)
+                    .await?;
+                subject
+            }
+            "serviceaccount-store.yaml" => {
+                // kubectl create serviceaccount my-store
+                Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+                    .create(
+                        &PostParams::default(),
+                        &serde_json::from_value(
+                            serde_json::json!({"metadata": {"name": "my-store"}}),
+                        )?,
+                    )
+                    .await?;
+                serde_json::json!({"kind": "ServiceAccount", "name": "my-store", "namespace": ns})
+            }
+            _ => {
+                let user = format!("eso-docs-{ns}");
+                let issued = cp.issue_client_certificate(&user, None)?;
+                // kubectl create secret tls tls-secret --cert=... --key=...
+                let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "tls-secret"}, "type": "kubernetes.io/tls",
+                    "stringData": {"tls.crt": issued.cert_pem, "tls.key": issued.key_pem}});
+                testenv::apply_yaml_in(&client, &ns, &serde_yaml::to_string(&secret)?, true)
+                    .await?;
+                serde_json::json!({"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"})
+            }
+        };
+        bind(&client, &data, "eso-store-role", subject).await?;
+        let documented_name = store.replace(".yaml", "");
+        let name = match documented_name.as_str() {
+            "token-store" => "k8s-store-token-auth",
+            "serviceaccount-store" => "k8s-store-sa-auth",
+            _ => "k8s-store-cert-auth",
+        };
+        // The documented ExternalSecrets name the store `k8s-store`.
+        let mut replacements = in_data.to_vec();
+        let renamed = "name: k8s-store\n".to_owned();
+        let from = format!("name: {name}\n");
+        replacements.push((&from, &renamed));
+        testenv::apply_yaml_in(&client, &ns, &as_documented(store, &replacements)?, true)
+            .await
+            .with_context(|| store.to_owned())?;
+        store_ready(&client, &ns, "k8s-store")
+            .await
+            .with_context(|| store.to_owned())?;
+        for es in ["externalsecret.yaml", "find-by-tag-and-name.yaml"] {
+            testenv::apply_yaml_in(&client, &ns, &as_documented(es, &[])?, true).await?;
+        }
+        wait_secret(
+            &client,
+            &ns,
+            "database-credentials",
+            &bytes(&[
+                ("username", "admin"),
+                ("password", "s3cr3t"),
+                (
+                    "tags",
+                    r#"{"annotations":{"note":"hello"},"labels":{"dev":"alice"}}"#,
+                ),
+                ("labels", r#"{"dev":"alice"}"#),
+                ("developer", "alice"),
+            ]),
+        )
+        .await
+        .with_context(|| store.to_owned())?;
+        wait_secret(
+            &client,
+            &ns,
+            "fetch-tls-and-nginx",
+            &bytes(&[("tls-a", r#"{"crt":"A"}"#), ("nginx-conf", r#"{"x":"y"}"#)]),
+        )
+        .await
+        .with_context(|| store.to_owned())?;
+    }
+
+    // Another namespace of the same cluster, with a pasted `kubectl create token`.
+    let shared = testenv::create_namespace(&client, "shared-secrets").await?;
+    let target = testenv::create_namespace(&client, "target-namespace").await?;
+    let moved: &[(&str, &str)] = &[("shared-secrets", &shared), ("target-namespace", &target)];
+    testenv::apply_yaml_in(
+        &client,
+        &shared,
+        &as_documented("shared-secrets.yaml", moved)?,
+        true,
+    )
+    .await?;
+    let token = testenv::service_account_token(
+        &client,
+        &shared,
+        "eso-service-account",
+        &[],
+        std::time::Duration::from_secs(3600),
+    )
+    .await?;
+    let mut pasted = moved.to_vec();
+    pasted.push(("<paste-bearer-token-here>", &token));
+    testenv::apply_yaml_in(
+        &client,
+        &target,
+        &as_documented("target-namespace.yaml", &pasted)?,
+        true,
+    )
+    .await?;
+    wait_secret(
+        &client,
+        &target,
+        "eso-kubernetes-secret",
+        &bytes(&[("username", "peter")]),
+    )
+    .await?;
+
+    // The PushSecrets, through a token store with the documented push Role.
+    let remote = testenv::create_namespace(&client, "k8s-docs-remote").await?;
+    let ns = testenv::create_namespace(&client, "k8s-docs-push").await?;
+    let in_remote: &[(&str, &str)] = &[("namespace: remote", &format!("namespace: {remote}"))];
+    testenv::apply_yaml_in(
+        &client,
+        &remote,
+        &as_documented("push-role.yaml", in_remote)?,
+        true,
+    )
+    .await?;
+    let (subject, token) = service_account_token(&client, &ns).await?;
+    bind(&client, &remote, "eso-store-push-role", subject).await?;
+    let ca = b64(cp.ca_cert_pem());
+    let setup = format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: token}}
+stringData: {{token: {token}}}
+---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: k8s-store-remote-ns}}
+spec:
+  provider:
+    kubernetes:
+      remoteNamespace: {remote}
+      server: {{caBundle: {ca}}}
+      auth: {{token: {{bearerToken: {{name: token, key: token}}}}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: pokedex-credentials}}
+stringData:
+  best-pokemon: pikachu
+  dockerconfigjson: '{{"auths":{{"registry.example.com":{{"auth":"dXNlcjpwdw=="}}}}}}'
+"#
+    );
+    testenv::apply_yaml_in(&client, &ns, &setup, true).await?;
+    store_ready(&client, &ns, "k8s-store-remote-ns").await?;
+    let remote_secrets: Api<Secret> = Api::namespaced(client.clone(), &remote);
+    for (file, name, key, value, type_) in [
+        (
+            "pushsecret.yaml",
+            "remote-best-pokemon",
+            "best-pokemon",
+            "pikachu",
+            "Opaque",
+        ),
+        (
+            "pushsecret-type.yaml",
+            "remote-dockerconfigjson",
+            ".dockerconfigjson",
+            r#"{"auths":{"registry.example.com":{"auth":"dXNlcjpwdw=="}}}"#,
+            "kubernetes.io/dockerconfigjson",
+        ),
+    ] {
+        testenv::apply_yaml_in(&client, &ns, &as_documented(file, &[])?, true).await?;
+        testenv::wait_for(TIMEOUT, &format!("{file} to push {name}"), || async {
+            let pushed = remote_secrets
+                .get_opt(name)
+                .await?
+                .ok_or_else(|| anyhow!("not pushed yet"))?;
+            ensure!(
+                data_of(&pushed) == bytes(&[(key, value)]),
+                "{name} holds {:?}",
+                data_of(&pushed).keys().collect::<Vec<_>>()
+            );
+            ensure!(
+                pushed.type_.as_deref() == Some(type_),
+                "type {:?}",
+                pushed.type_
+            );
+            Ok(())
+        })
+        .await?;
+    }
     Ok(())
 }
