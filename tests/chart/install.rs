@@ -1344,8 +1344,12 @@ spec:
 "#
         ))
         .await?;
-        self.wait_ready(&core("v1", "SecretStore", "secretstores"), Some(APP), "shared")
-            .await?;
+        self.wait_ready(
+            &core("v1", "SecretStore", "secretstores"),
+            Some(APP),
+            "shared",
+        )
+        .await?;
         self.wait_secret("shared", "password", b"from-another-namespace")
             .await
     }

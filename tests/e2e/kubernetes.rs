@@ -65,6 +65,9 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
     ]
 }
 
+/// A Secret to create: its name, data and labels.
+type RemoteSecret<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)]);
+
 /// Get, list and watch Secrets in a namespace; with `push`, also write and delete them.
 fn role(push: bool) -> Value {
     let mut verbs = vec!["get", "list", "watch"];
@@ -78,7 +81,7 @@ fn role(push: bool) -> Value {
 async fn remote_namespace(
     client: &Client,
     prefix: &str,
-    secrets: &[(&str, &[(&str, &str)], &[(&str, &str)])],
+    secrets: &[RemoteSecret<'_>],
     rules: Value,
     subject: Value,
 ) -> Result<String> {
@@ -173,7 +176,7 @@ async fn es_ready(client: &Client, ns: &str, name: &str) -> Result<Value> {
     .await
 }
 
-const DB: (&str, &[(&str, &str)], &[(&str, &str)]) = (
+const DB: RemoteSecret<'static> = (
     "db",
     &[
         ("username", "admin"),
@@ -189,7 +192,7 @@ async fn reads_every_shape(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let remote_ns = testenv::create_namespace(&rc, "k8s-reads").await?;
     let (subject, token) = service_account_token(&rc, &remote_ns).await?;
-    let secrets: &[(&str, &[(&str, &str)], &[(&str, &str)])] = &[
+    let secrets: &[RemoteSecret<'_>] = &[
         DB,
         ("tls-a", &[("crt", "A")], &[("app", "nginx")]),
         ("tls-b", &[("crt", "B")], &[("app", "shop")]),
@@ -316,7 +319,7 @@ spec:
 async fn fill(
     client: &Client,
     ns: &str,
-    secrets: &[(&str, &[(&str, &str)], &[(&str, &str)])],
+    secrets: &[RemoteSecret<'_>],
     rules: Value,
     subject: Value,
 ) -> Result<String> {
