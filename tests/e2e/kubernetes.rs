@@ -133,14 +133,32 @@ async fn store_ready(client: &Client, ns: &str, name: &str) -> Result<Value> {
     .await
 }
 
-/// A SecretStore `name` in `ns` reading `remote_ns` of `remote` with the token in Secret
-/// `token`, the CA inline.
-fn token_store(name: &str, remote: &ControlPlane, remote_ns: &str) -> String {
-    format!(
+/// A namespace of `remote` with `secrets` and a Role of `rules` for a ServiceAccount there,
+/// and a namespace (`prefix-...`) of the operator's cluster with the SecretStore `remote`
+/// reading it with a token the remote cluster issued for that ServiceAccount, its CA inline:
+/// (remote namespace, local namespace).
+async fn token_store(
+    client: &Client,
+    remote: &ControlPlane,
+    prefix: &str,
+    secrets: &[RemoteSecret<'_>],
+    rules: Value,
+) -> Result<(String, String)> {
+    let rc = remote.client().await;
+    let remote_ns = testenv::create_namespace(&rc, prefix).await?;
+    let (subject, token) = service_account_token(&rc, &remote_ns).await?;
+    fill(&rc, &remote_ns, secrets, rules, subject).await?;
+    let ns = testenv::create_namespace(client, prefix).await?;
+    let manifests = format!(
         r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: token}}
+stringData: {{token: {token}}}
+---
 apiVersion: external-secrets.io/v1
 kind: SecretStore
-metadata: {{name: {name}}}
+metadata: {{name: remote}}
 spec:
   provider:
     kubernetes:
@@ -154,15 +172,9 @@ spec:
 "#,
         url = remote.server_url(),
         ca = b64(remote.ca_cert_pem()),
-    )
-}
-
-fn token_secret(token: &str) -> String {
-    serde_yaml::to_string(&serde_json::json!({
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "token"},
-        "stringData": {"token": token},
-    }))
-    .expect("YAML")
+    );
+    testenv::apply_yaml_in(client, &ns, &manifests, true).await?;
+    Ok((remote_ns, ns))
 }
 
 async fn es_ready(client: &Client, ns: &str, name: &str) -> Result<Value> {
@@ -190,8 +202,6 @@ async fn reads_every_shape(env: Arc<Env>) -> Result<()> {
     let remote = env.remote()?;
     let rc = remote.client().await;
     let client = env.client().await;
-    let remote_ns = testenv::create_namespace(&rc, "k8s-reads").await?;
-    let (subject, token) = service_account_token(&rc, &remote_ns).await?;
     let secrets: &[RemoteSecret<'_>] = &[
         DB,
         ("tls-a", &[("crt", "A")], &[("app", "nginx")]),
@@ -199,16 +209,7 @@ async fn reads_every_shape(env: Arc<Env>) -> Result<()> {
         ("other", &[("x", "y")], &[("app", "nginx")]),
         ("ephemeral", &[("k", "v")], &[]),
     ];
-    fill(&rc, &remote_ns, secrets, role(false), subject).await?;
-    let ns = testenv::create_namespace(&client, "k8s-reads").await?;
-    testenv::apply_yaml_in(&client, &ns, &token_secret(&token), true).await?;
-    testenv::apply_yaml_in(
-        &client,
-        &ns,
-        &token_store("remote", remote, &remote_ns),
-        true,
-    )
-    .await?;
+    let (remote_ns, ns) = token_store(&client, remote, "k8s-reads", secrets, role(false)).await?;
     store_ready(&client, &ns, "remote").await?;
     let es = r#"
 apiVersion: external-secrets.io/v1
@@ -484,25 +485,8 @@ async fn push_and_delete(env: Arc<Env>) -> Result<()> {
     let remote = env.remote()?;
     let rc = remote.client().await;
     let client = env.client().await;
-    let remote_ns = testenv::create_namespace(&rc, "k8s-push").await?;
-    let (subject, token) = service_account_token(&rc, &remote_ns).await?;
-    fill(
-        &rc,
-        &remote_ns,
-        &[("merged", &[("keep", "1")], &[("remote", "own")])],
-        role(true),
-        subject,
-    )
-    .await?;
-    let ns = testenv::create_namespace(&client, "k8s-push").await?;
-    testenv::apply_yaml_in(&client, &ns, &token_secret(&token), true).await?;
-    testenv::apply_yaml_in(
-        &client,
-        &ns,
-        &token_store("remote", remote, &remote_ns),
-        true,
-    )
-    .await?;
+    let merged: &[RemoteSecret<'_>] = &[("merged", &[("keep", "1")], &[("remote", "own")])];
+    let (remote_ns, ns) = token_store(&client, remote, "k8s-push", merged, role(true)).await?;
     store_ready(&client, &ns, "remote").await?;
     let manifests = r#"
 apiVersion: v1
@@ -638,41 +622,11 @@ spec:
 
 async fn forbidden(env: Arc<Env>) -> Result<()> {
     let remote = env.remote()?;
-    let rc = remote.client().await;
     let client = env.client().await;
     // May list Secrets but not get them.
-    let listing = testenv::create_namespace(&rc, "k8s-list-only").await?;
-    let (subject, list_token) = service_account_token(&rc, &listing).await?;
-    fill(
-        &rc,
-        &listing,
-        &[DB],
-        serde_json::json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]),
-        subject,
-    )
-    .await?;
-    // May get one Secret by name only.
-    let picky = testenv::create_namespace(&rc, "k8s-picky").await?;
-    let (subject, picky_token) = service_account_token(&rc, &picky).await?;
-    fill(
-        &rc,
-        &picky,
-        &[("allowed", &[("k", "yes")], &[]), ("denied", &[("k", "no")], &[])],
-        serde_json::json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["allowed"]}]),
-        subject,
-    )
-    .await?;
-
-    let ns = testenv::create_namespace(&client, "k8s-forbidden").await?;
-    let list_only = testenv::create_namespace(&client, "k8s-forbidden").await?;
-    testenv::apply_yaml_in(&client, &list_only, &token_secret(&list_token), true).await?;
-    testenv::apply_yaml_in(
-        &client,
-        &list_only,
-        &token_store("remote", remote, &listing),
-        true,
-    )
-    .await?;
+    let list =
+        serde_json::json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]);
+    let (listing, list_only) = token_store(&client, remote, "k8s-list-only", &[DB], list).await?;
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &list_only);
     let store = wait_ready("SecretStore remote", "False", "ValidationFailed", || {
         value(&stores, "remote")
@@ -686,8 +640,13 @@ async fn forbidden(env: Arc<Env>) -> Result<()> {
         "the store should name the verb and namespace: {message}"
     );
 
-    testenv::apply_yaml_in(&client, &ns, &token_secret(&picky_token), true).await?;
-    testenv::apply_yaml_in(&client, &ns, &token_store("remote", remote, &picky), true).await?;
+    // May get one Secret by name only.
+    let by_name = serde_json::json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["allowed"]}]);
+    let two: &[RemoteSecret<'_>] = &[
+        ("allowed", &[("k", "yes")], &[]),
+        ("denied", &[("k", "no")], &[]),
+    ];
+    let (_, ns) = token_store(&client, remote, "k8s-picky", two, by_name).await?;
     store_ready(&client, &ns, "remote").await?;
     let es = r#"
 apiVersion: external-secrets.io/v1
@@ -733,20 +692,8 @@ spec:
 /// without the operator being restarted.
 async fn remote_down_and_back(env: Arc<Env>) -> Result<()> {
     let remote = ControlPlane::start()?;
-    let rc = remote.client().await;
     let client = env.client().await;
-    let remote_ns = testenv::create_namespace(&rc, "k8s-outage").await?;
-    let (subject, token) = service_account_token(&rc, &remote_ns).await?;
-    fill(&rc, &remote_ns, &[DB], role(false), subject).await?;
-    let ns = testenv::create_namespace(&client, "k8s-outage").await?;
-    testenv::apply_yaml_in(&client, &ns, &token_secret(&token), true).await?;
-    testenv::apply_yaml_in(
-        &client,
-        &ns,
-        &token_store("remote", &remote, &remote_ns),
-        true,
-    )
-    .await?;
+    let (remote_ns, ns) = token_store(&client, &remote, "k8s-outage", &[DB], role(false)).await?;
     store_ready(&client, &ns, "remote").await?;
     let es = r#"
 apiVersion: external-secrets.io/v1
