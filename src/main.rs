@@ -463,9 +463,9 @@ async fn migrate_storage(args: StorageArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `provider serve`: the kinds are checked against the build before anything else.
+/// `provider serve`: the kinds are checked against the build before anything else (again once
+/// the cluster's URL is known, which the Kubernetes provider's stores without `server.url` use).
 async fn provider_serve(args: ProviderServeArgs) -> anyhow::Result<()> {
-    // Checked before anything else, so a kind this build lacks fails at once.
     provider_server::served_registry(&providers::registry(), &args.kinds)
         .map_err(anyhow::Error::msg)?;
     init_logging(args.log_format);

@@ -11,7 +11,7 @@ use api::external_secret::ExternalSecret;
 use api::push_secret::PushSecret;
 use api::store::SecretStore;
 use base64::Engine;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{DeleteParams, PostParams};
@@ -45,6 +45,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "kubernetes::a_service_account_reads_another_namespace_of_the_operators_cluster",
             env,
             own_cluster,
+        ),
+        trial(
+            "kubernetes::a_service_account_token_the_remote_cluster_trusts",
+            env,
+            federated_service_account,
         ),
         trial(
             "kubernetes::pushed_values_merge_and_deletion_removes_only_what_was_pushed",
@@ -479,6 +484,114 @@ spec:
     store_ready(&client, &ns, "same-cluster").await?;
     wait_secret(&client, &ns, "copied", &bytes(&[("username", "admin")])).await?;
     Ok(())
+}
+
+/// The audience a remote cluster that trusts the operator's cluster wants in a token.
+const FEDERATED_AUDIENCE: &str = "remote-cluster";
+/// What that remote cluster puts before the `sub` of such a token.
+const FEDERATED_PREFIX: &str = "home:";
+
+/// ESO's `serviceAccount` auth against another cluster: the token is requested from the
+/// operator's cluster, for a ServiceAccount of the store's namespace, and the remote cluster
+/// trusts that cluster's ServiceAccount issuer (a structured authentication configuration, as
+/// workload identity federation sets it up), knowing the account as `home:system:...`.
+async fn federated_service_account(env: Arc<Env>) -> Result<()> {
+    let home = env.control_plane();
+    let client = env.client().await;
+    // The remote API server reads the issuer's discovery document and keys without credentials.
+    testenv::apply_yaml(
+        &client,
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: e2e-anonymous-issuer-discovery}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:service-account-issuer-discovery"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:unauthenticated"}]
+"#,
+        true,
+    )
+    .await?;
+    let remote = ControlPlane::start_trusting(Some(testenv::TrustedIssuer {
+        url: home.service_account_issuer(),
+        ca_pem: home.ca_cert_pem().to_owned(),
+        audience: FEDERATED_AUDIENCE.into(),
+        username_prefix: FEDERATED_PREFIX.into(),
+    }))?;
+    let ns = testenv::create_namespace(&client, "k8s-federated").await?;
+    Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "reader"}}))?,
+        )
+        .await?;
+    let user = format!("{FEDERATED_PREFIX}system:serviceaccount:{ns}:reader");
+    let rc = remote.client().await;
+    let subject =
+        serde_json::json!({"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"});
+    let remote_ns = remote_namespace(&rc, "k8s-federated", &[DB], role(false), subject).await?;
+    // The remote API server fetches the issuer's keys once it runs; wait until it knows them.
+    testenv::wait_for(
+        TIMEOUT,
+        "the remote cluster to trust the operator's cluster's tokens",
+        || async {
+            let token = testenv::service_account_token(
+                &client,
+                &ns,
+                "reader",
+                &[FEDERATED_AUDIENCE],
+                std::time::Duration::from_secs(600),
+            )
+            .await?;
+            let mut config = kube::Config::new(remote.server_url().parse()?);
+            config.root_cert = Some(vec![pem_der(remote.ca_cert_pem())?]);
+            config.auth_info.token = Some(token.into());
+            let review: SelfSubjectReview = Api::all(Client::try_from(config)?)
+                .create(&PostParams::default(), &SelfSubjectReview::default())
+                .await?;
+            let name = review
+                .status
+                .and_then(|s| s.user_info)
+                .and_then(|u| u.username);
+            ensure!(name.as_deref() == Some(user.as_str()), "known as {name:?}");
+            Ok(())
+        },
+    )
+    .await?;
+    let manifests = format!(
+        r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: remote}}
+spec:
+  provider:
+    kubernetes:
+      remoteNamespace: {remote_ns}
+      server: {{url: "{url}", caBundle: {ca}}}
+      auth:
+        serviceAccount: {{name: reader, audiences: [{FEDERATED_AUDIENCE}]}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: db}}
+spec:
+  secretStoreRef: {{kind: SecretStore, name: remote}}
+  target: {{name: db}}
+  data:
+  - {{secretKey: password, remoteRef: {{key: db, property: password}}}}
+"#,
+        url = remote.server_url(),
+        ca = b64(remote.ca_cert_pem()),
+    );
+    testenv::apply_yaml_in(&client, &ns, &manifests, true).await?;
+    store_ready(&client, &ns, "remote").await?;
+    wait_secret(&client, &ns, "db", &bytes(&[("password", "s3cr3t")])).await?;
+    Ok(())
+}
+
+/// The DER of the one certificate in `pem`.
+fn pem_der(pem: &str) -> Result<Vec<u8>> {
+    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    Ok(base64::engine::general_purpose::STANDARD.decode(body)?)
 }
 
 async fn push_and_delete(env: Arc<Env>) -> Result<()> {

@@ -102,6 +102,39 @@ fn testbin_root() -> PathBuf {
     })
 }
 
+/// A JWT issuer an API server trusts besides its own ServiceAccount tokens: what lets one
+/// cluster accept another's ServiceAccount tokens (workload identity federation).
+#[derive(Clone, Debug)]
+pub struct TrustedIssuer {
+    /// The tokens' `iss`, whose `/.well-known/openid-configuration` the API server reads.
+    pub url: String,
+    /// The CA of the issuer's serving certificate (PEM).
+    pub ca_pem: String,
+    /// The audience tokens must carry.
+    pub audience: String,
+    /// Put before the token's `sub` to make the user name (`system:` may not start one).
+    pub username_prefix: String,
+}
+
+impl TrustedIssuer {
+    fn configuration(&self) -> Result<String> {
+        Ok(serde_yaml::to_string(&serde_json::json!({
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AuthenticationConfiguration",
+            "jwt": [{
+                "issuer": {
+                    "url": self.url,
+                    "audiences": [self.audience],
+                    "certificateAuthority": self.ca_pem,
+                },
+                "claimMappings": {
+                    "username": {"claim": "sub", "prefix": self.username_prefix},
+                },
+            }],
+        }))?)
+    }
+}
+
 /// A running control plane; dropping it stops every process and deletes its files.
 pub struct ControlPlane {
     // Field order matters: the processes must be gone before their directory is removed.
@@ -132,6 +165,12 @@ impl ControlPlane {
     ///
     /// Blocks the calling thread; safe to call from inside or outside a tokio runtime.
     pub fn start() -> Result<Self> {
+        Self::start_trusting(None)
+    }
+
+    /// [`ControlPlane::start`], its API server also accepting the JWTs `issuer` signs (another
+    /// cluster's ServiceAccount tokens, say) through a structured authentication configuration.
+    pub fn start_trusting(issuer: Option<TrustedIssuer>) -> Result<Self> {
         let started = Instant::now();
         let bin = testbin_dir(KUBERNETES_VERSION);
         let missing: Vec<_> = BINARIES
@@ -147,7 +186,7 @@ impl ControlPlane {
             );
         }
 
-        let cp = retry_on_port_clash(|| Self::start_once(&bin))?;
+        let cp = retry_on_port_clash(|| Self::start_once(&bin, issuer.as_ref()))?;
         eprintln!(
             "testenv: Kubernetes {KUBERNETES_VERSION} control plane ready at {} in {:.1}s (kubeconfig {}){}",
             cp.server_url,
@@ -160,7 +199,10 @@ impl ControlPlane {
 
     /// On failure the processes are already stopped; the folder with their logs is returned
     /// so that the caller decides whether to keep it.
-    fn start_once(bin: &Path) -> Result<Self, (anyhow::Error, Option<tempfile::TempDir>)> {
+    fn start_once(
+        bin: &Path,
+        issuer: Option<&TrustedIssuer>,
+    ) -> Result<Self, (anyhow::Error, Option<tempfile::TempDir>)> {
         let dir = tempfile::Builder::new()
             .prefix("external-secrets-testenv-")
             .tempdir()
@@ -179,7 +221,7 @@ impl ControlPlane {
             client_ca: None,
             commands: None,
         };
-        match cp.boot(bin) {
+        match cp.boot(bin, issuer) {
             Ok(()) => Ok(cp),
             Err(err) => {
                 let logs: Vec<String> = cp
@@ -199,7 +241,7 @@ impl ControlPlane {
         }
     }
 
-    fn boot(&mut self, bin: &Path) -> Result<()> {
+    fn boot(&mut self, bin: &Path, issuer: Option<&TrustedIssuer>) -> Result<()> {
         let pki = Pki::generate()?;
         self.serving_ca_pem = pki.serving_ca_pem.clone();
         self.serving_ca_der = pki.serving_ca_der.clone();
@@ -245,7 +287,7 @@ impl ControlPlane {
             "--log-level=warn".into(),
         ];
         drop((etcd_client, etcd_peer));
-        let apiserver_args = vec![
+        let mut apiserver_args = vec![
             format!("--etcd-servers={etcd_url}"),
             format!("--secure-port={}", port(&apiserver)?),
             "--bind-address=127.0.0.1".into(),
@@ -269,6 +311,14 @@ impl ControlPlane {
             "--audit-log-format=json".into(),
         ];
         drop(apiserver);
+        if let Some(issuer) = issuer {
+            std::fs::write(dir.join("authentication.yaml"), issuer.configuration()?)
+                .context("writing authentication.yaml")?;
+            apiserver_args.push(format!(
+                "--authentication-config={}",
+                f("authentication.yaml")
+            ));
+        }
         let controller_manager_args = vec![
             format!("--kubeconfig={}", self.kubeconfig_path().display()),
             format!("--controllers={CONTROLLERS}"),
