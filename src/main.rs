@@ -463,13 +463,18 @@ async fn migrate_storage(args: StorageArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `provider serve`: the kinds are checked against the build before anything else.
+/// `provider serve`: the kinds are checked against the build before anything else (again once
+/// the cluster's URL is known, which the Kubernetes provider's stores without `server.url` use).
 async fn provider_serve(args: ProviderServeArgs) -> anyhow::Result<()> {
-    let served = provider_server::served_registry(&providers::registry(), &args.kinds)
+    provider_server::served_registry(&providers::registry(), &args.kinds)
         .map_err(anyhow::Error::msg)?;
     init_logging(args.log_format);
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let client = kube::Client::try_from(kube_config(args.kubeconfig.as_deref()).await?)?;
+    let config = kube_config(args.kubeconfig.as_deref()).await?;
+    let registry = providers::registry_for_cluster(Some(config.cluster_url.to_string()));
+    let served =
+        provider_server::served_registry(&registry, &args.kinds).map_err(anyhow::Error::msg)?;
+    let client = kube::Client::try_from(config)?;
     let mut metrics = Default::default();
     let resolver = provider_server::KubeResolver::start(client, served, &mut metrics).await;
     let tls = args
@@ -585,6 +590,8 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     // "no process-level CryptoProvider" panic.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let config = kube_config(args.kubeconfig.as_deref()).await?;
+    // The Kubernetes provider's stores without `server.url` reach this cluster.
+    let registry = providers::registry_for_cluster(Some(config.cluster_url.to_string()));
     let controllers::ratelimit::Clients {
         work: client,
         control,
@@ -646,7 +653,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
             ))
         }))
         .collect();
-    let mut operator = controllers::Operator::new(client, settings, providers::registry());
+    let mut operator = controllers::Operator::new(client, settings, registry);
     operator.register_metrics(|registry| requests.register(registry));
     if !args.disable_webhook {
         operator.register_metrics(|registry| conversions.register(registry));

@@ -1,8 +1,8 @@
 //! `examples/` holds only what works: every manifest there is accepted with strict field
 //! validation, and every store, ExternalSecret and PushSecret it defines becomes Ready, in
 //! whichever order the files are applied. `tests/accepted-manifests/` holds manifests the API
-//! accepts for providers and features not built yet; a provider kind this build lacks is named
-//! as such in the store's condition.
+//! accepts for features not built yet; a provider kind a build lacks is named as such in the
+//! store's condition.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -185,13 +185,15 @@ async fn applied_in_reverse_order(env: Arc<Env>) -> Result<()> {
         let mut docs = testenv::parse_yaml(&yaml)?;
         docs.reverse();
         for mut doc in docs {
-            let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) else {
+            let Some(meta) = doc.get("metadata").and_then(Value::as_object) else {
                 bail!("{}: a document without metadata", file.display());
             };
             if meta.get("namespace").and_then(Value::as_str) != Some(NAMESPACE) {
                 continue;
             }
-            meta.insert("namespace".into(), REVERSED_NAMESPACE.into());
+            // The namespace wherever the example names it: its own, a RoleBinding's subject, a
+            // Kubernetes store's remoteNamespace.
+            moved(&mut doc);
             let yaml = serde_yaml::to_string(&doc)?;
             testenv::apply_yaml_in(&client, REVERSED_NAMESPACE, &yaml, true).await?;
         }
@@ -211,11 +213,23 @@ async fn applied_in_reverse_order(env: Arc<Env>) -> Result<()> {
     .await
 }
 
+/// Every string that is the examples' namespace, as the reversed namespace.
+fn moved(value: &mut Value) {
+    match value {
+        Value::String(s) if s == NAMESPACE => *s = REVERSED_NAMESPACE.to_owned(),
+        Value::Array(items) => items.iter_mut().for_each(moved),
+        Value::Object(map) => map.values_mut().for_each(moved),
+        _ => {}
+    }
+}
+
+/// An operator built without the Kubernetes provider, for the accepted-manifests namespace.
 async fn not_compiled_in(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
-    let yaml = std::fs::read_to_string(Env::path(
-        "tests/accepted-manifests/secretstore-kubernetes-inline.yaml",
-    ))?;
+    let class = crate::operator::start_scoped_lacking(&env, ACCEPTED_NAMESPACE, "Kubernetes")?;
+    let yaml = std::fs::read_to_string(Env::path("examples/secretstore-kubernetes-inline.yaml"))?
+        .replace("namespace: examples", "namespace: accepted-manifests")
+        .replace("spec:\n", &format!("spec:\n  controller: {class}\n"));
     testenv::apply_yaml_in(&client, ACCEPTED_NAMESPACE, &yaml, true).await?;
     let stores: Api<SecretStore> = Api::namespaced(client, ACCEPTED_NAMESPACE);
     let store = wait_ready(
