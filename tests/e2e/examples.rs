@@ -6,7 +6,7 @@
 //!
 //! The Vault and GitLab examples are what a user applies, with the servers a user's cluster
 //! would name: `http://vault.vault.svc:8200` (`https://` for TLS) and
-//! `https://gitlab.example.com/`. Applying them here rewrites those three addresses to the
+//! `https://gitlab.acme.internal/`. Applying them here rewrites those three addresses to the
 //! test's Vault (`hack/build-vault.sh`) and a GitLab stand-in (`tests/gitlab-standin`), and
 //! nothing else ([`example`]). What a user creates beside the examples is created by
 //! [`prepare`]: on the Vault side the `external-secrets` Kubernetes-auth role for the
@@ -24,7 +24,7 @@ use api::conditions::{ConditionStatus, READY, find};
 use api::external_secret::ExternalSecret;
 use api::push_secret::PushSecret;
 use api::store::{ClusterSecretStore, SecretStore};
-use gitlab_standin::{GitlabStandin, Role, Variable};
+use gitlab_standin::{GitlabStandin, Variable};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -35,6 +35,7 @@ use tokio::sync::OnceCell;
 
 use crate::operator::{TIMEOUT, wait_ready};
 use crate::sync::{bytes, wait_secret};
+use crate::gitlab::PROJECT;
 use crate::vault::KV2;
 use crate::{Env, trial};
 
@@ -45,10 +46,9 @@ const REVERSED_NAMESPACE: &str = "examples-reversed";
 /// Where the Vault and GitLab examples say their servers are.
 const VAULT_HTTP: &str = "http://vault.vault.svc:8200";
 const VAULT_HTTPS: &str = "https://vault.vault.svc:8200";
-const GITLAB_URL: &str = "https://gitlab.example.com/";
+const GITLAB_URL: &str = "https://gitlab.acme.internal/";
 /// The token of examples/provider-gitlab.yaml, which the stand-in takes for a maintainer's.
 const GITLAB_TOKEN: &str = "glpat-replace-me";
-const GITLAB_PROJECT: &str = "acme/platform/app";
 
 /// The servers the Vault and GitLab examples are rewritten to, prepared once for the run.
 struct Servers {
@@ -158,21 +158,16 @@ path "{KV2}/metadata/myapp/*" {{ capabilities = ["create", "read", "update", "de
         testenv::apply_yaml_in(&client, ns, &ca, true).await?;
     }
 
-    let gitlab = GitlabStandin::start()?;
-    gitlab.add_group("acme")?;
-    gitlab.add_group("acme/platform")?;
-    gitlab.add_project(GITLAB_PROJECT)?;
-    gitlab.add_user("examples", GITLAB_TOKEN)?;
-    gitlab.grant("examples", "acme", Role::Owner)?;
-    gitlab.grant("examples", GITLAB_PROJECT, Role::Maintainer)?;
-    gitlab.add_project_variable(GITLAB_PROJECT, Variable::new("DEPLOY_TOKEN", "d3ploy"))?;
-    gitlab.add_project_variable(GITLAB_PROJECT, Variable::new("DB_USER", "app"))?;
+    // The project and groups the examples name, the examples' token a maintainer's.
+    let gitlab = crate::gitlab::standin(GITLAB_TOKEN)?;
+    gitlab.add_project_variable(PROJECT, Variable::new("DEPLOY_TOKEN", "d3ploy"))?;
+    gitlab.add_project_variable(PROJECT, Variable::new("DB_USER", "app"))?;
     gitlab.add_project_variable(
-        GITLAB_PROJECT,
+        PROJECT,
         Variable::new("DB_PASSWORD", "prod-pa55word").scope("production"),
     )?;
     gitlab.add_project_variable(
-        GITLAB_PROJECT,
+        PROJECT,
         Variable::new("DB_PASSWORD", "staging-pa55word").scope("staging"),
     )?;
     gitlab.add_group_variable("acme", Variable::new("DB_HOST", "db.acme.internal"))?;
@@ -313,7 +308,7 @@ async fn vault_and_gitlab_examples_did_what_they_say(env: &Env, client: &Client)
     );
     let variable = servers
         .gitlab
-        .project_variables(GITLAB_PROJECT)?
+        .project_variables(PROJECT)?
         .into_iter()
         .find(|v| v.key == "CI_API_TOKEN")
         .context("CI_API_TOKEN was not created")?;
