@@ -33,9 +33,9 @@ use serde_json::{Value, json};
 use testenv::{KubernetesRole, TokenOptions};
 use tokio::sync::OnceCell;
 
+use crate::gitlab::PROJECT;
 use crate::operator::{TIMEOUT, wait_ready};
 use crate::sync::{bytes, wait_secret};
-use crate::gitlab::PROJECT;
 use crate::vault::KV2;
 use crate::{Env, trial};
 
