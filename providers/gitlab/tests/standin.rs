@@ -89,6 +89,7 @@ fn push(key: &str, value: &str, metadata: Option<Value>) -> PushRequest {
         secret_key: Some("k".into()),
         value: value.as_bytes().to_vec(),
         metadata,
+        source: Default::default(),
     }
 }
 
