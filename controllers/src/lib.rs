@@ -12,6 +12,7 @@ pub mod externalsecret;
 pub mod generations;
 pub mod http;
 mod index;
+pub mod leadership;
 pub mod metrics;
 mod operator;
 pub(crate) mod outcome;
