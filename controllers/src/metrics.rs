@@ -101,6 +101,10 @@ pub struct Metrics {
     pub css_reconcile_duration: Family<ObjectLabels, Gauge>,
     pub ps_condition: ConditionGauge,
     pub ps_reconcile_duration: Family<ObjectLabels, Gauge>,
+    pub ces_condition: ConditionGauge,
+    pub ces_reconcile_duration: Family<ObjectLabels, Gauge>,
+    pub cps_condition: ConditionGauge,
+    pub cps_reconcile_duration: Family<ObjectLabels, Gauge>,
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     /// 1 once this replica reconciles (it holds the Lease, or leader election is off), 0 while
     /// it stands by.
@@ -170,6 +174,26 @@ impl Metrics {
             "pushsecret_reconcile_duration",
             "The duration of the last PushSecret reconcile in nanoseconds",
             m.ps_reconcile_duration.clone(),
+        );
+        registry.register(
+            "clusterexternalsecret_status_condition",
+            "The status condition of a specific ClusterExternalSecret",
+            m.ces_condition.0.clone(),
+        );
+        registry.register(
+            "clusterexternalsecret_reconcile_duration",
+            "The duration of the last ClusterExternalSecret reconcile in nanoseconds",
+            m.ces_reconcile_duration.clone(),
+        );
+        registry.register(
+            "clusterpushsecret_status_condition",
+            "The status condition of a specific ClusterPushSecret",
+            m.cps_condition.0.clone(),
+        );
+        registry.register(
+            "clusterpushsecret_reconcile_duration",
+            "The duration of the last ClusterPushSecret reconcile in nanoseconds",
+            m.cps_reconcile_duration.clone(),
         );
         registry.register(
             "external_secrets_reconcile_errors",

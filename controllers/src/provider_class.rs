@@ -175,7 +175,7 @@ impl DeclaredClass {
     pub fn parse(flag: &str) -> Result<Self, String> {
         let bad = || {
             format!(
-                "{flag:?}: expected NAME=ADDRESS[,NAMESPACE/SECRET], e.g. vault=provider-vault.external-secrets.svc:8080,external-secrets/provider-vault-tls"
+                "{flag:?}: expected NAME=ADDRESS[,NAMESPACE/SECRET] with ADDRESS as HOST:PORT, e.g. vault=provider-vault.external-secrets.svc:8080,external-secrets/provider-vault-tls"
             )
         };
         let (name, rest) = flag.split_once('=').ok_or_else(bad)?;
@@ -193,7 +193,12 @@ impl DeclaredClass {
             }
             Some(_) => return Err(bad()),
         };
-        if name.is_empty() || address.is_empty() {
+        // The address is dialled as `http(s)://ADDRESS`: a host and a port, nothing more. Checked
+        // here, so that a typo stops the start rather than a class that never connects.
+        let host_and_port = address.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if name.is_empty() || !host_and_port || address.contains(['/', ' ', '@']) {
             return Err(bad());
         }
         Ok(Self {
@@ -310,6 +315,12 @@ mod tests {
             "vault=a:1,secret",
             "vault=a:1,/s",
             "vault=a:1,ns/",
+            "vault=provider-vault",
+            "vault=provider-vault:http",
+            "vault=provider-vault:0",
+            "vault=:8080",
+            "vault=https://provider-vault:8080",
+            "vault=provider-vault:8080/grpc",
         ] {
             let err = DeclaredClass::parse(bad).unwrap_err();
             assert!(err.contains("expected NAME=ADDRESS"), "{bad}: {err}");

@@ -1,8 +1,8 @@
 //! `helm install` with only the Fake and Vault providers, then `helm upgrade` enabling GitLab,
-//! then one serving Vault out of process, on a control plane of its own. Pods do not run there
-//! (no kubelet), so the operator runs as a process with the Deployment's own arguments and a
-//! token of the chart's ServiceAccount, and so does the Vault provider server under its own; the
-//! API server's audit log then shows that neither was refused anything and each used every
+//! then one serving every provider out of process, on a control plane of its own. Pods do not
+//! run there (no kubelet), so the operator runs as a process with the Deployment's own arguments
+//! and a token of the chart's ServiceAccount, and so does each provider server under its own; the
+//! API server's audit log then shows that none was refused anything and each used every
 //! permission the chart grants it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -116,12 +116,12 @@ pub async fn install_and_upgrade() -> Result<()> {
     let logs = operator.stop();
     let scenario = result.with_context(|| format!("operator log tail:\n{logs}"))?;
 
-    // Vault out of process: the controller's permissions before and after both count, each
-    // used while it was granted; the requests after the upgrade must fit the new ones alone
-    // (no 403) and not touch what moved to the provider server.
+    // Every provider out of process: the controller's permissions before and after both count,
+    // each used while it was granted; the requests after the upgrade must fit the new ones alone
+    // (no 403) and not touch what moved to the provider servers.
     let in_process = controller_rules(&admin).await?;
     let mark = audit_lines(&cp)?;
-    vault_out_of_process(&cp, &admin, &scenario).await?;
+    out_of_process(&cp, &admin, &scenario).await?;
     let out_of_process = controller_rules(&admin).await?;
     let mut granted = audit::permissions(&in_process);
     granted.extend(audit::permissions(&out_of_process));
@@ -130,18 +130,30 @@ pub async fn install_and_upgrade() -> Result<()> {
     moved_to_the_server(&cp, mark)?;
     let controller = format!("system:serviceaccount:{NAMESPACE}:{FULLNAME}");
     rbac_is_minimal(&cp, &controller, &granted, UNUSED_ON_PURPOSE)?;
-    let server_rules = Api::<ClusterRole>::all(admin.clone())
-        .get(VAULT_SERVER)
-        .await?
-        .rules
-        .unwrap_or_default();
-    let server = format!("system:serviceaccount:{NAMESPACE}:{VAULT_SERVER}");
-    rbac_is_minimal(
-        &cp,
-        &server,
-        &audit::permissions(&server_rules),
-        SERVER_UNUSED_ON_PURPOSE,
-    )
+    for served in SERVED {
+        let server_rules = Api::<ClusterRole>::all(admin.clone())
+            .get(&served.server())
+            .await?
+            .rules
+            .unwrap_or_default();
+        let server = format!("system:serviceaccount:{NAMESPACE}:{}", served.server());
+        let unused: Vec<(String, &str)> = [
+            "providers.external-secrets.io",
+            "cluster.providers.external-secrets.io",
+        ]
+        .into_iter()
+        .map(|group| (format!("get {group}/{}", served.plural), CACHE_MISS_ONLY))
+        .chain(
+            served
+                .unused_on_purpose
+                .iter()
+                .map(|(p, why)| (p.to_string(), *why)),
+        )
+        .collect();
+        let unused: Vec<(&str, &str)> = unused.iter().map(|(p, w)| (p.as_str(), *w)).collect();
+        rbac_is_minimal(&cp, &server, &audit::permissions(&server_rules), &unused)?;
+    }
+    Ok(())
 }
 
 /// The webhook's certificate Secret as a failed write or a hand edit could leave it: the
@@ -159,22 +171,64 @@ async fn unusable_webhook_secret(admin: &Client) -> Result<()> {
     Ok(())
 }
 
-/// The Vault provider server's Deployment, Service, ServiceAccount and RBAC.
-const VAULT_SERVER: &str = "es-external-secrets-provider-vault";
-/// Its TLS Secret, which the controller fills.
-const VAULT_SERVER_TLS: &str = "es-external-secrets-provider-vault-tls";
+/// A provider the last upgrade serves out of process.
+pub struct Served {
+    /// Its key under `providers.` in the values, and its ClusterProviderClass's name.
+    key: &'static str,
+    /// Its provider kinds' plural.
+    plural: &'static str,
+    /// Permissions of its server that this test does not use, and why they stay.
+    pub unused_on_purpose: &'static [(&'static str, &'static str)],
+}
 
-/// Permissions of the provider server that this test does not use, and why they stay.
-pub const SERVER_UNUSED_ON_PURPOSE: &[(&str, &str)] = &[
-    (
-        "get providers.external-secrets.io/vaults",
-        "read only when the watch cache has not seen the object a call names yet",
-    ),
-    (
-        "get cluster.providers.external-secrets.io/vaults",
-        "read only when the watch cache has not seen the object a call names yet",
-    ),
+impl Served {
+    /// Its server's Deployment, Service, ServiceAccount and RBAC.
+    fn server(&self) -> String {
+        format!("{FULLNAME}-provider-{}", self.key)
+    }
+
+    /// Its server's TLS Secret, which the controller fills.
+    fn tls(&self) -> String {
+        format!("{}-tls", self.server())
+    }
+}
+
+pub const SERVED: [Served; 3] = [
+    Served {
+        key: "fake",
+        plural: "fakes",
+        unused_on_purpose: &[
+            (
+                "get provider.external-secrets.io/fakes",
+                "ESO's v2 Fake is read per call only while its CRD is not installed; this release installs none",
+            ),
+            (
+                "list provider.external-secrets.io/fakes",
+                "watched only once ESO's v2 Fake CRD is installed; this release installs none",
+            ),
+            (
+                "watch provider.external-secrets.io/fakes",
+                "watched only once ESO's v2 Fake CRD is installed; this release installs none",
+            ),
+        ],
+    },
+    Served {
+        key: "vault",
+        plural: "vaults",
+        unused_on_purpose: &[],
+    },
+    Served {
+        key: "gitlab",
+        plural: "gitlabs",
+        unused_on_purpose: &[],
+    },
 ];
+
+/// The Vault provider server: the one that logs in with ServiceAccount tokens.
+const VAULT_SERVER: &str = "es-external-secrets-provider-vault";
+
+const CACHE_MISS_ONLY: &str =
+    "read only when the watch cache has not seen the object a call names yet";
 
 /// The chart's ClusterRole and Roles of the controller's ServiceAccount, as installed now.
 async fn controller_rules(admin: &Client) -> Result<Vec<PolicyRule>> {
@@ -222,18 +276,14 @@ fn moved_to_the_server(cp: &ControlPlane, mark: usize) -> Result<()> {
     Ok(())
 }
 
-/// `helm upgrade` to Vault out of process, then the controller (restarted with the Deployment's
-/// new arguments) and the provider server (its Deployment's arguments, under a token of its own
-/// ServiceAccount) as processes. Overrides, because this machine has no cluster network: the
-/// ClusterProviderClass's address is patched to the server's loopback port, and the controller's
-/// `--provider-tls-secret` gets `,127.0.0.1` so that the server's certificate names that
-/// address; the server reads the Secret's files from a folder this test writes them to, as a
+/// `helm upgrade` to every provider out of process, then the controller (restarted with the
+/// Deployment's new arguments) and each provider server (its Deployment's arguments, under a
+/// token of its own ServiceAccount) as processes. Overrides, because this machine has no cluster
+/// network: the controller's `--provider-class` names each server's loopback port, and its
+/// `--provider-tls-secret` gets `,127.0.0.1` so that each server's certificate names that
+/// address; the servers read their Secret's files from folders this test writes them to, as a
 /// kubelet would mount them.
-async fn vault_out_of_process(
-    cp: &ControlPlane,
-    admin: &Client,
-    scenario: &Scenario<'_>,
-) -> Result<()> {
+async fn out_of_process(cp: &ControlPlane, admin: &Client, scenario: &Scenario<'_>) -> Result<()> {
     let kubeconfig = cp.kubeconfig_path();
     let chart = repo(CHART).to_string_lossy().into_owned();
     let upgrade = || {
@@ -246,107 +296,159 @@ async fn vault_out_of_process(
                 "--namespace",
                 NAMESPACE,
                 "-f",
-                &values_file("vault-out-of-process"),
+                &values_file("out-of-process"),
             ],
         )
     };
     let notes = upgrade()?;
-    ensure!(
-        notes.contains(&format!(
-            "Vault: Deployment {VAULT_SERVER}, ClusterProviderClass vault"
-        )),
-        "helm upgrade's notes: {notes}"
-    );
+    for (served, kind) in SERVED.iter().zip(["Fake", "Vault", "Gitlab"]) {
+        let line = format!(
+            "{kind}: Deployment {}, ClusterProviderClass {}",
+            served.server(),
+            served.key
+        );
+        ensure!(
+            notes.contains(&line),
+            "helm upgrade's notes lack {line:?}: {notes}"
+        );
+    }
     only_these_providers_installed(admin, &["fake", "vault", "gitlab"]).await?;
 
-    // The provider server's two ports.
-    let ports = free_ports(2)?;
-    let (grpc, metrics) = (ports[0], ports[1]);
+    // Each provider server's two ports: gRPC, metrics.
+    let ports = free_ports(2 * SERVED.len())?;
+    let grpc = |i: usize| ports[2 * i];
     let mut controller = Process::controller(cp, admin, |arg| {
         if arg.starts_with("--provider-tls-secret=") {
-            format!("{arg},127.0.0.1")
-        } else if arg.starts_with("--provider-class=vault=") {
-            format!("--provider-class=vault={grpc},{NAMESPACE}/{VAULT_SERVER_TLS}")
-        } else {
-            arg
+            return format!("{arg},127.0.0.1");
         }
+        for (i, served) in SERVED.iter().enumerate() {
+            if arg.starts_with(&format!("--provider-class={}=", served.key)) {
+                return format!(
+                    "--provider-class={}={},{NAMESPACE}/{}",
+                    served.key,
+                    grpc(i),
+                    served.tls()
+                );
+            }
+        }
+        arg
     })
     .await?;
     let result = async {
         let args = controller_args(admin).await?;
-        for wanted in [
-            "--out-of-process=Vault=vault".to_owned(),
-            format!("--provider-tls-secret={NAMESPACE}/{VAULT_SERVER_TLS}={VAULT_SERVER}"),
-            format!(
-                "--provider-class=vault={VAULT_SERVER}.{NAMESPACE}.svc:8080,{NAMESPACE}/{VAULT_SERVER_TLS}"
-            ),
-        ] {
+        let mut wanted = Vec::new();
+        for (served, kind) in SERVED.iter().zip(["Fake", "Vault", "Gitlab"]) {
+            let (server, tls) = (served.server(), served.tls());
+            wanted.push(format!("--out-of-process={kind}={}", served.key));
+            wanted.push(format!("--provider-tls-secret={NAMESPACE}/{tls}={server}"));
+            wanted.push(format!(
+                "--provider-class={}={server}.{NAMESPACE}.svc:8080,{NAMESPACE}/{tls}",
+                served.key
+            ));
+        }
+        for wanted in wanted {
             ensure!(
                 args.contains(&wanted),
                 "the controller's args lack {wanted}: {args:?}"
             );
         }
-        // The controller created the class the chart could not (its CRD comes with the chart).
+        // The controller created the classes the chart could not (their CRD comes with the
+        // chart).
         let classes = Api::<DynamicObject>::all_with(
             admin.clone(),
             &core("v1alpha1", "ClusterProviderClass", "clusterproviderclasses"),
         );
-        let declared = json!({
-            "address": grpc.to_string(),
-            "tlsSecretRef": {"name": VAULT_SERVER_TLS, "namespace": NAMESPACE},
-        });
-        let class = testenv::wait_for(
-            TIMEOUT,
-            "the controller to create ClusterProviderClass vault as --provider-class says",
-            || async {
-                let class = classes.get("vault").await?;
-                ensure!(class.data["spec"] == declared, "ClusterProviderClass vault: {}", class.data["spec"]);
-                anyhow::Ok(class)
-            },
-        )
-        .await?;
-        ensure!(
-            class.metadata.managed_fields.iter().flatten().any(|f| f.manager.as_deref() == Some("external-secrets-provider-class")),
-            "ClusterProviderClass vault was not applied by the controller: {:?}",
-            class.metadata.managed_fields
-        );
-        let issued = issued_tls(admin).await?;
-        let certs = tempfile::tempdir()?;
-        let mount = write_mounted_files(admin, &issued, certs.path()).await?;
-        let server = Process::start(
-            cp,
-            admin,
-            VAULT_SERVER,
-            |arg| {
-                Ok(match arg.split_once('=') {
-                    Some(("--port", _)) => format!("--port={}", grpc.port()),
-                    Some(("--metrics-port", _)) => format!("--metrics-port={}", metrics.port()),
-                    Some(("--tls-dir", dir)) => {
-                        ensure!(
-                            dir == mount,
-                            "--tls-dir={dir}, but the TLS Secret is mounted at {mount}"
-                        );
-                        format!("--tls-dir={}", certs.path().display())
-                    }
-                    _ => arg,
-                })
-            },
-            &["--bind-address=127.0.0.1".to_owned()],
-        )
-        .await;
-        let mut server = server?;
+        for (i, served) in SERVED.iter().enumerate() {
+            let declared = json!({
+                "address": grpc(i).to_string(),
+                "tlsSecretRef": {"name": served.tls(), "namespace": NAMESPACE},
+            });
+            let class = testenv::wait_for(
+                TIMEOUT,
+                "the controller to create each ClusterProviderClass as --provider-class says",
+                || async {
+                    let class = classes.get(served.key).await?;
+                    ensure!(
+                        class.data["spec"] == declared,
+                        "ClusterProviderClass {}: {}",
+                        served.key,
+                        class.data["spec"]
+                    );
+                    anyhow::Ok(class)
+                },
+            )
+            .await?;
+            ensure!(
+                class
+                    .metadata
+                    .managed_fields
+                    .iter()
+                    .flatten()
+                    .any(|f| f.manager.as_deref() == Some("external-secrets-provider-class")),
+                "ClusterProviderClass {} was not applied by the controller: {:?}",
+                served.key,
+                class.metadata.managed_fields
+            );
+        }
+        let mut servers = Vec::new();
+        let mut issued = Vec::new();
+        let dirs = SERVED
+            .iter()
+            .map(|_| tempfile::tempdir())
+            .collect::<std::io::Result<Vec<_>>>()?;
+        for (i, served) in SERVED.iter().enumerate() {
+            let tls = issued_tls(admin, served).await?;
+            let certs = dirs[i].path();
+            let mount = write_mounted_files(admin, served, &tls, certs).await?;
+            let (grpc, metrics) = (ports[2 * i], ports[2 * i + 1]);
+            let server = Process::start(
+                cp,
+                admin,
+                &served.server(),
+                |arg| {
+                    Ok(match arg.split_once('=') {
+                        Some(("--port", _)) => format!("--port={}", grpc.port()),
+                        Some(("--metrics-port", _)) => format!("--metrics-port={}", metrics.port()),
+                        Some(("--tls-dir", dir)) => {
+                            ensure!(
+                                dir == mount,
+                                "--tls-dir={dir}, but the TLS Secret is mounted at {mount}"
+                            );
+                            format!("--tls-dir={}", certs.display())
+                        }
+                        _ => arg,
+                    })
+                },
+                &["--bind-address=127.0.0.1".to_owned()],
+            )
+            .await;
+            match server {
+                Ok(server) => servers.push(server),
+                Err(e) => {
+                    let logs: Vec<String> = servers.into_iter().map(Process::stop).collect();
+                    return Err(e.context(logs.join("\n")));
+                }
+            }
+            issued.push(tls);
+        }
         let through = async {
             let resource = core("v1alpha1", "ClusterProviderClass", "clusterproviderclasses");
-            scenario.wait_ready(&resource, None, "vault").await?;
+            for served in &SERVED {
+                scenario.wait_ready(&resource, None, served.key).await?;
+            }
+            scenario.fake_through_the_server().await?;
             scenario
-                .vault_through_the_server(&grpc.to_string(), &issued)
+                .vault_through_the_server(&grpc(1).to_string(), &issued[1])
                 .await?;
-            server.still_running()?;
+            scenario.gitlab_through_the_server().await?;
+            for server in &mut servers {
+                server.still_running()?;
+            }
             controller.still_running()
         }
         .await;
-        let logs = server.stop();
-        through.with_context(|| format!("provider server log tail:\n{logs}"))?;
+        let logs: Vec<String> = servers.into_iter().map(Process::stop).collect();
+        through.with_context(|| format!("provider server log tails:\n{}", logs.join("\n")))?;
         anyhow::Ok(issued)
     }
     .await;
@@ -355,11 +457,14 @@ async fn vault_out_of_process(
 
     // What the controller issued is the release's from then on: an upgrade keeps it.
     upgrade()?;
-    let kept = secret_data(admin, VAULT_SERVER_TLS).await?;
-    ensure!(
-        kept == issued,
-        "helm upgrade changed the TLS Secret the controller filled"
-    );
+    for (served, issued) in SERVED.iter().zip(&issued) {
+        let kept = secret_data(admin, &served.tls()).await?;
+        ensure!(
+            &kept == issued,
+            "helm upgrade changed the TLS Secret the controller filled for {}",
+            served.key
+        );
+    }
     Ok(())
 }
 
@@ -389,13 +494,14 @@ async fn secret_data(admin: &Client, name: &str) -> Result<BTreeMap<String, Vec<
 }
 
 /// The TLS Secret once the controller filled it, in ESO's layout.
-async fn issued_tls(admin: &Client) -> Result<BTreeMap<String, Vec<u8>>> {
+async fn issued_tls(admin: &Client, served: &Served) -> Result<BTreeMap<String, Vec<u8>>> {
     testenv::wait_for(TIMEOUT, "the controller to fill the TLS Secret", || async {
-        let data = secret_data(admin, VAULT_SERVER_TLS).await?;
+        let data = secret_data(admin, &served.tls()).await?;
         let keys: Vec<&str> = data.keys().map(String::as_str).collect();
         ensure!(
             keys == ["ca.crt", "client.crt", "client.key", "tls.crt", "tls.key"],
-            "{VAULT_SERVER_TLS} holds {keys:?}"
+            "{} holds {keys:?}",
+            served.tls()
         );
         anyhow::Ok(data)
     })
@@ -406,11 +512,12 @@ async fn issued_tls(admin: &Client) -> Result<BTreeMap<String, Vec<u8>>> {
 /// path.
 async fn write_mounted_files(
     admin: &Client,
+    served: &Served,
     data: &BTreeMap<String, Vec<u8>>,
     dir: &std::path::Path,
 ) -> Result<String> {
     let deployment = Api::<Deployment>::namespaced(admin.clone(), NAMESPACE)
-        .get(VAULT_SERVER)
+        .get(&served.server())
         .await?;
     let pod = deployment
         .spec
@@ -423,7 +530,7 @@ async fn write_mounted_files(
         .find(|v| {
             v.secret
                 .as_ref()
-                .is_some_and(|s| s.secret_name.as_deref() == Some(VAULT_SERVER_TLS))
+                .is_some_and(|s| s.secret_name.as_deref() == Some(served.tls().as_str()))
         })
         .context("the server's pod mounts its TLS Secret")?;
     let mount = pod
@@ -1138,6 +1245,67 @@ spec:
                 .await?;
         }
         Ok(())
+    }
+
+    /// A Fake store, read through its server.
+    async fn fake_through_the_server(&self) -> Result<()> {
+        self.apply(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: fake-through}
+spec:
+  provider:
+    fake:
+      data: [{key: token, value: through-the-fake-server}]
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {name: through-fake}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {name: fake-through, kind: SecretStore}
+  data: [{secretKey: token, remoteRef: {key: token}}]
+"#,
+        )
+        .await?;
+        self.wait_secret("through-fake", "token", b"through-the-fake-server")
+            .await
+    }
+
+    /// A GitLab store with its CA in a ConfigMap (the server reads both kinds of credential;
+    /// the CA is any valid one, since the stand-in speaks plain HTTP), read through its server.
+    async fn gitlab_through_the_server(&self) -> Result<()> {
+        self.gitlab.add_project_variable(
+            "acme/app",
+            gitlab_standin::Variable::new("THROUGH", "the-gitlab-server"),
+        )?;
+        let ca = json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gitlab-ca"},
+            "data": {"ca.crt": self.vault.ca_pem()},
+        });
+        let store = self.gitlab_inline_store("gl-ca").replace(
+            "      auth:",
+            "      caProvider: {type: ConfigMap, name: gitlab-ca, key: ca.crt}\n      auth:",
+        );
+        self.apply(&format!(
+            r#"{ca}
+---
+{store}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: through-gitlab}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{name: gl-ca, kind: SecretStore}}
+  data: [{{secretKey: value, remoteRef: {{key: THROUGH}}}}]
+"#,
+            ca = serde_yaml::to_string(&ca)?,
+        ))
+        .await?;
+        self.wait_secret("through-gitlab", "value", b"the-gitlab-server")
+            .await
     }
 
     /// Before GitLab is enabled: an inline GitLab store is refused by the API server, and a

@@ -31,7 +31,7 @@ fn main() -> std::process::ExitCode {
     let mut trials: Vec<Trial> = render::trials();
     trials.extend(audit::trials());
     trials.push(Trial::test(
-        "install::fake_and_vault_then_gitlab_then_vault_out_of_process_under_their_service_accounts",
+        "install::fake_and_vault_then_gitlab_then_every_provider_out_of_process_under_their_service_accounts",
         || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

@@ -410,7 +410,6 @@ async fn conflicting(env: Arc<Env>) -> Result<()> {
     );
     // Once theirs is gone, the namespace is ours to provision.
     theirs_api.delete(&name, &DeleteParams::default()).await?;
-    wait_es(&client, &name, &name, &[&ours, &theirs]).await?;
     wait_status(
         &client,
         "clusterexternalsecrets",
@@ -419,6 +418,7 @@ async fn conflicting(env: Arc<Env>) -> Result<()> {
         &[],
     )
     .await?;
+    wait_es(&client, &name, &name, &[&ours, &theirs]).await?;
     Ok(())
 }
 
@@ -601,6 +601,44 @@ async fn deletion(env: Arc<Env>) -> Result<()> {
     Ok(())
 }
 
+/// Waits until ESO's condition gauge of the cluster object reads 1 for Ready=`status`.
+async fn wait_condition_metric(env: &Env, kind: &str, name: &str, status: &str) -> Result<()> {
+    let series = format!(
+        "{kind}_status_condition{{name=\"{name}\",namespace=\"\",condition=\"Ready\",status=\"{status}\"}}"
+    );
+    testenv::wait_for(TIMEOUT, "the condition metric", || async {
+        let metrics = crate::operator::scrape(env.metrics_addr()).await?;
+        crate::operator::sample(&metrics, &series)
+            .filter(|v| *v == 1.0)
+            .ok_or_else(|| anyhow!("no {series} = 1"))
+    })
+    .await
+    .map(drop)
+}
+
+/// Waits for a Warning event `Errored` about the cluster object (recorded in `default`, as for
+/// any cluster-scoped object) whose note names every namespace in `failed`.
+async fn wait_errored_event(client: &Client, name: &str, failed: &[&String]) -> Result<()> {
+    testenv::wait_for(TIMEOUT, "the Errored event", || async {
+        let events = crate::operator::events(client, "default", name).await?;
+        let notes: Vec<String> = events
+            .into_iter()
+            .filter(|e| {
+                e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("Errored")
+            })
+            .filter_map(|e| e.message)
+            .collect();
+        ensure!(
+            notes
+                .iter()
+                .any(|n| failed.iter().all(|ns| n.contains(&format!("{ns}: ")))),
+            "Errored events: {notes:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
 async fn refused_by_store(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let allowed = namespace(&client, "ces-allowed", &[]).await?;
@@ -629,6 +667,8 @@ async fn refused_by_store(env: Arc<Env>) -> Result<()> {
         reason.contains(&store) && reason.contains("spec.conditions"),
         "reason: {reason}"
     );
+    wait_errored_event(&client, &name, &[&refused, &by_name]).await?;
+    wait_condition_metric(&env, "clusterexternalsecret", &name, "False").await?;
     wait_secret(&client, &allowed, &name, &data(ALICE)).await?;
     ensure!(
         Api::<ExternalSecret>::namespaced(client.clone(), &refused)
@@ -662,6 +702,7 @@ async fn refused_by_store(env: Arc<Env>) -> Result<()> {
     )
     .await?;
     wait_secret(&client, &by_name, &name, &data(ALICE)).await?;
+    wait_condition_metric(&env, "clusterexternalsecret", &name, "True").await?;
     Ok(())
 }
 
@@ -713,6 +754,8 @@ async fn push_secrets(env: Arc<Env>) -> Result<()> {
     wait_children::<PushSecret>(&client, &name, &name, "ClusterPushSecret", &[&a, &b]).await?;
     let status = wait_status(&client, "clusterpushsecrets", &name, &[&a, &b], &[&theirs]).await?;
     ensure!(status["pushSecretName"] == name.as_str(), "status {status}");
+    wait_errored_event(&client, &name, &[&theirs]).await?;
+    wait_condition_metric(&env, "clusterpushsecret", &name, "False").await?;
     for ns in [&a, &b] {
         let pushes: Api<PushSecret> = Api::namespaced(client.clone(), ns);
         crate::operator::wait_ready("PushSecret child", "True", "Synced", || async {
@@ -755,5 +798,16 @@ async fn push_secrets(env: Arc<Env>) -> Result<()> {
         .delete(&name, &DeleteParams::default())
         .await?;
     wait_children::<PushSecret>(&client, &name, &name, "ClusterPushSecret", &[]).await?;
-    Ok(())
+    testenv::wait_for(TIMEOUT, "the deleted object's series to go", || async {
+        let metrics = crate::operator::scrape(env.metrics_addr()).await?;
+        let left: Vec<&str> = metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("clusterpushsecret_") && l.contains(&format!("name=\"{name}\""))
+            })
+            .collect();
+        ensure!(left.is_empty(), "series left: {left:?}");
+        Ok(())
+    })
+    .await
 }

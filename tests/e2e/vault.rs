@@ -1060,9 +1060,11 @@ async fn sealed(env: Arc<Env>) -> Result<()> {
         })
         .await?;
     }
-    // Sealed for half a minute: long enough for the ExternalSecrets' own backoff to pass
-    // 30 s, so that only the wake-up at the end of the outage brings all back soon.
-    tokio::time::sleep(Duration::from_secs(30).saturating_sub(sealed_at.elapsed())).await;
+    // The breaker's waits and the ExternalSecrets' backoff both double from 1 s, so Vault is
+    // asked again about 1, 3, 7, 15 and 31 s into the outage. Unsealing at 22 s, between two of
+    // those, makes the recovery take about 9 s whatever the machine's speed; unsealing at 30 s
+    // raced the 31 s probe and, when it lost, waited for the next one at 63 s.
+    tokio::time::sleep(Duration::from_secs(22).saturating_sub(sealed_at.elapsed())).await;
     let asked = standby.seen().len() - before;
     ensure!(
         asked < COUNT,

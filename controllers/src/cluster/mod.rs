@@ -12,7 +12,7 @@ pub mod plan;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -25,8 +25,8 @@ use api::cluster_secrets::{
 use api::external_secret::{ANNOTATION_FORCE_SYNC, ExternalSecret, SecretStoreKind};
 use api::push_secret::PushSecret;
 use clientmanager::{StoreKind, StoreRef};
-use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
@@ -42,9 +42,14 @@ use serde_json::{Value, json};
 use tracing::{info, instrument, warn};
 
 use crate::context::{Context, FIELD_MANAGER};
+use crate::events::EventType;
 use crate::index::{Index, SharedIndex};
+use crate::metrics::{ConditionGauge, Metrics, ObjectLabels};
 use crate::outcome::{after_reconcile, error_policy};
+use crate::watch::on_departure;
 use plan::{Existing, NamespaceView, Reported, Selection};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 
 /// ESO's default resync of cluster objects without `refreshTime`.
 const DEFAULT_REFRESH: Duration = Duration::from_secs(3600);
@@ -73,6 +78,9 @@ pub struct Children<C: Resource<DynamicType = ()> + 'static> {
     by_owner: SharedIndex<DeserializeGuard<C>, String>,
     changed: UnboundedSender<String>,
     owner_kind: &'static str,
+    /// (namespace, name) of children someone else owns, each keeping the owner named here out
+    /// of that namespace: their deletion is announced to it, which nothing else would do.
+    blocked: std::sync::Mutex<HashMap<(String, String), String>>,
 }
 
 impl<C> Children<C>
@@ -85,6 +93,7 @@ where
             by_owner: Arc::new(std::sync::Mutex::new(Index::default())),
             changed,
             owner_kind,
+            blocked: Default::default(),
         }
     }
 
@@ -105,6 +114,27 @@ where
             && let Some(owner) = owner_name(child, kind)
         {
             let _ = self.changed.unbounded_send(owner);
+        }
+        if let watcher::Event::Delete(child) = event
+            && let Some(owner) = self
+                .lock_blocked()
+                .remove(&(child.namespace().unwrap_or_default(), child.name_any()))
+        {
+            let _ = self.changed.unbounded_send(owner);
+        }
+    }
+
+    fn lock_blocked(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), String>> {
+        self.blocked.lock().expect("blocked children poisoned")
+    }
+
+    /// Where `owner`'s child `name` is kept out by someone else's object, as of its reconcile
+    /// (`None`: the owner is gone).
+    fn set_blocked(&self, owner: &str, name: &str, namespaces: Option<Vec<String>>) {
+        let mut blocked = self.lock_blocked();
+        blocked.retain(|_, o| o != owner);
+        for ns in namespaces.into_iter().flatten() {
+            blocked.insert((ns, name.to_owned()), owner.to_owned());
         }
     }
 
@@ -173,6 +203,10 @@ pub(crate) trait Fanout:
     fn status(&self, child_name: String, reported: Reported) -> Self::Status;
     /// The status the watch cache shows, for the comparison that spares a write.
     fn cached_status(&self) -> Self::Status;
+    /// What that status reported, for the event a new failure raises.
+    fn last_reported(&self) -> Reported;
+    /// ESO's condition and reconcile-duration gauges of the kind.
+    fn gauges(m: &Metrics) -> (&ConditionGauge, &Family<ObjectLabels, Gauge>);
 }
 
 impl Fanout for ClusterExternalSecret {
@@ -267,6 +301,19 @@ impl Fanout for ClusterExternalSecret {
     fn cached_status(&self) -> ClusterExternalSecretStatus {
         self.status.clone().unwrap_or_default()
     }
+
+    fn last_reported(&self) -> Reported {
+        let status = self.cached_status();
+        Reported {
+            provisioned: status.provisioned_namespaces,
+            failed: status.failed_namespaces,
+            conditions: status.conditions,
+        }
+    }
+
+    fn gauges(m: &Metrics) -> (&ConditionGauge, &Family<ObjectLabels, Gauge>) {
+        (&m.ces_condition, &m.ces_reconcile_duration)
+    }
 }
 
 impl Fanout for ClusterPushSecret {
@@ -346,6 +393,19 @@ impl Fanout for ClusterPushSecret {
     fn cached_status(&self) -> ClusterPushSecretStatus {
         self.status.clone().unwrap_or_default()
     }
+
+    fn last_reported(&self) -> Reported {
+        let status = self.cached_status();
+        Reported {
+            provisioned: status.provisioned_namespaces,
+            failed: status.failed_namespaces,
+            conditions: status.conditions,
+        }
+    }
+
+    fn gauges(m: &Metrics) -> (&ConditionGauge, &Family<ObjectLabels, Gauge>) {
+        (&m.cps_condition, &m.cps_reconcile_duration)
+    }
 }
 
 /// The children of both kinds, and where a ClusterSecretStore's change is announced to both.
@@ -423,6 +483,15 @@ pub(crate) async fn controller<K: Fanout>(
     .default_backoff()
     .modify(|o| o.managed_fields_mut().clear())
     .reflect(writer)
+    .inspect_ok(on_departure(cached.clone(), {
+        let ctx = ctx.clone();
+        move |gone: ObjectRef<DeserializeGuard<K>>| {
+            ctx.forget_status(gone.extra.uid.as_deref());
+            K::children(&ctx).set_blocked(&gone.name, "", None);
+            let (condition, duration) = K::gauges(&ctx.metrics);
+            crate::metrics::forget(condition, duration, &gone.name, "");
+        }
+    }))
     .applied_objects()
     // Its own status writes are no reason to look again.
     .predicate_filter(crate::watch::fingerprint, Default::default());
@@ -467,6 +536,7 @@ fn error_policy_for<K: Fanout>() -> impl Fn(Arc<DeserializeGuard<K>>, &Error, Ar
 
 #[instrument(skip_all, fields(kind = K::CONTROLLER, name = %object.name_any()))]
 async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
     let ctx = &state.ctx;
     let api: Api<K> = Api::all(ctx.client.clone());
     let name = object.name_any();
@@ -520,22 +590,31 @@ async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Actio
                     .and_then(|c| c.uid());
                 delete_child::<K::Child>(ctx, &namespace, &child, uid).await?;
             }
+            let mut blocked: Vec<String> = plan
+                .failed
+                .keys()
+                .filter(|ns| existing(ns) == Existing::Foreign)
+                .cloned()
+                .collect();
             for namespace in std::mem::take(&mut plan.apply) {
+                let new = existing(&namespace) == Existing::Absent;
                 if let Err(e) = desired
-                    .apply::<K>(ctx, object.as_ref(), &child_name, &namespace)
+                    .apply::<K>(ctx, object.as_ref(), &child_name, &namespace, new)
                     .await
                 {
-                    warn!(%namespace, error = %e, "could not write the child");
-                    plan::write_failed(
-                        &mut plan,
-                        &namespace,
-                        crate::api_error::redact(&e.to_string()),
-                    );
+                    warn!(%namespace, error = %e.message(), "could not write the child");
+                    if let WriteFailure::Foreign(_) = e {
+                        blocked.push(namespace.clone());
+                    }
+                    plan::write_failed(&mut plan, &namespace, e.message().to_owned());
                 }
             }
+            children.set_blocked(&name, &child_name, Some(blocked));
             plan::report(&plan)
         }
     };
+    let warning = reported.warning_after(&object.last_reported());
+    let ready = reported.ready();
     let status = object.status(child_name, reported);
     ctx.update_status(&api, &(), object.meta(), &object.cached_status(), &status)
         .await
@@ -543,10 +622,23 @@ async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Actio
             what: "status".into(),
             source,
         })?;
+    let (condition, duration) = K::gauges(&ctx.metrics);
+    condition.set(&name, "", api::conditions::READY, ready);
+    duration
+        .get_or_create(&crate::metrics::labels(&name, ""))
+        .set(started.elapsed().as_nanos() as i64);
+    if let Some(note) = warning {
+        ctx.event(&object.object_ref(&()), EventType::Warning, ERRORED, note)
+            .await;
+    }
     Ok(next)
 }
 
 static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+
+/// ESO's reason for a ClusterPushSecret that failed; its ClusterExternalSecret raises no event,
+/// ours raises the same.
+const ERRORED: &str = "Errored";
 
 /// A cluster object these types cannot read: Ready=False naming what is wrong, its children left
 /// as they are, until it changes.
@@ -577,6 +669,25 @@ fn refresh(refresh_time: Option<&str>) -> Duration {
         .and_then(|t| crate::duration::parse(t).ok())
         .filter(|d| !d.is_zero())
         .unwrap_or(DEFAULT_REFRESH)
+}
+
+/// Why a child was not written, as its namespace's failure says it.
+enum WriteFailure {
+    /// An object of its name that someone else owns is there.
+    Foreign(String),
+    Api(String),
+}
+
+impl WriteFailure {
+    fn of(e: &kube::Error) -> Self {
+        Self::Api(crate::api_error::redact(&e.to_string()))
+    }
+
+    fn message(&self) -> &str {
+        match self {
+            Self::Foreign(m) | Self::Api(m) => m,
+        }
+    }
 }
 
 /// What every child should be: the same for all namespaces but for the namespace itself.
@@ -628,7 +739,8 @@ impl Desired {
         object: &K,
         child_name: &str,
         namespace: &str,
-    ) -> Result<(), kube::Error> {
+        new: bool,
+    ) -> Result<(), WriteFailure> {
         let api: Api<K::Child> = Api::namespaced(ctx.client.clone(), namespace);
         let child = json!({
             "apiVersion": K::Child::api_version(&()),
@@ -643,13 +755,27 @@ impl Desired {
             "spec": self.spec,
         });
         info!(%namespace, child = child_name, owner = %object.name_any(), "writing the child");
-        api.patch(
-            child_name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&child),
-        )
-        .await
-        .map(|_| ())
+        let mut params = PatchParams::apply(FIELD_MANAGER).force();
+        if new {
+            // The cache may not show yet an object of that name made just before, someone
+            // else's, which a forced apply would take over: the server is asked. One made after
+            // this read conflicts with the unforced apply wherever its fields differ.
+            match api.get_metadata_opt(child_name).await {
+                Ok(None) => params.force = false,
+                Ok(Some(live)) if owner_name(&live, &K::kind(&())) == Some(object.name_any()) => {}
+                Ok(Some(_)) => {
+                    return Err(WriteFailure::Foreign(format!(
+                        "{} {child_name:?} was made there by someone else; it is not taken over",
+                        K::Child::kind(&())
+                    )));
+                }
+                Err(e) => return Err(WriteFailure::of(&e)),
+            }
+        }
+        api.patch(child_name, &params, &Patch::Apply(&child))
+            .await
+            .map(drop)
+            .map_err(|e| WriteFailure::of(&e))
     }
 }
 

@@ -147,6 +147,58 @@ pub struct Reported {
     pub conditions: Vec<Condition>,
 }
 
+/// How many failed namespaces a warning names; the status lists them all.
+const NAMED_FAILURES: usize = 5;
+
+impl Reported {
+    pub fn ready(&self) -> ConditionStatus {
+        self.conditions
+            .iter()
+            .find(|c| c.type_ == READY)
+            .map_or(ConditionStatus::Unknown, |c| c.status)
+    }
+
+    fn failure(&self) -> Option<String> {
+        if self.ready() != ConditionStatus::False {
+            return None;
+        }
+        if self.failed.is_empty() {
+            return self
+                .conditions
+                .iter()
+                .find(|c| c.type_ == READY)
+                .and_then(|c| c.message.clone());
+        }
+        let mut named: Vec<String> = self
+            .failed
+            .iter()
+            .take(NAMED_FAILURES)
+            .map(|f| {
+                format!(
+                    "{}: {}",
+                    f.namespace,
+                    f.reason.as_deref().unwrap_or("failed")
+                )
+            })
+            .collect();
+        if self.failed.len() > NAMED_FAILURES {
+            named.push(format!("and {} more", self.failed.len() - NAMED_FAILURES));
+        }
+        Some(format!(
+            "{} of the selected namespaces failed: {}",
+            self.failed.len(),
+            named.join("; ")
+        ))
+    }
+
+    /// The note of a Warning event, when this report fails and the one before did not, or
+    /// failed otherwise: one event per new failure, not one per reconcile.
+    pub fn warning_after(&self, before: &Reported) -> Option<String> {
+        let now = self.failure()?;
+        (before.failure().as_ref() != Some(&now)).then_some(now)
+    }
+}
+
 pub fn report(plan: &Plan) -> Reported {
     let failed: Vec<_> = plan
         .failed

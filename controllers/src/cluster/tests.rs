@@ -265,3 +265,59 @@ fn a_failed_write_moves_the_namespace_to_failed() {
     assert!(reported.provisioned.is_empty());
     assert_eq!(reported.failed[0].reason.as_deref(), Some("denied"));
 }
+
+#[test]
+fn a_warning_is_raised_once_per_new_failure_and_names_the_namespaces() {
+    let names: Vec<String> = (0..7).map(|i| format!("n{i}")).collect();
+    let cluster = Cluster(
+        names
+            .iter()
+            .map(|n| (n.clone(), BTreeMap::new(), false))
+            .collect(),
+    );
+    let reported = |failing: &[&str]| {
+        let mut plan = plan::plan(
+            "ExternalSecret",
+            "es",
+            cluster.views(),
+            &[],
+            |_| Existing::Absent,
+            |_| None,
+        );
+        for ns in failing {
+            plan::write_failed(&mut plan, ns, format!("denied in {ns}"));
+        }
+        plan::report(&plan)
+    };
+    let healthy = reported(&[]);
+    assert_eq!(healthy.ready(), ConditionStatus::True);
+    assert_eq!(healthy.warning_after(&healthy), None);
+
+    let one = reported(&["n1"]);
+    assert_eq!(one.ready(), ConditionStatus::False);
+    let note = one.warning_after(&healthy).expect("a new failure");
+    assert_eq!(
+        note,
+        "1 of the selected namespaces failed: n1: denied in n1"
+    );
+    assert_eq!(one.warning_after(&one), None, "the same failure again");
+    assert!(
+        reported(&["n1", "n2"]).warning_after(&one).is_some(),
+        "another namespace failing"
+    );
+    assert_eq!(healthy.warning_after(&one), None, "recovered");
+
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    let note = reported(&all).warning_after(&healthy).unwrap();
+    assert!(
+        note.starts_with("7 of the selected namespaces failed: n0: "),
+        "{note}"
+    );
+    assert!(note.ends_with("; and 2 more"), "{note}");
+
+    let invalid = plan::invalid("spec.namespaceSelectors[0]: bad".into(), &[], "es");
+    assert_eq!(
+        invalid.warning_after(&healthy).as_deref(),
+        Some("spec.namespaceSelectors[0]: bad")
+    );
+}

@@ -96,13 +96,14 @@ impl ExternalSecretTriggers {
             .applied_objects()
             .predicate_filter(fingerprint, PredicateConfig::default());
         // Only Secrets this operator manages, and only their metadata: no cache of Secret data.
-        let versions = ctx.target_versions.clone();
+        let (versions, failed) = (ctx.target_versions.clone(), ctx.target_versions.clone());
         let secrets = watcher(
             scoped::<PartialObjectMeta<Secret>>(&client, namespace.as_deref()),
             watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")),
         )
         .default_backoff()
         .inspect_ok(move |event| versions.apply(event))
+        .inspect_err(move |_| failed.watch_failed())
         .touched_objects();
         let (ss_reader, ss_writer) = reflector::store::<SecretStore>();
         let (css_reader, css_writer) = reflector::store::<ClusterSecretStore>();

@@ -15,8 +15,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// How long after the operator starts an ExternalSecret waits for the first list of Secrets
-/// rather than reading its target: the list may never complete (the watch failing), and then
-/// reads are what ESO does anyway.
+/// rather than reading its target: the list may hang, and then reads are what ESO does anyway.
+/// A watch that fails ends the wait at once (`watch_failed`), so that the workers are not held.
 const FIRST_LIST_WAIT: Duration = Duration::from_secs(60);
 
 type Key = (String, String);
@@ -77,6 +77,13 @@ impl TargetVersions {
                 self.listed.send_replace(true);
             }
         }
+    }
+
+    /// The watch answered an error: until a list completes, the Secrets it misses are read
+    /// instead of waited for.
+    pub(crate) fn watch_failed(&self) {
+        self.listed
+            .send_if_modified(|listed| !std::mem::replace(listed, true));
     }
 
     /// Whether the Secret `namespace/name` is still at `resource_version`, as far as the watch
@@ -160,6 +167,25 @@ mod tests {
         assert!(!waiting.is_finished(), "answered before the list was in");
         versions.apply(&watcher::Event::InitDone);
         assert!(waiting.await.unwrap(), "the listed version");
+
+        let failing = TargetVersions::default();
+        failing.apply(&watcher::Event::Init);
+        failing.apply(&watcher::Event::InitApply(secret("a", "1")));
+        failing.watch_failed();
+        let started = Instant::now();
+        assert!(
+            failing.unchanged_since("n", "a", "1").await,
+            "listed so far"
+        );
+        assert!(
+            !failing.unchanged_since("n", "b", "1").await,
+            "read instead"
+        );
+        assert_eq!(
+            started.elapsed(),
+            Duration::ZERO,
+            "no wait once the watch failed"
+        );
 
         let never = TargetVersions::default();
         let started = Instant::now();
