@@ -14,10 +14,10 @@ use tracing::warn;
 use kube::runtime::controller::Action;
 
 use crate::backoff::Backoff;
-use crate::externalsecret::TargetRef;
-use crate::externalsecret::generic::{GenericTargets, TargetChange};
+use crate::externalsecret::generic::targets::{GenericTargets, TargetChange};
 use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
+use crate::own_writes::OwnWriteLog;
 
 /// Operator settings that reconcilers read.
 #[derive(Clone, Debug)]
@@ -67,7 +67,7 @@ pub struct Context {
     pub pushsecrets: OnceLock<PushSecretCache>,
     /// Targets this operator writes or wrote: the watch event of our own write needs no
     /// reconcile.
-    own_writes: Mutex<HashMap<TargetRef, OwnWrites>>,
+    pub own_writes: OwnWriteLog,
     /// A digest of the status this operator last wrote of each object (by uid) until its watch
     /// cache shows it: a status built on a cache that lags may equal the cached one and yet not
     /// be what the object holds.
@@ -80,7 +80,7 @@ pub struct Context {
     /// The resourceVersions of the Secrets this operator manages, from their metadata watch.
     pub target_versions: crate::externalsecret::versions::TargetVersions,
     /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
-    pub cluster_children: crate::cluster::ClusterChildren,
+    pub cluster_children: crate::cluster::children::ClusterChildren,
 }
 
 /// A status this operator wrote: its digest, and the object's resourceVersion the write made.
@@ -103,76 +103,6 @@ impl StatusWrite {
             _ => false,
         };
         self.digest == cached || later
-    }
-}
-
-#[derive(Default)]
-struct OwnWrites {
-    /// Writes under way.
-    in_flight: usize,
-    /// resourceVersions of our last write whose watch events have not come yet.
-    ours: Vec<String>,
-    /// resourceVersions of events that came while a write was under way.
-    held: Vec<String>,
-}
-
-/// A write of a target under way (`Context::writing`); dropped unfinished (the write failed), the
-/// events held meanwhile are let go, since the failed reconcile is retried anyway.
-pub struct Writing<'a> {
-    ctx: &'a Context,
-    key: TargetRef,
-    versions: Vec<String>,
-    settled: bool,
-}
-
-impl Writing<'_> {
-    /// The target as a request of this write left it.
-    pub fn wrote(&mut self, resource_version: Option<String>) {
-        self.versions.extend(resource_version);
-    }
-
-    /// The target's resourceVersion after the last request of this write.
-    pub fn last(&self) -> Option<&str> {
-        self.versions.last().map(String::as_str)
-    }
-
-    /// The write returned: events held at our versions are dropped, the others were someone
-    /// else's write, which the caller must reconcile (true).
-    pub fn finish(mut self) -> bool {
-        self.settle()
-    }
-
-    fn settle(&mut self) -> bool {
-        self.settled = true;
-        let mut versions = std::mem::take(&mut self.versions);
-        let mut writes = self.ctx.lock_own_writes();
-        let Some(target) = writes.get_mut(&self.key) else {
-            return false;
-        };
-        target.in_flight -= 1;
-        let mut foreign = false;
-        for rv in std::mem::take(&mut target.held) {
-            match versions.iter().position(|v| *v == rv) {
-                Some(i) => {
-                    versions.remove(i);
-                }
-                None => foreign |= !target.ours.contains(&rv),
-            }
-        }
-        // Only this write's versions are awaited from now on, so a lost event costs one entry.
-        target.ours = versions;
-        if target.in_flight == 0 && target.ours.is_empty() {
-            writes.remove(&self.key);
-        }
-        foreign
-    }
-}
-
-impl Drop for Writing<'_> {
-    fn drop(&mut self) {
-        if !self.settled {
-            self.settle();
-        }
     }
 }
 
@@ -214,7 +144,7 @@ impl Context {
         externalsecret_wake: UnboundedSender<ReadyStore>,
         pushsecret_wake: UnboundedSender<ReadyStore>,
         generic_target_changed: UnboundedSender<TargetChange>,
-        cluster_children: crate::cluster::ClusterChildren,
+        cluster_children: crate::cluster::children::ClusterChildren,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -237,7 +167,7 @@ impl Context {
             externalsecret_wake,
             pushsecret_wake,
             pushsecrets: OnceLock::new(),
-            own_writes: Mutex::default(),
+            own_writes: OwnWriteLog::default(),
             status_writes: Mutex::default(),
             unrecorded_pushes: Mutex::default(),
             recorder,
@@ -272,50 +202,6 @@ impl Context {
             .get_or_create(&ErrorLabels { controller, error })
             .inc();
         Action::requeue(self.backoff.failed(object))
-    }
-
-    /// Marks `key` as being written: watch events for it are held until the write returns,
-    /// since the event of the write itself can come before its answer.
-    pub fn writing(&self, key: TargetRef) -> Writing<'_> {
-        self.lock_own_writes()
-            .entry(key.clone())
-            .or_default()
-            .in_flight += 1;
-        Writing {
-            ctx: self,
-            key,
-            versions: Vec::new(),
-            settled: false,
-        }
-    }
-
-    fn lock_own_writes(&self) -> std::sync::MutexGuard<'_, HashMap<TargetRef, OwnWrites>> {
-        self.own_writes.lock().expect("own writes poisoned")
-    }
-
-    /// Whether a watch event at `resource_version` needs no reconcile: it is one of our own
-    /// writes (and is forgotten), or it came while we write the target and is judged when the
-    /// write returns.
-    pub fn own_write_seen(&self, key: &TargetRef, resource_version: Option<&str>) -> bool {
-        let Some(rv) = resource_version else {
-            return false;
-        };
-        let mut writes = self.lock_own_writes();
-        let Some(target) = writes.get_mut(key) else {
-            return false;
-        };
-        if target.in_flight > 0 {
-            target.held.push(rv.to_owned());
-            return true;
-        }
-        let Some(i) = target.ours.iter().position(|v| v == rv) else {
-            return false;
-        };
-        target.ours.remove(i);
-        if target.ours.is_empty() {
-            writes.remove(key);
-        }
-        true
     }
 
     /// Server-side applies `new` as the status of the object `meta` describes, whose status in the

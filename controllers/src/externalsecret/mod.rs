@@ -31,6 +31,7 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
 use crate::metrics::labels;
+pub use crate::own_writes::TargetRef;
 
 /// ESO's reasons, under the names this module uses.
 pub mod reason {
@@ -475,7 +476,7 @@ async fn write_secret(
         }
     }
     let manager = desired::field_manager(&es.name_any());
-    let mut writing = ctx.writing(TargetRef::of(es));
+    let mut writing = ctx.own_writes.writing(TargetRef::of(es));
     let written = secrets
         .patch(
             &target,
@@ -718,16 +719,7 @@ pub async fn report_invalid(
     Ok(Action::await_change())
 }
 
-/// An object an ExternalSecret writes: its target Secret, or the object of a generic target.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TargetRef {
-    /// "" for the core group.
-    pub group: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-}
-
+/// Here, beside the ExternalSecret it reads, rather than with the type below everything.
 impl TargetRef {
     pub fn of(es: &ExternalSecret) -> Self {
         let (group, kind) = generic::manifest(es).map_or(("", "Secret"), |m| {
@@ -739,15 +731,6 @@ impl TargetRef {
             kind: kind.to_owned(),
             namespace: es.namespace().unwrap_or_default(),
             name: desired::target_name(es),
-        }
-    }
-
-    pub fn secret(namespace: &str, name: &str) -> Self {
-        Self {
-            group: String::new(),
-            kind: "Secret".into(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
         }
     }
 }

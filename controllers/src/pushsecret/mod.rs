@@ -341,7 +341,7 @@ async fn plan_pushes(
         .map(|source| {
             (
                 source.name_any(),
-                crate::externalsecret::desired::secret_data(source),
+                crate::keys::secret_data(source),
                 source.labels().clone(),
                 source.annotations().clone(),
             )
