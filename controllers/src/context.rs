@@ -18,6 +18,8 @@ use crate::externalsecret::generic::targets::{GenericTargets, TargetChange};
 use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
 use crate::own_writes::OwnWriteLog;
+use crate::status::StatusWriter;
+pub use crate::status::{FIELD_MANAGER, apply_status};
 
 /// Operator settings that reconcilers read.
 #[derive(Clone, Debug)]
@@ -68,10 +70,8 @@ pub struct Context {
     /// Targets this operator writes or wrote: the watch event of our own write needs no
     /// reconcile.
     pub own_writes: OwnWriteLog,
-    /// A digest of the status this operator last wrote of each object (by uid) until its watch
-    /// cache shows it: a status built on a cache that lags may equal the cached one and yet not
-    /// be what the object holds.
-    status_writes: Mutex<HashMap<String, StatusWrite>>,
+    /// Status writes, with what this operator last wrote of each object.
+    pub status: StatusWriter,
     /// By PushSecret uid: what it pushed that a failed status write left off its record.
     unrecorded_pushes: Mutex<HashMap<String, crate::pushsecret::plan::Synced>>,
     recorder: Recorder,
@@ -81,29 +81,6 @@ pub struct Context {
     pub target_versions: crate::externalsecret::versions::TargetVersions,
     /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
     pub cluster_children: crate::cluster::children::ClusterChildren,
-}
-
-/// A status this operator wrote: its digest, and the object's resourceVersion the write made.
-struct StatusWrite {
-    digest: u64,
-    resource_version: Option<u64>,
-}
-
-impl StatusWrite {
-    /// Whether the watch cache, showing `cached` at `cached_version`, has seen this write: it
-    /// shows what was written, or a later version of the object (someone wrote after us; what
-    /// they wrote is the status now). resourceVersions are etcd revisions, which only grow; one
-    /// that does not parse as a number is never taken as later.
-    fn seen(&self, cached: u64, cached_version: Option<&str>) -> bool {
-        let later = match (
-            cached_version.and_then(|v| v.parse::<u64>().ok()),
-            self.resource_version,
-        ) {
-            (Some(cached), Some(written)) => cached >= written,
-            _ => false,
-        };
-        self.digest == cached || later
-    }
 }
 
 /// The PushSecret controller's watch cache.
@@ -129,9 +106,6 @@ impl ReadyStore {
             && (kind == StoreKind::ClusterSecretStore || self.namespace.as_deref() == namespace)
     }
 }
-
-/// The field manager of everything this operator writes that is not per-ExternalSecret.
-pub const FIELD_MANAGER: &str = "external-secrets";
 
 impl Context {
     #[allow(clippy::too_many_arguments)]
@@ -168,7 +142,7 @@ impl Context {
             pushsecret_wake,
             pushsecrets: OnceLock::new(),
             own_writes: OwnWriteLog::default(),
-            status_writes: Mutex::default(),
+            status: StatusWriter::default(),
             unrecorded_pushes: Mutex::default(),
             recorder,
             generic_targets,
@@ -204,60 +178,6 @@ impl Context {
         Action::requeue(self.backoff.failed(object))
     }
 
-    /// Server-side applies `new` as the status of the object `meta` describes, whose status in the
-    /// watch cache is `cached`; skipped only when `new` is both what the cache shows and what
-    /// this operator last wrote. Says whether it wrote.
-    pub async fn update_status<K, S>(
-        &self,
-        api: &kube::Api<K>,
-        dyntype: &K::DynamicType,
-        meta: &kube::api::ObjectMeta,
-        cached: &S,
-        new: &S,
-    ) -> Result<bool, kube::Error>
-    where
-        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-        S: serde::Serialize,
-    {
-        // A hash, not the status: a record per object written since its last watch event is
-        // held, which after a restart is every object.
-        fn digest<S: serde::Serialize>(status: &S) -> u64 {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::hash::DefaultHasher::new();
-            serde_json::to_vec(status)
-                .expect("a status serializes")
-                .hash(&mut h);
-            h.finish()
-        }
-        let uid = meta.uid.clone().unwrap_or_default();
-        let (new_digest, cached_digest) = (digest(new), digest(cached));
-        {
-            let mut written = self.status_writes.lock().expect("status writes poisoned");
-            if written
-                .get(&uid)
-                .is_some_and(|w| w.seen(cached_digest, meta.resource_version.as_deref()))
-            {
-                written.remove(&uid);
-            }
-            if new_digest == cached_digest && !written.contains_key(&uid) {
-                return Ok(false);
-            }
-        }
-        let name = meta.name.as_deref().unwrap_or_default();
-        let resource_version = apply_status(api, dyntype, name, new).await?;
-        self.status_writes
-            .lock()
-            .expect("status writes poisoned")
-            .insert(
-                uid,
-                StatusWrite {
-                    digest: new_digest,
-                    resource_version: resource_version.and_then(|v| v.parse().ok()),
-                },
-            );
-        Ok(true)
-    }
-
     /// What the PushSecret `uid` pushed that its status does not record yet.
     pub fn unrecorded_pushes(&self, uid: Option<&str>) -> Option<crate::pushsecret::plan::Synced> {
         let unrecorded = self
@@ -290,16 +210,6 @@ impl Context {
         }
     }
 
-    /// Forgets the status last written of a deleted object.
-    pub fn forget_status(&self, uid: Option<&str>) {
-        if let Some(uid) = uid {
-            self.status_writes
-                .lock()
-                .expect("status writes poisoned")
-                .remove(uid);
-        }
-    }
-
     /// Publishes an event; a failure to publish is logged and otherwise ignored, since the
     /// reconcile outcome does not depend on it.
     pub async fn event(
@@ -313,31 +223,6 @@ impl Context {
             warn!(error = %e, reason, "could not publish event");
         }
     }
-}
-
-/// Server-side applies `status` to the status subresource of `name`, as this operator's field
-/// manager; forced, since no one else owns our status fields.
-pub async fn apply_status<K>(
-    api: &kube::Api<K>,
-    dyntype: &K::DynamicType,
-    name: &str,
-    status: &impl serde::Serialize,
-) -> Result<Option<String>, kube::Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let patch = serde_json::json!({
-        "apiVersion": K::api_version(dyntype),
-        "kind": K::kind(dyntype),
-        "status": status,
-    });
-    api.patch_status(
-        name,
-        &kube::api::PatchParams::apply(FIELD_MANAGER).force(),
-        &kube::api::Patch::Apply(&patch),
-    )
-    .await
-    .map(|written| written.meta().resource_version.clone())
 }
 
 /// An object this operator's types cannot read (written under another CRD, ESO's say): say so
@@ -374,28 +259,4 @@ where
     apply_status(&api, &resource, &name, &status)
         .await
         .map(|_| ())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::StatusWrite;
-
-    #[test]
-    fn a_status_write_is_seen_at_its_digest_or_at_a_later_version() {
-        let ours = StatusWrite {
-            digest: 7,
-            resource_version: Some(100),
-        };
-        assert!(ours.seen(7, Some("100")), "the cache shows our write");
-        assert!(
-            !ours.seen(3, Some("99")),
-            "the cache lags behind our write: write again if it differs"
-        );
-        assert!(
-            ours.seen(3, Some("101")),
-            "someone wrote after us: the cache's status is the status now"
-        );
-        assert!(!ours.seen(3, Some("not-a-number")));
-        assert!(!ours.seen(3, None));
-    }
 }

@@ -27,6 +27,7 @@ pub mod rename;
 pub mod secretstore;
 #[cfg(test)]
 mod standin;
+pub mod status;
 pub mod templating;
 pub(crate) mod watch;
 

@@ -346,7 +346,7 @@ pub(crate) async fn controller<K: Fanout>(
     .inspect_ok(on_departure(cached.clone(), {
         let ctx = ctx.clone();
         move |gone: ObjectRef<DeserializeGuard<K>>| {
-            ctx.forget_status(gone.extra.uid.as_deref());
+            ctx.status.forget(gone.extra.uid.as_deref());
             K::children(&ctx).set_blocked(&gone.name, "", None);
             let (condition, duration) = K::gauges(&ctx.metrics);
             crate::metrics::forget(condition, duration, &gone.name, "");
@@ -476,7 +476,8 @@ async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Actio
     let warning = reported.warning_after(&object.last_reported());
     let ready = reported.ready();
     let status = object.status(child_name, reported);
-    ctx.update_status(&api, &(), object.meta(), &object.cached_status(), &status)
+    ctx.status
+        .update(&api, &(), object.meta(), &object.cached_status(), &status)
         .await
         .map_err(|source| Error::Write {
             what: "status".into(),

@@ -695,7 +695,8 @@ async fn write_status(
     );
     let api: Api<ExternalSecret> =
         Api::namespaced(ctx.client.clone(), &es.namespace().unwrap_or_default());
-    ctx.update_status(&api, &(), es.meta(), &previous, &new)
+    ctx.status
+        .update(&api, &(), es.meta(), &previous, &new)
         .await
         .map(|_| ())
         .map_err(Error::Status)
@@ -758,7 +759,7 @@ pub fn uses_store(es: &ExternalSecret, kind: clientmanager::StoreKind, name: &st
 
 /// Forgets the metrics and the status last written of a deleted ExternalSecret.
 pub fn forget(ctx: &Context, name: &str, namespace: &str, uid: Option<&str>) {
-    ctx.forget_status(uid);
+    ctx.status.forget(uid);
     let m = &ctx.metrics;
     crate::metrics::forget(&m.es_condition, &m.es_reconcile_duration, name, namespace);
     let l = labels(name, namespace);

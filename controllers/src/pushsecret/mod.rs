@@ -630,7 +630,8 @@ async fn write_status(
         new.synced_push_secrets = on_record(synced.clone());
     }
     match ctx
-        .update_status(api, &(), ps.meta(), &previous, &new)
+        .status
+        .update(api, &(), ps.meta(), &previous, &new)
         .await
     {
         Ok(_) => {

@@ -123,7 +123,7 @@ where
 
 /// Forgets what is kept of a PushSecret that left the watch.
 fn departed(ctx: &Context, ps: &ObjectRef<Watched>) {
-    ctx.forget_status(ps.extra.uid.as_deref());
+    ctx.status.forget(ps.extra.uid.as_deref());
     ctx.drop_unrecorded_pushes(ps.extra.uid.as_deref());
     let m = &ctx.metrics;
     crate::metrics::forget(
