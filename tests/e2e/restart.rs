@@ -1,6 +1,6 @@
 //! A restart of the operator binary over ExternalSecrets that are in sync: no Secret is
-//! written or read one by one, and the provider is not asked for anything the refresh intervals
-//! do not ask for.
+//! written, none is read one by one but those someone changed while it was down (once each),
+//! and the provider is not asked for anything the refresh intervals do not ask for.
 //! Its own operator process, class and namespace, so the shared operator stays out of it.
 
 use std::collections::BTreeMap;
@@ -11,9 +11,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::ListParams;
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use libtest_mimic::Trial;
+use serde_json::json;
 
 use crate::operator::{TIMEOUT, ready, scrape};
 use crate::{Env, trial};
@@ -23,6 +24,8 @@ use crate::{Env, trial};
 /// otherwise, which is not what is counted here).
 const COUNT: usize = 1000;
 const ARGS: &[&str] = &["--client-qps=0", "--disable-webhook"];
+/// Secrets annotated by someone else while the operator is down.
+const CHANGED_WHILE_DOWN: usize = 10;
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
     vec![trial(
@@ -130,9 +133,23 @@ async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
         "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
     );
     testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    // The ExternalSecrets whose Secrets change while the operator is down have a store of their
+    // own, whose change later wakes them without a refresh (OnChange).
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &store.replace("name: fake", "name: fake-changed"),
+        true,
+    )
+    .await?;
     for i in 0..COUNT {
+        let (store, policy) = if i < CHANGED_WHILE_DOWN {
+            ("fake-changed", "OnChange")
+        } else {
+            ("fake", "Periodic")
+        };
         let es = format!(
-            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: fake}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 1h\n  refreshPolicy: {policy}\n  secretStoreRef: {{name: {store}}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
         );
         testenv::apply_yaml_in(&client, &ns, &es, true).await?;
     }
@@ -161,9 +178,20 @@ async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
         "the first operator read them all"
     );
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    first.stop();
+    // While it is down, someone annotates a few Secrets: what they change does not matter to
+    // the ExternalSecrets, but their versions are new.
+    for i in 0..CHANGED_WHILE_DOWN {
+        secrets
+            .patch(
+                &format!("es-{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"someone": "else"}}})),
+            )
+            .await?;
+    }
     let before = secret_versions(&secrets).await?;
     ensure!(before.len() == COUNT, "{} Secrets", before.len());
-    first.stop();
 
     let second = Operator::start_with(&env, &ns, &class, ARGS)?;
     // Until the second operator has reconciled every one of them at least once.
@@ -193,8 +221,35 @@ async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
     };
     let (gets, lists) = (requests("get").await?, requests("list").await?);
     ensure!(
-        gets == 0.0,
-        "the restarted operator read {gets} Secrets one by one ({lists} lists of Secrets)"
+        gets == CHANGED_WHILE_DOWN as f64,
+        "the restarted operator read {gets} Secrets one by one ({lists} lists of Secrets), \
+         where {CHANGED_WHILE_DOWN} changed while it was down"
+    );
+    // Those it read and found right are not read again at their next reconcile: their store
+    // changes, which wakes them (an OnChange one is not refreshed by it).
+    let reconciled = second
+        .sum("externalsecret_sync_calls_total", |_| true)
+        .await?;
+    let changed_store = store
+        .replace("name: fake", "name: fake-changed")
+        .replace("value: alice}", "value: alice}, {key: other, value: bob}");
+    testenv::apply_yaml_in(&client, &ns, &changed_store, true).await?;
+    testenv::wait_for(TIMEOUT, "the woken ones to be reconciled", || async {
+        let now = second
+            .sum("externalsecret_sync_calls_total", |_| true)
+            .await?;
+        ensure!(
+            now >= reconciled + CHANGED_WHILE_DOWN as f64,
+            "{} reconciles since",
+            now - reconciled
+        );
+        anyhow::Ok(())
+    })
+    .await?;
+    let again = requests("get").await?;
+    ensure!(
+        again == gets,
+        "the Secrets confirmed at the first reconcile were read again: {again} gets"
     );
     // One watch lists the Secrets, in pages of 500: those of PushSecret sources and of
     // templateFrom start with the first object that needs them.

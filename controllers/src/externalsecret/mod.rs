@@ -262,6 +262,9 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
         && desired::secret_is_valid(es, existing.as_ref())
     {
         debug!("nothing to refresh");
+        if let Some(version) = existing.as_ref().and_then(|s| s.resource_version()) {
+            ctx.target_versions.confirm(&namespace, &target, &version);
+        }
         return Ok(requeue(es, now));
     }
 

@@ -24,6 +24,10 @@ type Key = (String, String);
 #[derive(Default)]
 struct State {
     versions: HashMap<Key, String>,
+    /// Versions a reconcile read and found as the ExternalSecret wants, though its status
+    /// recorded an older one (someone else changed what does not matter, such as an
+    /// annotation of theirs, while the operator was down): not read again at each reconcile.
+    confirmed: HashMap<Key, String>,
     /// During a re-list: the Secrets it held so far; the others were deleted meanwhile.
     relisted: Option<HashSet<Key>>,
 }
@@ -67,11 +71,13 @@ impl TargetVersions {
             }
             watcher::Event::Delete(secret) => {
                 state.versions.remove(&key(secret));
+                state.confirmed.remove(&key(secret));
             }
             watcher::Event::Init => state.relisted = Some(HashSet::new()),
             watcher::Event::InitDone => {
                 if let Some(relisted) = state.relisted.take() {
                     state.versions.retain(|k, _| relisted.contains(k));
+                    state.confirmed.retain(|k, _| relisted.contains(k));
                 }
                 drop(state);
                 self.listed.send_replace(true);
@@ -86,6 +92,16 @@ impl TargetVersions {
             .send_if_modified(|listed| !std::mem::replace(listed, true));
     }
 
+    /// The Secret `namespace/name` was read at `resource_version` and is as its ExternalSecret
+    /// wants it.
+    pub fn confirm(&self, namespace: &str, name: &str, resource_version: &str) {
+        let mut state = self.state.lock().expect("target versions poisoned");
+        state.confirmed.insert(
+            (namespace.to_owned(), name.to_owned()),
+            resource_version.to_owned(),
+        );
+    }
+
     /// Whether the Secret `namespace/name` is still at `resource_version`, as far as the watch
     /// knows; right after a start, once the first list is in (or the wait for it is over).
     pub async fn unchanged_since(
@@ -98,10 +114,10 @@ impl TargetVersions {
         let _ =
             tokio::time::timeout_at(self.started + FIRST_LIST_WAIT, listed.wait_for(|l| *l)).await;
         let state = self.state.lock().expect("target versions poisoned");
-        state
-            .versions
-            .get(&(namespace.to_owned(), name.to_owned()))
-            .is_some_and(|rv| rv == resource_version)
+        let key = (namespace.to_owned(), name.to_owned());
+        state.versions.get(&key).is_some_and(|rv| {
+            rv == resource_version || state.confirmed.get(&key).is_some_and(|c| c == rv)
+        })
     }
 }
 
@@ -152,6 +168,35 @@ mod tests {
         versions.apply(&watcher::Event::InitDone);
         assert!(!versions.unchanged_since("n", "b", "2").await);
         assert!(versions.unchanged_since("n", "c", "4").await);
+    }
+
+    #[tokio::test]
+    async fn a_version_read_and_found_right_is_not_read_again() {
+        let versions = TargetVersions::default();
+        versions.apply(&watcher::Event::Init);
+        versions.apply(&watcher::Event::InitApply(secret("a", "5")));
+        versions.apply(&watcher::Event::InitDone);
+        assert!(
+            !versions.unchanged_since("n", "a", "1").await,
+            "changed since 1"
+        );
+        versions.confirm("n", "a", "5");
+        assert!(
+            versions.unchanged_since("n", "a", "1").await,
+            "5 was confirmed"
+        );
+        versions.apply(&watcher::Event::Apply(secret("a", "6")));
+        assert!(
+            !versions.unchanged_since("n", "a", "1").await,
+            "changed after the confirmation"
+        );
+        versions.confirm("n", "a", "6");
+        versions.apply(&watcher::Event::Delete(secret("a", "6")));
+        versions.apply(&watcher::Event::Apply(secret("a", "6")));
+        assert!(
+            !versions.unchanged_since("n", "a", "1").await,
+            "a confirmation ends with the Secret"
+        );
     }
 
     #[tokio::test(start_paused = true)]
