@@ -1,7 +1,7 @@
 //! State shared by every reconciler.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::events::{EventType, Recorder};
@@ -18,6 +18,7 @@ use crate::externalsecret::generic::targets::{GenericTargets, TargetChange};
 use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
 use crate::own_writes::OwnWriteLog;
+use crate::pushsecret::unrecorded::UnrecordedPushes;
 use crate::status::StatusWriter;
 pub use crate::status::{FIELD_MANAGER, apply_status};
 
@@ -72,8 +73,8 @@ pub struct Context {
     pub own_writes: OwnWriteLog,
     /// Status writes, with what this operator last wrote of each object.
     pub status: StatusWriter,
-    /// By PushSecret uid: what it pushed that a failed status write left off its record.
-    unrecorded_pushes: Mutex<HashMap<String, crate::pushsecret::plan::Synced>>,
+    /// What PushSecrets pushed that a failed status write left off their record.
+    pub(crate) unrecorded_pushes: UnrecordedPushes,
     recorder: Recorder,
     /// The kinds ExternalSecrets write besides Secrets.
     pub generic_targets: GenericTargets,
@@ -143,7 +144,7 @@ impl Context {
             pushsecrets: OnceLock::new(),
             own_writes: OwnWriteLog::default(),
             status: StatusWriter::default(),
-            unrecorded_pushes: Mutex::default(),
+            unrecorded_pushes: UnrecordedPushes::default(),
             recorder,
             generic_targets,
             target_versions: Default::default(),
@@ -176,38 +177,6 @@ impl Context {
             .get_or_create(&ErrorLabels { controller, error })
             .inc();
         Action::requeue(self.backoff.failed(object))
-    }
-
-    /// What the PushSecret `uid` pushed that its status does not record yet.
-    pub fn unrecorded_pushes(&self, uid: Option<&str>) -> Option<crate::pushsecret::plan::Synced> {
-        let unrecorded = self
-            .unrecorded_pushes
-            .lock()
-            .expect("unrecorded pushes poisoned");
-        unrecorded.get(uid?).cloned()
-    }
-
-    pub fn keep_unrecorded_pushes(
-        &self,
-        uid: Option<&str>,
-        synced: crate::pushsecret::plan::Synced,
-    ) {
-        if let Some(uid) = uid {
-            self.unrecorded_pushes
-                .lock()
-                .expect("unrecorded pushes poisoned")
-                .insert(uid.to_owned(), synced);
-        }
-    }
-
-    /// Once recorded in status, or when the PushSecret is gone.
-    pub fn drop_unrecorded_pushes(&self, uid: Option<&str>) {
-        if let Some(uid) = uid {
-            self.unrecorded_pushes
-                .lock()
-                .expect("unrecorded pushes poisoned")
-                .remove(uid);
-        }
     }
 
     /// Publishes an event; a failure to publish is logged and otherwise ignored, since the
