@@ -30,7 +30,7 @@ t0=$(date +%s)
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 echo "== run the tests took $(( $(date +%s) - t0 ))s ($(( $(date +%s) - started ))s in all)"
-# The Vault and GitLab suites again, their stores served by a provider server out of process
+# The Vault, GitLab and Kubernetes suites again, their stores served by a provider server out of process
 # (tests/e2e/out_of_process.rs).
 t0=$(date +%s)
 E2E_PROVIDERS_OUT_OF_PROCESS=1 cargo test --locked --test e2e 2>&1 | tee -a "$log"

@@ -375,6 +375,14 @@ impl StorageArgs {
 }
 
 impl ProviderServeArgs {
+    /// `registry` narrowed to the `--kind`s, each of which it must hold.
+    pub(crate) fn served(
+        &self,
+        registry: &provider::ProviderRegistry,
+    ) -> anyhow::Result<provider::ProviderRegistry> {
+        provider_server::served_registry(registry, &self.kinds).map_err(anyhow::Error::msg)
+    }
+
     pub(crate) fn options(&self) -> provider_server::ServeOptions {
         let tls = self
             .enable_tls

@@ -52,21 +52,7 @@ fn main() -> anyhow::Result<()> {
                 }
             },
             Command::Provider { what } => match what {
-                ProviderCommand::Serve(args) => {
-                    // The kinds are checked against the build before anything else.
-                    let served =
-                        provider_server::served_registry(&providers::registry(), &args.kinds)
-                            .map_err(anyhow::Error::msg)?;
-                    args.log_format.init();
-                    let client = cli::client(args.kubeconfig.as_deref()).await?;
-                    let mut metrics = Default::default();
-                    let resolver =
-                        provider_server::KubeResolver::start(client, served, &mut metrics);
-                    let resolver = std::sync::Arc::new(resolver.await);
-                    provider_server::serve(args.options(), resolver, metrics, stop_signal())
-                        .await?;
-                    Ok(())
-                }
+                ProviderCommand::Serve(args) => provider_serve(*args).await,
                 ProviderCommand::Conformance(args) => {
                     let report = provider_conformance::run(args.options()?).await;
                     println!("{report}");
@@ -85,6 +71,22 @@ fn printed<T, E>(result: Result<T, E>, out: String) -> Result<T, E> {
     result
 }
 
+/// `provider serve`: the kinds are checked against the build before anything else, and again
+/// for the cluster's URL (the Kubernetes provider's default `server.url`).
+async fn provider_serve(args: cli::ProviderServeArgs) -> anyhow::Result<()> {
+    args.served(&providers::registry())?;
+    args.log_format.init();
+    let config = cli::client_config(args.kubeconfig.as_deref()).await?;
+    let served = args.served(&providers::registry_for_cluster(Some(
+        config.cluster_url.to_string(),
+    )))?;
+    let mut metrics = Default::default();
+    let resolver = provider_server::KubeResolver::start(config.try_into()?, served, &mut metrics);
+    let resolver = std::sync::Arc::new(resolver.await);
+    provider_server::serve(args.options(), resolver, metrics, stop_signal()).await?;
+    Ok(())
+}
+
 /// Ctrl-C or SIGTERM.
 async fn stop_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -98,6 +100,8 @@ async fn stop_signal() {
 async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     args.log_format.init();
     let config = cli::client_config(args.kubeconfig.as_deref()).await?;
+    // The Kubernetes provider's stores without `server.url` reach this cluster.
+    let registry = providers::registry_for_cluster(Some(config.cluster_url.to_string()));
     let controllers::ratelimit::Clients {
         work: client,
         control,
@@ -105,11 +109,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     } = controllers::ratelimit::Clients::new(config, args.client_qps, args.client_burst)
         .context("building the Kubernetes client")?;
     let election = match args.lease() {
-        Some(lease) => Some(
-            Election::start(&control, &lease)
-                .await
-                .context("leader election")?,
-        ),
+        Some(lease) => Some(Election::start(&control, &lease).await?),
         None => None,
     };
     // Every replica serves conversions, leader or not: the API server calls any of them, and
@@ -132,7 +132,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         let keep = provider_class::keep_declared(client.clone(), declared, interval);
         keepers.push(tokio::spawn(keep));
     }
-    let mut operator = controllers::Operator::new(client, args.settings(), providers::registry());
+    let mut operator = controllers::Operator::new(client, args.settings(), registry);
     operator.register_metrics(|registry| requests.register(registry));
     if webhook.is_some() {
         operator.register_metrics(|registry| conversions.register(registry));

@@ -59,6 +59,11 @@ impl LeaseSettings {
     }
 }
 
+/// The Lease could not be competed for.
+#[derive(Debug, thiserror::Error)]
+#[error("setting up leader election")]
+pub struct ElectionError(#[source] pub kube_lease_manager::LeaseManagerError);
+
 /// The Lease was held, then lost, while the work ran.
 #[derive(Debug, thiserror::Error)]
 #[error("lost the leader election Lease {0}")]
@@ -76,7 +81,7 @@ impl Election {
     pub async fn start(
         client: &kube::Client,
         settings: &LeaseSettings,
-    ) -> kube_lease_manager::Result<Self> {
+    ) -> Result<Self, ElectionError> {
         let grace = settings.duration.saturating_sub(settings.renew_deadline);
         let manager = LeaseManagerBuilder::new(client.clone(), &settings.name)
             .with_namespace(&settings.namespace)
@@ -85,7 +90,8 @@ impl Election {
             .with_grace(grace.as_secs().max(1))
             .with_field_manager(FIELD_MANAGER)
             .build()
-            .await?;
+            .await
+            .map_err(ElectionError)?;
         tracing::info!(lease = %settings.name, namespace = %settings.namespace,
             identity = %settings.identity, "competing for the leader Lease");
         let (leading, task) = manager.watch().await;

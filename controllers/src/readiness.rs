@@ -181,8 +181,18 @@ async fn judge(
     let handle = match handle {
         Ok(h) => h,
         Err(e) => {
+            // Credentials that cannot be read are often on their way (a Secret or
+            // ServiceAccount applied after the store): nothing wakes the store when they
+            // appear, so it looks again soon rather than at its usual interval.
+            let requeue = matches!(
+                e,
+                clientmanager::Error::Credentials { .. }
+                    | clientmanager::Error::Provider(provider::Error::Credentials { .. })
+            )
+            .then_some(CREDENTIALS_RETRY);
             return Readiness {
                 capabilities: known,
+                requeue,
                 ..Readiness::failed(
                     reason::INVALID_PROVIDER_CONFIG,
                     format!("unable to create client: {e}"),
@@ -243,6 +253,7 @@ async fn judge(
 }
 
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(5);
+const CREDENTIALS_RETRY: Duration = Duration::from_secs(20);
 
 /// A Ready message carrying the provider's warnings, so they are seen without an admission
 /// webhook.

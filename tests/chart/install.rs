@@ -1,8 +1,9 @@
-//! `helm install` with only the Fake and Vault providers, then `helm upgrade` enabling GitLab,
-//! then one serving every provider out of process, on a control plane of its own. Pods do not
-//! run there (no kubelet), so the operator runs as a process with the Deployment's own arguments
-//! and a token of the chart's ServiceAccount, and so does each provider server under its own; the
-//! API server's audit log then shows that none was refused anything and each used every
+//! `helm install` with only the Fake and Vault providers, then `helm upgrade` enabling GitLab and
+//! Kubernetes, then one serving Fake, Vault and GitLab out of process, on a control plane of its
+//! own. Pods do not run there (no kubelet), so the operator runs as a process with the
+//! Deployment's own arguments and a token of the chart's ServiceAccount, and so does each
+//! provider server under its own; the API server's audit log then shows that none was refused
+//! anything and each used every
 //! permission the chart grants it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -104,10 +105,13 @@ pub async fn install_and_upgrade() -> Result<()> {
                 &values_file("fake-vault"),
                 "--set",
                 "providers.gitlab.enabled=true",
+                "--set",
+                "providers.kubernetes.enabled=true",
             ],
         )?;
-        only_these_providers_installed(&admin, &["fake", "vault", "gitlab"]).await?;
+        only_these_providers_installed(&admin, &["fake", "vault", "gitlab", "kubernetes"]).await?;
         scenario.gitlab_after_upgrade().await?;
+        scenario.kubernetes_after_upgrade().await?;
         scenario.every_kind_in_both_scopes().await?;
         operator.still_running()?;
         anyhow::Ok(scenario)
@@ -126,7 +130,6 @@ pub async fn install_and_upgrade() -> Result<()> {
     let mut granted = audit::permissions(&in_process);
     granted.extend(audit::permissions(&out_of_process));
 
-    no_requests_for(&cp, &["kubernetes"])?;
     moved_to_the_server(&cp, mark)?;
     let controller = format!("system:serviceaccount:{NAMESPACE}:{FULLNAME}");
     rbac_is_minimal(&cp, &controller, &granted, UNUSED_ON_PURPOSE)?;
@@ -312,7 +315,7 @@ async fn out_of_process(cp: &ControlPlane, admin: &Client, scenario: &Scenario<'
             "helm upgrade's notes lack {line:?}: {notes}"
         );
     }
-    only_these_providers_installed(admin, &["fake", "vault", "gitlab"]).await?;
+    only_these_providers_installed(admin, &["fake", "vault", "gitlab", "kubernetes"]).await?;
 
     // Each provider server's two ports: gRPC, metrics.
     let ports = free_ports(2 * SERVED.len())?;
@@ -1439,6 +1442,87 @@ spec:
         Ok(())
     }
 
+    /// After `helm upgrade` enabled Kubernetes: the running operator serves a store reading
+    /// another namespace of this cluster with a bearer token (its CA from `kube-root-ca.crt`).
+    async fn kubernetes_after_upgrade(&self) -> Result<()> {
+        let shared = "k8s-shared";
+        testenv::apply_yaml(
+            &self.client,
+            &format!(
+                r#"
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {shared}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: reader, namespace: {shared}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: shared-db, namespace: {shared}}}
+stringData: {{password: from-another-namespace}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: reader, namespace: {shared}}}
+rules: [{{apiGroups: [""], resources: [secrets], verbs: [get, list]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: reader, namespace: {shared}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}}
+subjects: [{{kind: ServiceAccount, name: reader, namespace: {shared}}}]
+"#
+            ),
+            true,
+        )
+        .await?;
+        let token = testenv::service_account_token(
+            &self.client,
+            shared,
+            "reader",
+            &[],
+            Duration::from_secs(3600),
+        )
+        .await?;
+        self.apply(&format!(
+            r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: shared-token}}
+stringData: {{token: {token}}}
+---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: shared}}
+spec:
+  provider:
+    kubernetes:
+      remoteNamespace: {shared}
+      server: {{caProvider: {{type: ConfigMap, name: kube-root-ca.crt, key: ca.crt}}}}
+      auth: {{token: {{bearerToken: {{name: shared-token, key: token}}}}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: shared}}
+spec:
+  secretStoreRef: {{kind: SecretStore, name: shared}}
+  target: {{name: shared}}
+  data: [{{secretKey: password, remoteRef: {{key: shared-db, property: password}}}}]
+"#
+        ))
+        .await?;
+        self.wait_ready(
+            &core("v1", "SecretStore", "secretstores"),
+            Some(APP),
+            "shared",
+        )
+        .await?;
+        self.wait_secret("shared", "password", b"from-another-namespace")
+            .await
+    }
+
     /// PushSecret `deletionPolicy: Delete`: the operator holds it with a finalizer until it
     /// removed what it pushed.
     async fn push_deletion(&self) -> Result<()> {
@@ -1588,9 +1672,7 @@ spec:
         ))
         .await?;
         for descriptor in api::providers::ALL {
-            let Some(spec) = self.minimal_spec(descriptor.store_key)? else {
-                continue;
-            };
+            let spec = self.minimal_spec(descriptor.store_key)?;
             let name = format!("{}-every", descriptor.store_key);
             let scopes = [
                 ("SecretStore", "secretstores", Scope::Namespaced, Some(APP)),
@@ -1640,11 +1722,10 @@ spec:
         Ok(())
     }
 
-    /// A spec each enabled provider accepts, its Secrets in `app` (so valid in both scopes);
-    /// `None` for a provider the release does not enable.
-    fn minimal_spec(&self, key: &str) -> Result<Option<Value>> {
+    /// A spec each provider accepts, its Secrets in `app` (so valid in both scopes).
+    fn minimal_spec(&self, key: &str) -> Result<Value> {
         let secret = |name: &str, key: &str| json!({"name": name, "key": key, "namespace": APP});
-        Ok(Some(match key {
+        Ok(match key {
             "fake" => json!({"data": [{"key": "k", "value": "v"}]}),
             "vault" => json!({
                 "server": self.vault.address(), "path": "kv", "version": "v2",
@@ -1655,11 +1736,16 @@ spec:
                 "projectID": self.gitlab.project_id("acme/app")?.to_string(),
                 "auth": {"SecretRef": {"accessToken": secret("gitlab-token", "token")}},
             }),
-            "kubernetes" => return Ok(None),
+            "kubernetes" => json!({
+                "remoteNamespace": "k8s-shared",
+                "server": {"caProvider": {"type": "ConfigMap", "name": "kube-root-ca.crt",
+                                          "key": "ca.crt", "namespace": APP}},
+                "auth": {"token": {"bearerToken": secret("shared-token", "token")}},
+            }),
             other => {
                 bail!("no minimal spec for provider {other}: add one so its RBAC is exercised")
             }
-        }))
+        })
     }
 }
 

@@ -136,7 +136,8 @@ fn reproducible_and_valid(env: &Env) -> Result<()> {
                 "external-secrets",
                 "external-secrets-provider-fake",
                 "external-secrets-provider-vault",
-                "external-secrets-provider-gitlab"
+                "external-secrets-provider-gitlab",
+                "external-secrets-provider-kubernetes"
             ],
         "images built: {names:?}"
     );

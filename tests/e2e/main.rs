@@ -16,6 +16,7 @@ mod gitlab;
 mod images;
 mod invalid_manifests;
 mod kubectl;
+mod kubernetes;
 mod leader;
 mod migrate;
 mod operator;
@@ -44,6 +45,9 @@ pub struct Env {
     control_plane: OnceLock<ControlPlane>,
     /// The operator's metrics endpoint, once set-up started it.
     addresses: OnceLock<controllers::Addresses>,
+    /// The second control plane the Kubernetes provider's trials read from and push to,
+    /// started by the first of them, or why it did not start.
+    remote: OnceLock<Result<ControlPlane, String>>,
     /// The shared Vault server, or why it did not start (its trials fail with that).
     vault: OnceLock<Result<VaultServer, String>>,
     /// The provider server of `out_of_process::MODE`, kept for the whole run.
@@ -72,6 +76,14 @@ impl Env {
         self.addresses()
             .metrics
             .expect("the test operator serves metrics")
+    }
+
+    /// The "remote" cluster: a second kube-apiserver and etcd, started on first use.
+    pub fn remote(&self) -> Result<&ControlPlane> {
+        self.remote
+            .get_or_init(|| ControlPlane::start().map_err(|e| chain(&e)))
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("the remote control plane did not start: {e}"))
     }
 
     pub fn vault(&self) -> Result<&VaultServer> {
@@ -141,6 +153,7 @@ fn main() -> ExitCode {
     let env = Arc::new(Env {
         control_plane: OnceLock::new(),
         addresses: OnceLock::new(),
+        remote: OnceLock::new(),
         vault: OnceLock::new(),
         provider_server: OnceLock::new(),
         images: OnceLock::new(),
@@ -162,6 +175,7 @@ fn main() -> ExitCode {
         images::trials,
         invalid_manifests::trials,
         kubectl::trials,
+        kubernetes::trials,
         leader::trials,
         migrate::trials,
         operator::trials,

@@ -30,6 +30,7 @@ pub fn start(
         },
         std::future::pending(),
         move |registry| conversions.register(registry),
+        None,
     )
 }
 
@@ -44,6 +45,23 @@ pub fn start_scoped(env: &Env, ns: &str) -> Result<String> {
             namespace: Some(ns.to_owned()),
             ..Default::default()
         },
+    )?;
+    Ok(class)
+}
+
+/// A second operator like [`start_scoped`]'s, built without the provider of `kind`.
+pub fn start_scoped_lacking(env: &Env, ns: &str, kind: &'static str) -> Result<String> {
+    let class = format!("class-{ns}");
+    start_registering(
+        env.control_plane().client_config(),
+        controllers::Settings {
+            controller_class: class.clone(),
+            namespace: Some(ns.to_owned()),
+            ..Default::default()
+        },
+        std::future::pending(),
+        |_| {},
+        Some(kind),
     )?;
     Ok(class)
 }
@@ -63,15 +81,17 @@ pub fn start_for(
     settings: controllers::Settings,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<controllers::Addresses> {
-    start_registering(config, settings, shutdown, |_| {})
+    start_registering(config, settings, shutdown, |_| {}, None)
 }
 
-/// [`start_for`], with `register` adding metrics of what runs beside it (the test webhook).
+/// [`start_for`], with `register` adding metrics of what runs beside it (the test webhook), and
+/// without the provider of kind `lacking`.
 fn start_registering(
     config: kube::Config,
     settings: controllers::Settings,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
     register: impl FnOnce(&mut prometheus_client::registry::Registry) + Send + 'static,
+    lacking: Option<&'static str>,
 ) -> Result<controllers::Addresses> {
     // The operator's logs, when asked for: RUST_LOG=info cargo test --test e2e
     if std::env::var_os("RUST_LOG").is_some() {
@@ -94,9 +114,15 @@ fn start_registering(
                 .build()
                 .expect("operator runtime");
             rt.block_on(async move {
+                let mut registry = provider::ProviderRegistry::default();
+                for p in providers::registry_for_cluster(Some(config.cluster_url.to_string()))
+                    .iter()
+                    .filter(|p| Some(p.descriptor().kind) != lacking)
+                {
+                    registry.register(p.clone());
+                }
                 let client = Client::try_from(config).expect("operator client");
-                let mut operator =
-                    controllers::Operator::new(client, settings, providers::registry());
+                let mut operator = controllers::Operator::new(client, settings, registry);
                 operator.register_metrics(register);
                 operator
                     .run(addresses, std::future::ready(()), shutdown)

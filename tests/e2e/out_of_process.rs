@@ -2,9 +2,9 @@
 //! reached through ProviderClass and ClusterProviderClass objects, on the real control plane.
 //! Each trial runs a server of its own, so it can kill it or rotate its certificates.
 //!
-//! The Vault and GitLab suites run a second time out of process when
+//! The Vault, GitLab and Kubernetes suites run a second time out of process when
 //! `E2E_PROVIDERS_OUT_OF_PROCESS` is set (hack/test.sh does so): set-up then starts one server
-//! for both kinds and the shared operator routes every store of them to it (`--out-of-process`),
+//! for these kinds and the shared operator routes every store of them to it (`--out-of-process`),
 //! and their trials run unchanged.
 
 use std::collections::BTreeMap;
@@ -26,10 +26,12 @@ use crate::operator::{TIMEOUT, sample, scrape, wait_ready};
 use crate::sync::{ES, bytes, data_of, expected, value, wait_secret};
 use crate::{Env, trial};
 
-/// Set: the Vault and GitLab trials go through a provider server.
+/// Set: the Vault, GitLab and Kubernetes trials go through a provider server.
 pub const MODE: &str = "E2E_PROVIDERS_OUT_OF_PROCESS";
 /// The trials that run again in that mode.
-pub const SUITES: [&str; 2] = ["vault::", "gitlab::"];
+pub const SUITES: [&str; 3] = ["vault::", "gitlab::", "kubernetes::"];
+/// The kinds a provider server serves in that mode.
+const MOVED: [&str; 3] = ["Vault", "Gitlab", "Kubernetes"];
 /// The ClusterProviderClass of that mode.
 const SHARED_CLASS: &str = "e2e-out-of-process";
 
@@ -895,22 +897,22 @@ async fn steady_state(env: Arc<Env>) -> Result<()> {
     Ok(())
 }
 
-/// For [`MODE`]: one server for the Vault and GitLab kinds, a ClusterProviderClass for it, and
-/// the routes the shared operator is started with.
+/// For [`MODE`]: one server for the kinds of [`MOVED`], a ClusterProviderClass for it, and the
+/// routes the shared operator is started with.
 pub async fn setup_mode(env: &Env) -> Result<Option<(ProviderServer, BTreeMap<String, String>)>> {
     if std::env::var_os(MODE).is_none() {
         return Ok(None);
     }
     let client = env.client().await;
-    let server = start_server(env, &["Vault", "Gitlab"])?;
+    let server = start_server(env, &MOVED)?;
     let ns = testenv::create_namespace(&client, "provider-server").await?;
     cluster_provider_class(&client, &ns, SHARED_CLASS, &server).await?;
     eprintln!(
-        "e2e: Vault and GitLab stores are served out of process by {} (log {})",
+        "e2e: Vault, GitLab and Kubernetes stores are served out of process by {} (log {})",
         server.address,
         server.log_path().display()
     );
-    let routes = ["Vault", "Gitlab"]
+    let routes = MOVED
         .into_iter()
         .map(|k| (k.to_owned(), SHARED_CLASS.to_owned()))
         .collect();

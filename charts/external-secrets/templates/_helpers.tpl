@@ -137,7 +137,7 @@ these for the providers it runs itself; a provider server for its own. */}}
 fake: {}
 vault: {secrets: true, configMaps: true, serviceAccountTokens: true}
 gitlab: {secrets: true, configMaps: true}
-kubernetes: {}
+kubernetes: {secrets: true, configMaps: true, serviceAccountTokens: true}
 {{- end }}
 
 {{/* "true" when an enabled provider that logs in with ServiceAccount tokens runs in the

@@ -345,6 +345,7 @@ async fn plan_pushes(
                 crate::keys::secret_data(source),
                 source.labels().clone(),
                 source.annotations().clone(),
+                source.type_.clone(),
             )
         })
         .collect();
@@ -352,7 +353,7 @@ async fn plan_pushes(
     let shaped = crate::templating::off_async(template.is_some(), move || {
         inputs
             .into_iter()
-            .map(|(name, data, labels, annotations)| {
+            .map(|(name, data, labels, annotations, type_)| {
                 crate::templating::shape(
                     "spec.template",
                     template.as_ref(),
@@ -361,7 +362,14 @@ async fn plan_pushes(
                     &labels,
                     &annotations,
                 )
-                .map(|shaped| (name, shaped.data))
+                .map(|shaped| {
+                    let source = provider::PushSource {
+                        type_: shaped.type_.or(type_),
+                        labels: shaped.labels,
+                        annotations: shaped.annotations,
+                    };
+                    (name, shaped.data, source)
+                })
             })
             .collect::<Result<Vec<_>, _>>()
     })
@@ -389,9 +397,13 @@ async fn plan_pushes(
             continue;
         }
         let mut pushes = Vec::new();
-        for (name, data) in &shaped {
+        for (name, data, meta) in &shaped {
             let source = plan::Source { name, data };
-            pushes.extend(plan::pushes(&ps.spec, plan::Store::of(l), &source).map_err(invalid)?);
+            let planned = plan::pushes(&ps.spec, plan::Store::of(l), &source).map_err(invalid)?;
+            pushes.extend(planned.into_iter().map(|mut p| {
+                p.request.source = meta.clone();
+                p
+            }));
         }
         plans.push((store.clone(), key, plan::last_wins(pushes)));
     }

@@ -172,6 +172,8 @@ fn push(origin: &str, entry: PushSecretData, value: Vec<u8>) -> Push {
             secret_key: entry.match_.secret_key.clone().filter(|k| !k.is_empty()),
             value,
             metadata: entry.metadata.clone(),
+            // The caller knows the source Secret's type and metadata.
+            source: Default::default(),
         },
         entry,
     }

@@ -125,6 +125,7 @@ async fn pushed_values_survive_a_new_client_but_cannot_shadow_the_spec() {
         secret_key: Some("k".into()),
         value: b"pushed".to_vec(),
         metadata: None,
+        source: Default::default(),
     };
     c.push_secret(&push("new")).await.unwrap();
     assert!(c.push_secret(&push("plain")).await.is_err());

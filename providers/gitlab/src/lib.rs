@@ -11,11 +11,10 @@
 //! `description` ([`push::MANAGED_BY`]): a variable without the marker is never overwritten or
 //! deleted.
 //!
-//! The HTTP layer is ours ([`http`]): a handful of typed requests over the workspace's `reqwest`
-//! (rustls). The `gitlab` crate was not used: it brings its own HTTP stack and a GraphQL client
-//! for the eleven REST calls we make, and it does not let us own what matters here: one client
-//! with our CA roots per provider client, 429 handling, pagination by `X-Next-Page`, per-call
-//! metrics and errors that never carry values.
+//! The requests are the `gitlab` crate's typed endpoints and page walk, sent through our own
+//! `reqwest` client ([`http`]): one client with the store's CA roots per provider client, 429s
+//! waited out as `Retry-After` says, `X-Next-Page` ending a walk, per-call metrics and errors
+//! that never carry values stay ours.
 
 mod http;
 mod ops;

@@ -274,7 +274,7 @@ mod tests {
                 key: body.key.clone(),
                 value: Some(body.value.clone()),
                 environment_scope: body.environment_scope.clone(),
-                variable_type: body.variable_type.into(),
+                variable_type: body.variable_type.as_str().into(),
                 masked: body.masked,
                 protected: body.protected,
                 raw: body.raw,

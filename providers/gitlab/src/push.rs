@@ -3,7 +3,7 @@
 //! creating, updating, leaving alone and refusing. Pure: the HTTP calls follow the plan.
 
 use provider::{Error, Result};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::variables::Variable;
@@ -59,7 +59,7 @@ pub(crate) struct MetadataSpec {
     pub description: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum VariableType {
     #[default]
@@ -68,7 +68,7 @@ pub(crate) enum VariableType {
 }
 
 impl VariableType {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::EnvVar => "env_var",
             Self::File => "file",
@@ -123,13 +123,13 @@ fn description(spec: &MetadataSpec) -> Result<String> {
     Ok(text)
 }
 
-/// The body of a create or update (`POST /projects/:id/variables`, `PUT .../:key`).
-#[derive(Clone, PartialEq, Eq, Serialize)]
+/// What a create or update (`POST /projects/:id/variables`, `PUT .../:key`) writes.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct VariableWrite {
     pub key: String,
     pub value: String,
     pub environment_scope: String,
-    pub variable_type: &'static str,
+    pub variable_type: VariableType,
     pub masked: bool,
     pub protected: bool,
     pub raw: bool,
@@ -176,7 +176,7 @@ pub(crate) fn plan(
         key: key.to_owned(),
         value: value.to_owned(),
         environment_scope: scope.to_owned(),
-        variable_type: spec.variable_type.unwrap_or_default().as_str(),
+        variable_type: spec.variable_type.unwrap_or_default(),
         masked: spec.masked.unwrap_or(false),
         protected: spec.protected.unwrap_or(false),
         raw: spec.raw.unwrap_or(false),
@@ -192,7 +192,7 @@ pub(crate) fn plan(
     }
     let same = existing.value.as_deref() == Some(value)
         && existing.environment_scope == desired.environment_scope
-        && existing.variable_type == desired.variable_type
+        && existing.variable_type == desired.variable_type.as_str()
         && existing.masked == desired.masked
         && existing.protected == desired.protected
         && existing.raw == desired.raw
@@ -288,7 +288,7 @@ mod tests {
         assert_eq!(body.value, "hunter22");
         assert_eq!(body.environment_scope, "*");
         assert!(body.masked && !body.protected && !body.raw);
-        assert_eq!(body.variable_type, "env_var");
+        assert_eq!(body.variable_type, VariableType::EnvVar);
         assert_eq!(body.description, "managed-by: external-secrets; for CI");
         assert!(!format!("{body:?}").contains("hunter22"));
     }

@@ -290,6 +290,7 @@ async fn unsupported_requests_are_refused_before_any_call() {
             secret_key: Some("k".into()),
             value: b"v".to_vec(),
             metadata: None,
+            source: Default::default(),
         })
         .await
         .unwrap_err()
@@ -305,6 +306,7 @@ async fn unsupported_requests_are_refused_before_any_call() {
             secret_key: Some("k".into()),
             value: b"v".to_vec(),
             metadata: Some(json!({"spec": {"maskd": true}})),
+            source: Default::default(),
         })
         .await
         .unwrap_err()

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use api::providers::Capabilities;
-use provider::{FindRequest, PushRemoteRef, PushRequest, RemoteRef};
+use provider::{FindRequest, PushRemoteRef, PushRequest, PushSource, RemoteRef};
 
 use crate::v1;
 
@@ -74,9 +74,10 @@ pub fn push_remote_from_wire(remote: v1::PushSecretRemoteRef) -> PushRemoteRef {
     }
 }
 
-/// The wire parts of a push: ESO sends the Secret's data and says which key is pushed; a push of
-/// the whole Secret (no key) sends every key, where the contract holds them as one JSON object.
-pub fn push_to_wire(push: &PushRequest) -> (HashMap<String, Vec<u8>>, v1::PushSecretData) {
+/// A push on the wire, without the provider reference and source namespace the caller adds: ESO
+/// sends the Secret's data and says which key is pushed; a push of the whole Secret (no key)
+/// sends every key, where the contract holds them as one JSON object.
+pub fn push_to_wire(push: &PushRequest) -> v1::PushSecretRequest {
     let secret_data = match &push.secret_key {
         Some(key) => HashMap::from([(key.clone(), push.value.clone())]),
         None => provider::whole_secret_entries(&push.value),
@@ -91,14 +92,22 @@ pub fn push_to_wire(push: &PushRequest) -> (HashMap<String, Vec<u8>>, v1::PushSe
         remote_key: push.remote.remote_key.clone(),
         property: push.remote.property.clone().unwrap_or_default(),
     };
-    (secret_data, data)
+    v1::PushSecretRequest {
+        secret_data,
+        push_secret_data: Some(data),
+        secret_type: push.source.type_.clone().unwrap_or_default(),
+        secret_labels: push.source.labels.clone().into_iter().collect(),
+        secret_annotations: push.source.annotations.clone().into_iter().collect(),
+        ..Default::default()
+    }
 }
 
 /// The contract's push from the wire. Errors name the field that could not be read.
-pub fn push_from_wire(
-    secret_data: HashMap<String, Vec<u8>>,
-    data: v1::PushSecretData,
-) -> Result<PushRequest, String> {
+pub fn push_from_wire(request: v1::PushSecretRequest) -> Result<PushRequest, String> {
+    let data = request
+        .push_secret_data
+        .ok_or("push_secret_data is required")?;
+    let secret_data = request.secret_data;
     let metadata = if data.metadata.is_empty() {
         None
     } else {
@@ -127,6 +136,11 @@ pub fn push_from_wire(
         secret_key,
         value,
         metadata,
+        source: PushSource {
+            type_: none_if_empty(request.secret_type),
+            labels: request.secret_labels.into_iter().collect(),
+            annotations: request.secret_annotations.into_iter().collect(),
+        },
     })
 }
 

@@ -154,6 +154,18 @@ pub struct PushRequest {
     pub value: Vec<u8>,
     /// Provider-specific metadata from the PushSecret.
     pub metadata: Option<Value>,
+    /// The source Secret's type, labels and annotations (after the PushSecret's template).
+    pub source: PushSource,
+}
+
+/// What a push carries of the source Secret besides its data: providers whose remote secrets
+/// have a type and metadata of their own (the Kubernetes provider) copy them, as ESO does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PushSource {
+    /// `None` when the source says nothing (a Secret's type defaults to `Opaque`).
+    pub type_: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// A push of a whole Secret (or a bundle of its keys) carries them as one JSON object of strings.

@@ -159,14 +159,11 @@ impl SecretsClient for RemoteClient {
     }
 
     async fn push_secret(&self, push: &PushRequest) -> Result<()> {
-        let (secret_data, data) = protocol::push_to_wire(push);
         self.stub()
             .push_secret(self.request(v1::PushSecretRequest {
                 provider_ref: self.provider_ref(),
-                secret_data,
-                push_secret_data: Some(data),
                 source_namespace: self.source_namespace.clone(),
-                ..Default::default()
+                ..protocol::push_to_wire(push)
             }))
             .await
             .map_err(|s| self.failed(&s, "PushSecret"))?;

@@ -160,14 +160,11 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::PushSecretRequest>,
     ) -> Result<Response<v1::PushSecretResponse>, Status> {
         self.observe("PushSecret", async {
-            let r = request.into_inner();
+            let mut r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref, &r.source_namespace)
+                .data_client(r.provider_ref.take(), &r.source_namespace)
                 .await?;
-            let data = required(r.push_secret_data, "push_secret_data")?;
-            // The Secret's type, labels and annotations have no place in the contract: the
-            // providers push values only.
-            let push = push_from_wire(r.secret_data, data).map_err(Status::invalid_argument)?;
+            let push = push_from_wire(r).map_err(Status::invalid_argument)?;
             client.push_secret(&push).await.map_err(status)?;
             Ok(v1::PushSecretResponse {})
         })

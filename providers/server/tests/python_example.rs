@@ -380,6 +380,7 @@ fn push(remote: PushRemoteRef, secret_key: Option<&str>, value: &[u8]) -> PushRe
         secret_key: secret_key.map(Into::into),
         value: value.to_vec(),
         metadata: None,
+        source: Default::default(),
     }
 }
 

@@ -99,6 +99,7 @@ async fn every_method_answers_as_the_provider_does_in_process() {
             secret_key: Some("k".into()),
             value: b"pushed value".to_vec(),
             metadata: None,
+            source: Default::default(),
         })
         .await
         .unwrap();
@@ -143,6 +144,7 @@ async fn every_provider_error_comes_back_as_itself_from_every_method() {
             secret_key: Some("k".into()),
             value: b"v".to_vec(),
             metadata: None,
+            source: Default::default(),
         };
         let got: Vec<Error> = vec![
             remote.get_secret(&any).await.unwrap_err(),

@@ -54,10 +54,11 @@ pub const KUBERNETES_VERSION: &str = "1.36.3";
 const BINARIES: [&str; 3] = ["etcd", "kube-apiserver", "kube-controller-manager"];
 
 /// The controllers a test needs from kube-controller-manager: ownerReference cascades,
-/// namespace deletion, each namespace's `default` ServiceAccount, and tokens for
-/// manually created `kubernetes.io/service-account-token` Secrets.
+/// namespace deletion, each namespace's `default` ServiceAccount, tokens for manually created
+/// `kubernetes.io/service-account-token` Secrets, and each namespace's `kube-root-ca.crt`
+/// ConfigMap (what ESO's docs point a Kubernetes store at to reach its own cluster).
 const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller,\
-serviceaccount-controller,serviceaccount-token-controller";
+serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller";
 
 /// Logs what ServiceAccounts do (the operator run under a chart's account, to prove its RBAC
 /// minimal), at Metadata level, and writes of ExternalSecrets, PushSecrets and the cluster kinds
@@ -101,6 +102,39 @@ fn testbin_root() -> PathBuf {
     })
 }
 
+/// A JWT issuer an API server trusts besides its own ServiceAccount tokens: what lets one
+/// cluster accept another's ServiceAccount tokens (workload identity federation).
+#[derive(Clone, Debug)]
+pub struct TrustedIssuer {
+    /// The tokens' `iss`, whose `/.well-known/openid-configuration` the API server reads.
+    pub url: String,
+    /// The CA of the issuer's serving certificate (PEM).
+    pub ca_pem: String,
+    /// The audience tokens must carry.
+    pub audience: String,
+    /// Put before the token's `sub` to make the user name (`system:` may not start one).
+    pub username_prefix: String,
+}
+
+impl TrustedIssuer {
+    fn configuration(&self) -> Result<String> {
+        Ok(serde_yaml::to_string(&serde_json::json!({
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AuthenticationConfiguration",
+            "jwt": [{
+                "issuer": {
+                    "url": self.url,
+                    "audiences": [self.audience],
+                    "certificateAuthority": self.ca_pem,
+                },
+                "claimMappings": {
+                    "username": {"claim": "sub", "prefix": self.username_prefix},
+                },
+            }],
+        }))?)
+    }
+}
+
 /// A running control plane; dropping it stops every process and deletes its files.
 pub struct ControlPlane {
     // Field order matters: the processes must be gone before their directory is removed.
@@ -112,6 +146,17 @@ pub struct ControlPlane {
     serving_ca_pem: String,
     serving_ca_der: Vec<u8>,
     sa_public_key_pem: String,
+    /// Signs client certificates the API server accepts.
+    client_ca: Option<CertificateAuthority>,
+    /// How each process was started, to start them again after [`ControlPlane::stop`].
+    commands: Option<Commands>,
+}
+
+struct Commands {
+    bin: PathBuf,
+    etcd: Vec<String>,
+    apiserver: Vec<String>,
+    controller_manager: Vec<String>,
 }
 
 impl ControlPlane {
@@ -120,6 +165,12 @@ impl ControlPlane {
     ///
     /// Blocks the calling thread; safe to call from inside or outside a tokio runtime.
     pub fn start() -> Result<Self> {
+        Self::start_trusting(None)
+    }
+
+    /// [`ControlPlane::start`], its API server also accepting the JWTs `issuer` signs (another
+    /// cluster's ServiceAccount tokens, say) through a structured authentication configuration.
+    pub fn start_trusting(issuer: Option<TrustedIssuer>) -> Result<Self> {
         let started = Instant::now();
         let bin = testbin_dir(KUBERNETES_VERSION);
         let missing: Vec<_> = BINARIES
@@ -135,7 +186,7 @@ impl ControlPlane {
             );
         }
 
-        let cp = retry_on_port_clash(|| Self::start_once(&bin))?;
+        let cp = retry_on_port_clash(|| Self::start_once(&bin, issuer.as_ref()))?;
         eprintln!(
             "testenv: Kubernetes {KUBERNETES_VERSION} control plane ready at {} in {:.1}s (kubeconfig {}){}",
             cp.server_url,
@@ -148,7 +199,10 @@ impl ControlPlane {
 
     /// On failure the processes are already stopped; the folder with their logs is returned
     /// so that the caller decides whether to keep it.
-    fn start_once(bin: &Path) -> Result<Self, (anyhow::Error, Option<tempfile::TempDir>)> {
+    fn start_once(
+        bin: &Path,
+        issuer: Option<&TrustedIssuer>,
+    ) -> Result<Self, (anyhow::Error, Option<tempfile::TempDir>)> {
         let dir = tempfile::Builder::new()
             .prefix("external-secrets-testenv-")
             .tempdir()
@@ -164,8 +218,10 @@ impl ControlPlane {
             serving_ca_pem: String::new(),
             serving_ca_der: Vec::new(),
             sa_public_key_pem: String::new(),
+            client_ca: None,
+            commands: None,
         };
-        match cp.boot(bin) {
+        match cp.boot(bin, issuer) {
             Ok(()) => Ok(cp),
             Err(err) => {
                 let logs: Vec<String> = cp
@@ -185,7 +241,7 @@ impl ControlPlane {
         }
     }
 
-    fn boot(&mut self, bin: &Path) -> Result<()> {
+    fn boot(&mut self, bin: &Path, issuer: Option<&TrustedIssuer>) -> Result<()> {
         let pki = Pki::generate()?;
         self.serving_ca_pem = pki.serving_ca_pem.clone();
         self.serving_ca_der = pki.serving_ca_der.clone();
@@ -231,15 +287,7 @@ impl ControlPlane {
             "--log-level=warn".into(),
         ];
         drop((etcd_client, etcd_peer));
-        self.supervisor.spawn(
-            "etcd",
-            &bin.join("etcd"),
-            etcd_args,
-            &self.path.join("etcd.log"),
-        )?;
-        self.wait_blocking("etcd /health", || etcd_healthy(&etcd_url))?;
-
-        let apiserver_args = vec![
+        let mut apiserver_args = vec![
             format!("--etcd-servers={etcd_url}"),
             format!("--secure-port={}", port(&apiserver)?),
             "--bind-address=127.0.0.1".into(),
@@ -263,13 +311,14 @@ impl ControlPlane {
             "--audit-log-format=json".into(),
         ];
         drop(apiserver);
-        self.supervisor.spawn(
-            "kube-apiserver",
-            &bin.join("kube-apiserver"),
-            apiserver_args,
-            &self.path.join("kube-apiserver.log"),
-        )?;
-
+        if let Some(issuer) = issuer {
+            std::fs::write(dir.join("authentication.yaml"), issuer.configuration()?)
+                .context("writing authentication.yaml")?;
+            apiserver_args.push(format!(
+                "--authentication-config={}",
+                f("authentication.yaml")
+            ));
+        }
         let controller_manager_args = vec![
             format!("--kubeconfig={}", self.kubeconfig_path().display()),
             format!("--controllers={CONTROLLERS}"),
@@ -281,9 +330,40 @@ impl ControlPlane {
             "--secure-port=0".into(),
             "--bind-address=127.0.0.1".into(),
         ];
+        self.client_ca = Some(pki.client_ca);
+        self.commands = Some(Commands {
+            bin: bin.to_owned(),
+            etcd: etcd_args,
+            apiserver: apiserver_args,
+            controller_manager: controller_manager_args,
+        });
+        self.launch()
+    }
+
+    /// Starts etcd, then the apiserver once etcd is healthy, then the controller-manager once
+    /// the apiserver is ready; waits until `default/default` ServiceAccount exists.
+    fn launch(&self) -> Result<()> {
+        let commands = self
+            .commands
+            .as_ref()
+            .context("the control plane was never configured")?;
+        let bin = &commands.bin;
+        self.supervisor.spawn(
+            "etcd",
+            &bin.join("etcd"),
+            commands.etcd.clone(),
+            &self.path.join("etcd.log"),
+        )?;
+        self.wait_blocking("etcd /health", || etcd_healthy(&self.etcd_url))?;
+        self.supervisor.spawn(
+            "kube-apiserver",
+            &bin.join("kube-apiserver"),
+            commands.apiserver.clone(),
+            &self.path.join("kube-apiserver.log"),
+        )?;
 
         let config = self.client_config();
-        let this = &*self;
+        let this = self;
         block_on_own_thread(async move {
             let client = kube::Client::try_from(config).context("building a client")?;
             this.wait("kube-apiserver /readyz", || async {
@@ -297,7 +377,7 @@ impl ControlPlane {
             this.supervisor.spawn(
                 "kube-controller-manager",
                 &bin.join("kube-controller-manager"),
-                controller_manager_args,
+                commands.controller_manager.clone(),
                 &this.path.join("kube-controller-manager.log"),
             )?;
             this.wait(
@@ -312,6 +392,31 @@ impl ControlPlane {
             )
             .await
         })?
+    }
+
+    /// Stops etcd, the apiserver and the controller-manager, keeping their data: the cluster
+    /// is down, as one whose machines went away, until [`ControlPlane::start_again`].
+    pub fn stop(&self) -> Result<()> {
+        self.supervisor.stop_all()
+    }
+
+    /// Starts the stopped processes again, on the same ports, with the same data and
+    /// certificates; blocks until the apiserver is ready.
+    pub fn start_again(&self) -> Result<()> {
+        self.launch().context("starting the control plane again")
+    }
+
+    /// A client certificate and key the apiserver accepts for `user` in `group` (none: no
+    /// group but `system:authenticated`).
+    pub fn issue_client_certificate(
+        &self,
+        user: &str,
+        group: Option<&str>,
+    ) -> Result<IssuedCertificate> {
+        self.client_ca
+            .as_ref()
+            .context("the control plane has no client CA yet")?
+            .issue_client(user, group)
     }
 
     /// Polls `check` until it succeeds, failing early when a control-plane process died.

@@ -14,6 +14,7 @@ pub(crate) struct Pki {
     pub serving_cert_pem: String,
     pub serving_key_pem: String,
     pub client_ca_pem: String,
+    pub client_ca: CertificateAuthority,
     pub admin_cert_pem: String,
     pub admin_key_pem: String,
     pub sa_key_pem: String,
@@ -130,6 +131,7 @@ impl Pki {
             admin_key_pem: admin.key_pem,
             sa_public_key_pem: sa_key.public_key_pem(),
             sa_key_pem: sa_key.serialize_pem(),
+            client_ca,
         })
     }
 }

@@ -30,6 +30,8 @@ struct SpawnRequest {
 enum Request {
     Spawn(SpawnRequest),
     Exited(mpsc::Sender<Option<(String, ExitStatus)>>),
+    /// Stops every child, last started first, and forgets them.
+    StopAll(mpsc::Sender<()>),
 }
 
 pub(crate) struct Supervisor {
@@ -94,6 +96,15 @@ impl Supervisor {
             .map_err(|_| anyhow!("process supervisor thread is gone"))
     }
 
+    /// Stops every child (the last started first) and waits until they are reaped.
+    pub(crate) fn stop_all(&self) -> Result<()> {
+        let (reply, answer) = mpsc::channel();
+        self.send(Request::StopAll(reply))?;
+        answer
+            .recv()
+            .map_err(|_| anyhow!("process supervisor thread is gone"))
+    }
+
     fn send(&self, request: Request) -> Result<()> {
         self.tx
             .as_ref()
@@ -133,10 +144,18 @@ fn supervise(rx: mpsc::Receiver<Request>) {
                     });
                 let _ = reply.send(exited);
             }
+            Request::StopAll(reply) => {
+                stop(std::mem::take(&mut children));
+                let _ = reply.send(());
+            }
         }
     }
-    // Reverse start order: clients (controller-manager, apiserver) go before etcd, which
-    // keeps their logs free of "etcd unreachable" noise during shutdown.
+    stop(children);
+}
+
+/// Reverse start order: clients (controller-manager, apiserver) go before etcd, which keeps
+/// their logs free of "etcd unreachable" noise during shutdown.
+fn stop(children: Vec<(String, Child)>) {
     for (_, mut child) in children.into_iter().rev() {
         let _ = child.kill();
         let _ = child.wait();

@@ -52,6 +52,11 @@ fn pushes_survive_the_wire_by_key_and_whole() {
         metadata: Some(
             serde_json::json!({"apiVersion": "kubernetes.external-secrets.io/v1alpha1", "kind": "PushSecretMetadata"}),
         ),
+        source: PushSource {
+            type_: Some("kubernetes.io/tls".into()),
+            labels: [("app".into(), "shop".into())].into(),
+            annotations: [("note".into(), "kept".into())].into(),
+        },
     };
     let whole = PushRequest {
         remote: PushRemoteRef {
@@ -61,37 +66,38 @@ fn pushes_survive_the_wire_by_key_and_whole() {
         secret_key: None,
         value: br#"{"a":"1","b":"two"}"#.to_vec(),
         metadata: None,
+        source: Default::default(),
     };
     for p in [by_key, whole] {
-        let (data, entry) = push_to_wire(&p);
-        assert_eq!(push_from_wire(data, entry).unwrap(), p);
+        assert_eq!(push_from_wire(push_to_wire(&p)).unwrap(), p);
     }
 }
 
 #[test]
 fn a_whole_secret_push_sends_every_key_as_eso_does() {
-    let (data, entry) = push_to_wire(&PushRequest {
+    let wire = push_to_wire(&PushRequest {
         remote: PushRemoteRef::default(),
         secret_key: None,
         value: br#"{"a":"1","b":"two"}"#.to_vec(),
         metadata: None,
+        source: Default::default(),
     });
-    assert_eq!(entry.secret_key, "");
+    assert_eq!(wire.push_secret_data.unwrap().secret_key, "");
     assert_eq!(
-        data,
+        wire.secret_data,
         HashMap::from([("a".into(), b"1".to_vec()), ("b".into(), b"two".to_vec())])
     );
 }
 
 #[test]
 fn a_push_naming_a_key_it_does_not_carry_names_the_field() {
-    let err = push_from_wire(
-        HashMap::new(),
-        v1::PushSecretData {
+    let err = push_from_wire(v1::PushSecretRequest {
+        push_secret_data: Some(v1::PushSecretData {
             secret_key: "pw".into(),
             ..Default::default()
-        },
-    )
+        }),
+        ..Default::default()
+    })
     .unwrap_err();
     assert!(err.contains("push_secret_data.secret_key"), "{err}");
 }

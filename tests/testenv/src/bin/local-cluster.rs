@@ -4,10 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use external_secrets_testenv as testenv;
 use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{Api, ResourceExt};
 
 const QUICKSTART: &str = "examples/fake-quickstart.yaml";
 
@@ -63,6 +64,8 @@ async fn run(
         "operator started (log {}, metrics http://{metrics}/metrics)",
         cp.dir().join("operator.log").display()
     );
+
+    wait_for_conversion_webhook(&client, &format!("https://{webhook}/convert")).await?;
 
     let ns = k8s_openapi::api::core::v1::Namespace {
         metadata: kube::api::ObjectMeta {
@@ -144,6 +147,37 @@ async fn run(
         _ = term.recv() => {}
     }
     Ok(())
+}
+
+/// The examples include `v1beta1` provider objects, which the API server stores only through the
+/// operator's conversion webhook: it can take them once the operator has put its URL and CA into
+/// the multi-version CRDs.
+async fn wait_for_conversion_webhook(client: &kube::Client, url: &str) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    testenv::wait_for(
+        Duration::from_secs(60),
+        "the operator's conversion webhook in the CRDs",
+        || async {
+            for crd in crds.list(&Default::default()).await? {
+                let Some(webhook) = crd
+                    .spec
+                    .conversion
+                    .as_ref()
+                    .and_then(|c| c.webhook.as_ref())
+                else {
+                    continue;
+                };
+                let config = webhook.client_config.as_ref();
+                ensure!(
+                    config.is_some_and(|c| c.url.as_deref() == Some(url) && c.ca_bundle.is_some()),
+                    "CRD {} does not call {url} yet",
+                    crd.name_any()
+                );
+            }
+            anyhow::Ok(())
+        },
+    )
+    .await
 }
 
 fn print_secret(secret: &Secret, by: &str) {
