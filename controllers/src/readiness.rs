@@ -213,9 +213,13 @@ async fn judge(
         .provider_call(&handle.identity.kind, "Validate", validated.is_ok());
     // A provider that cannot be reached is asked again soon (its client answers for it while it
     // waits, so this costs nothing): the ExternalSecrets of a store that is not Ready wait for
-    // it to turn Ready, which the store's usual interval would put off for minutes.
-    let requeue =
-        matches!(validated, Err(provider::Error::Unavailable(_))).then_some(UNAVAILABLE_RETRY);
+    // it to turn Ready, which the store's usual interval would put off for minutes. So is a
+    // login whose credentials cannot be read yet (a ServiceAccount applied after the store).
+    let requeue = match validated {
+        Err(provider::Error::Unavailable(_)) => Some(UNAVAILABLE_RETRY),
+        Err(provider::Error::Credentials { .. }) => Some(CREDENTIALS_RETRY),
+        _ => None,
+    };
     let (status, reason, message) = match validated {
         Ok(Validation::Ready) => (
             ConditionStatus::True,
