@@ -11,6 +11,8 @@
 //! Templates are produced by serializing the CRD with placeholder values and replacing each
 //! placeholder with template text, so the YAML itself is always serde's.
 
+use std::path::{Path, PathBuf};
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, ValidationRule,
 };
@@ -39,6 +41,48 @@ pub fn files() -> Result<Vec<(String, String)>, serde_yaml::Error> {
     }
     Ok(files)
 }
+
+/// What `external-secrets crds` writes: the CRDs ([`crate::crds::files`]) into `crds`, and this
+/// chart's generated templates ([`files`]) into `chart`, creating folders as needed.
+pub fn write(crds: &Path, chart: &Path) -> Result<(), WriteError> {
+    let crds = crate::crds::files()?
+        .into_iter()
+        .map(|(n, y)| (crds.join(n), y));
+    let templates = files()?.into_iter().map(|(n, y)| (chart.join(n), y));
+    for (path, yaml) in crds.chain(templates) {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| WriteError::Io("creating", dir.to_owned(), e))?;
+        }
+        std::fs::write(&path, yaml).map_err(|e| WriteError::Io("writing", path.clone(), e))?;
+    }
+    Ok(())
+}
+
+/// Why [`write`] failed.
+#[derive(Debug)]
+pub enum WriteError {
+    Yaml(serde_yaml::Error),
+    /// What was being done, to which path.
+    Io(&'static str, PathBuf, std::io::Error),
+}
+
+impl From<serde_yaml::Error> for WriteError {
+    fn from(e: serde_yaml::Error) -> Self {
+        Self::Yaml(e)
+    }
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Yaml(e) => write!(f, "serializing a CRD: {e}"),
+            Self::Io(doing, path, e) => write!(f, "{doing} {}: {e}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for WriteError {}
 
 /// Which CRD this is, decided from its group and, for a provider kind, its descriptor.
 enum Owner {

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::CustomResource;
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +24,7 @@ pub const CLUSTER_EXTERNAL_SECRET_FINALIZER: &str =
 
 /// The `spec` of a ClusterExternalSecret.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(crates(kube_core = "::kube_core"))]
 #[kube(
     group = "external-secrets.io",
     version = "v1",
@@ -112,6 +113,7 @@ pub struct ClusterExternalSecretStatus {
 
 /// The `spec` of a ClusterPushSecret.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(crates(kube_core = "::kube_core"))]
 #[kube(
     group = "external-secrets.io",
     version = "v1alpha1",

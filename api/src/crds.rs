@@ -1,7 +1,7 @@
 //! Every CRD this project serves, generated from the types above.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
+use kube_core::CustomResourceExt;
 use serde_json::Value;
 
 use crate::{cluster_secrets, external_secret, provider_class, providers, push_secret, store};

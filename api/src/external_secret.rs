@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::{CustomResource, KubeSchema};
+use kube_derive::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +53,8 @@ pub const GENERATORS_API_VERSION: &str = "generators.external-secrets.io/v1alpha
 /// is accepted but ignored would silently refresh inside a deny window. A manifest that sets it is
 /// rejected as having an unknown field.
 #[derive(CustomResource, KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(crates(kube_core = "::kube_core"))]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[kube(
     group = "external-secrets.io",
     version = "v1",
@@ -207,6 +209,7 @@ pub enum RefreshPolicy {
 
 /// The Secret an ExternalSecret writes.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(
     // ESO's check names the policies under which the operator does not own the Secret, so
     // Orphan (created by the operator, merely not garbage-collected) passes, as it does in ESO.
@@ -493,6 +496,7 @@ pub enum NullBytePolicy {
 
 /// A map of keys from one source (ESO's `ExternalSecretDataFromRemoteRef`).
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(
     validation = Rule::new(
         "(has(self.extract) ? 1 : 0) + (has(self.find) ? 1 : 0) + (has(self.sourceRef) && has(self.sourceRef.generatorRef) ? 1 : 0) == 1"
@@ -544,6 +548,7 @@ pub struct FindName {
 
 /// One rewrite step over the fetched keys (ESO's `ExternalSecretRewrite`).
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(
     validation = Rule::new("(has(self.regexp) ? 1 : 0) + (has(self.transform) ? 1 : 0) + (has(self.merge) ? 1 : 0) == 1")
         .message("each spec.dataFrom[].rewrite entry must set exactly one of regexp, transform and merge"),
@@ -621,6 +626,7 @@ pub struct RewriteTransform {
 /// which have the same shape). `generatorRef` under `spec.data` is accepted, as ESO does, but
 /// ESO never implemented it there.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(
     validation = Rule::new("has(self.storeRef) != has(self.generatorRef)")
         .message("sourceRef must set exactly one of storeRef and generatorRef"),

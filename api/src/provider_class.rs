@@ -5,7 +5,7 @@
 //! The operator checks each class's server (gRPC health check, then the methods it serves) and
 //! reports the outcome in the `Ready` condition with one of [`reason`]'s reasons.
 
-use kube::CustomResource;
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +38,7 @@ pub mod reason {
 /// Where a provider's gRPC server listens and how to reach it. A ClusterProviderClass has the
 /// same fields.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(crates(kube_core = "::kube_core"))]
 #[kube(
     group = "external-secrets.io",
     version = "v1alpha1",
@@ -73,6 +74,7 @@ pub struct ProviderClassSpec {
 /// A class served cluster-wide, usable by ClusterSecretStores and by SecretStores of any
 /// namespace; its spec is a ProviderClass's.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(crates(kube_core = "::kube_core"))]
 #[kube(
     group = "external-secrets.io",
     version = "v1alpha1",

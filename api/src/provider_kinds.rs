@@ -4,7 +4,8 @@
 //! one macro, which also emits the kind's [`Descriptor`]: the one place that says what the kind
 //! is called, at which versions it is served, which one is stored, and how objects convert
 //! between versions. CRD generation, the provider registry, CRD discovery, the conversion
-//! webhook and the round-trip tests read [`crate::providers::ALL`], never a copy.
+//! webhook and the round-trip tests read the table of descriptors (`providers::ALL`), never a
+//! copy: it lists every provider module, which stand on this one.
 //!
 //! Each provider kind is versioned on its own: a second version of one kind changes that kind's
 //! CRDs only, and only a kind with several versions names the conversion webhook.
@@ -13,13 +14,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition, ServiceReference, WebhookClientConfig,
     WebhookConversion,
 };
-use kube::api::ApiResource;
+use kube_core::ApiResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::conditions::Condition;
-use crate::providers::Capabilities;
 use crate::{CLUSTER_PROVIDERS_GROUP, PROVIDERS_GROUP};
 
 /// Status of every provider object.
@@ -32,6 +32,14 @@ pub struct ProviderStatus {
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Capabilities>,
+}
+
+/// What a provider can do, reported in store and provider status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Capabilities {
+    ReadOnly,
+    WriteOnly,
+    ReadWrite,
 }
 
 /// Which of the two provider groups: the namespaced one a SecretStore references, or the
@@ -311,7 +319,7 @@ macro_rules! provider_root {
     ($doc:literal, $group:literal, $root:literal, $spec_struct:ident, $kind:literal, $plural:literal, $version:literal, $spec:ty $(, $namespaced:ident)?) => {
         #[doc = $doc]
         #[derive(
-            kube::CustomResource,
+            kube_derive::CustomResource,
             Clone,
             Debug,
             Default,
@@ -326,6 +334,7 @@ macro_rules! provider_root {
             kind = $kind,
             plural = $plural,
             root = $root,
+            crates(kube_core = "::kube_core"),
             $($namespaced,)?
             status = "crate::provider_kinds::ProviderStatus",
             category = "external-secrets-providers",
@@ -460,7 +469,7 @@ macro_rules! provider_kind {
                 }),+],
                 conversion: $conversion,
                 crds: || {
-                    use kube::CustomResourceExt;
+                    use kube_core::CustomResourceExt;
                     [
                         $crate::provider_kinds::merged(
                             [$($crate::provider_kinds::titled($module::Namespaced::crd())),+],

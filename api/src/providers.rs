@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::provider_kinds::Capabilities;
 use crate::provider_kinds::Descriptor;
 
 /// Every provider kind this API defines: the table CRD generation, the registry and the tests
@@ -24,14 +25,6 @@ pub static ALL: &[&Descriptor] = &[
     &vault::DESCRIPTOR,
     &gitlab::DESCRIPTOR,
 ];
-
-/// What a provider can do, reported in store and provider status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum Capabilities {
-    ReadOnly,
-    WriteOnly,
-    ReadWrite,
-}
 
 /// `spec.provider` of a store: exactly one key, a provider's store key, holding that provider's
 /// spec. Kept as JSON so the core does not depend on any provider's type; the schema (built from

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
-use kube::{CustomResource, KubeSchema};
+use kube_derive::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +28,7 @@ pub mod reason {
 }
 
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(crates(kube_core = "::kube_core"))]
 #[kube(
     group = "external-secrets.io",
     version = "v1alpha1",
@@ -79,6 +80,7 @@ pub struct PushSecretSpec {
 
 /// A store (by name) or a set of stores (by label) to push to.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(
     validation = Rule::new("has(self.name) != has(self.labelSelector)")
         .message("a PushSecret store reference must set exactly one of name and labelSelector"),
@@ -124,6 +126,7 @@ pub enum PushSecretConversionStrategy {
 
 /// The source of the pushed values.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(
     validation = Rule::new("has(self.secret) != has(self.generatorRef)")
         .message("spec.selector must set exactly one of secret and generatorRef"),
@@ -138,6 +141,7 @@ pub struct PushSecretSelector {
 
 /// A Secret in the PushSecret's namespace, by name or by labels.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(
     validation = Rule::new("has(self.name) != has(self.selector)")
         .message("spec.selector.secret must set exactly one of name and selector"),
@@ -188,6 +192,7 @@ pub struct PushSecretData {
 
 /// A bulk push rule.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(
     validation = Rule::new("!has(self.remoteKey) || !has(self.rewrite) || size(self.rewrite) == 0")
         .message("spec.dataTo[].remoteKey and spec.dataTo[].rewrite are mutually exclusive: rewrite applies only when each key is pushed on its own")
@@ -226,6 +231,7 @@ pub struct PushSecretDataToMatch {
 
 /// One key rename of a bulk push.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(
     validation = Rule::new("has(self.regexp) != has(self.transform)")
         .message("each spec.dataTo[].rewrite entry must set exactly one of regexp and transform"),

@@ -4,7 +4,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::CustomResource;
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +22,9 @@ pub const FINALIZER: &str = "secretstore.externalsecrets.io/finalizer";
 pub const LABEL_CONVERTED_FROM: &str = "external-secrets.io/store";
 
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+// The root kube-derive writes derives KubeSchema (from `kube`) for its CEL rules.
+#[kube(crates(kube_core = "::kube_core", kube = "::kube_derive"))]
+#[kube(attr = r#"x_kube(crates(kube_core = "::kube_core"))"#)]
 #[kube(
     group = "external-secrets.io",
     version = "v1",
@@ -89,6 +92,9 @@ fn int_or_duration(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// `cluster.providers.external-secrets.io` kind, or, with a `runtimeRef` (a ClusterProviderClass
 /// only), any kind the class's server reads.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+// The root kube-derive writes derives KubeSchema (from `kube`) for its CEL rules.
+#[kube(crates(kube_core = "::kube_core", kube = "::kube_derive"))]
+#[kube(attr = r#"x_kube(crates(kube_core = "::kube_core"))"#)]
 #[kube(
     group = "external-secrets.io",
     version = "v1",

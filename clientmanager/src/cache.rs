@@ -16,7 +16,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::resolve::{LoadedStore, StoreKind, StoreRef};
+use crate::store::{LoadedStore, StoreKind, StoreRef};
 
 /// A provider kind's cache, with the resource (and so the version) it was built for.
 type ProviderCache = (ApiResource, Store<DynamicObject>);

@@ -9,7 +9,7 @@ use kube::api::ApiResource;
 use provider::ProviderRegistry;
 use serde_json::{Value, json};
 
-use crate::resolve::{LoadedStore, StoreKind};
+use crate::store::{LoadedStore, StoreKind};
 use crate::{Error, Result};
 
 /// What a store resolves to.

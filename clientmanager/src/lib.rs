@@ -15,6 +15,7 @@ mod credentials;
 mod metrics;
 mod resolve;
 mod runtime;
+mod store;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -32,8 +33,9 @@ pub use conditions::namespace_allowed;
 pub use convert::{Converted, Generated, convert};
 pub use metrics::Metrics;
 pub use provider_remote::Probe as ClassProbe;
-pub use resolve::{LoadedStore, ProviderObject, StoreKind, StoreRef, provider_resource};
+pub use resolve::{ProviderObject, provider_resource};
 pub use runtime::{ClassHealth, ClassRef};
+pub use store::{LoadedStore, StoreKind, StoreRef};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

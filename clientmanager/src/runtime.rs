@@ -15,7 +15,7 @@ use provider::{Caller, CredentialKind, CredentialRef};
 use provider_protocol::v1;
 use provider_remote::{Connection, Pool, TlsMaterial};
 
-use crate::resolve::{LoadedStore, StoreKind};
+use crate::store::{LoadedStore, StoreKind};
 use crate::{ClientManager, Error, Result};
 
 /// A provider class, as a store or a route names it.

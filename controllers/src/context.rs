@@ -1,7 +1,7 @@
 //! State shared by every reconciler.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::events::{EventType, Recorder};
@@ -14,10 +14,13 @@ use tracing::warn;
 use kube::runtime::controller::Action;
 
 use crate::backoff::Backoff;
-use crate::externalsecret::TargetRef;
-use crate::externalsecret::generic::{GenericTargets, TargetChange};
+use crate::externalsecret::generic::targets::{GenericTargets, TargetChange};
 use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
+use crate::own_writes::OwnWriteLog;
+use crate::pushsecret::unrecorded::UnrecordedPushes;
+use crate::status::StatusWriter;
+pub use crate::status::{FIELD_MANAGER, apply_status};
 
 /// Operator settings that reconcilers read.
 #[derive(Clone, Debug)]
@@ -67,113 +70,18 @@ pub struct Context {
     pub pushsecrets: OnceLock<PushSecretCache>,
     /// Targets this operator writes or wrote: the watch event of our own write needs no
     /// reconcile.
-    own_writes: Mutex<HashMap<TargetRef, OwnWrites>>,
-    /// A digest of the status this operator last wrote of each object (by uid) until its watch
-    /// cache shows it: a status built on a cache that lags may equal the cached one and yet not
-    /// be what the object holds.
-    status_writes: Mutex<HashMap<String, StatusWrite>>,
-    /// By PushSecret uid: what it pushed that a failed status write left off its record.
-    unrecorded_pushes: Mutex<HashMap<String, crate::pushsecret::plan::Synced>>,
+    pub own_writes: OwnWriteLog,
+    /// Status writes, with what this operator last wrote of each object.
+    pub status: StatusWriter,
+    /// What PushSecrets pushed that a failed status write left off their record.
+    pub(crate) unrecorded_pushes: UnrecordedPushes,
     recorder: Recorder,
     /// The kinds ExternalSecrets write besides Secrets.
     pub generic_targets: GenericTargets,
     /// The resourceVersions of the Secrets this operator manages, from their metadata watch.
     pub target_versions: crate::externalsecret::versions::TargetVersions,
     /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
-    pub cluster_children: crate::cluster::ClusterChildren,
-}
-
-/// A status this operator wrote: its digest, and the object's resourceVersion the write made.
-struct StatusWrite {
-    digest: u64,
-    resource_version: Option<u64>,
-}
-
-impl StatusWrite {
-    /// Whether the watch cache, showing `cached` at `cached_version`, has seen this write: it
-    /// shows what was written, or a later version of the object (someone wrote after us; what
-    /// they wrote is the status now). resourceVersions are etcd revisions, which only grow; one
-    /// that does not parse as a number is never taken as later.
-    fn seen(&self, cached: u64, cached_version: Option<&str>) -> bool {
-        let later = match (
-            cached_version.and_then(|v| v.parse::<u64>().ok()),
-            self.resource_version,
-        ) {
-            (Some(cached), Some(written)) => cached >= written,
-            _ => false,
-        };
-        self.digest == cached || later
-    }
-}
-
-#[derive(Default)]
-struct OwnWrites {
-    /// Writes under way.
-    in_flight: usize,
-    /// resourceVersions of our last write whose watch events have not come yet.
-    ours: Vec<String>,
-    /// resourceVersions of events that came while a write was under way.
-    held: Vec<String>,
-}
-
-/// A write of a target under way (`Context::writing`); dropped unfinished (the write failed), the
-/// events held meanwhile are let go, since the failed reconcile is retried anyway.
-pub struct Writing<'a> {
-    ctx: &'a Context,
-    key: TargetRef,
-    versions: Vec<String>,
-    settled: bool,
-}
-
-impl Writing<'_> {
-    /// The target as a request of this write left it.
-    pub fn wrote(&mut self, resource_version: Option<String>) {
-        self.versions.extend(resource_version);
-    }
-
-    /// The target's resourceVersion after the last request of this write.
-    pub fn last(&self) -> Option<&str> {
-        self.versions.last().map(String::as_str)
-    }
-
-    /// The write returned: events held at our versions are dropped, the others were someone
-    /// else's write, which the caller must reconcile (true).
-    pub fn finish(mut self) -> bool {
-        self.settle()
-    }
-
-    fn settle(&mut self) -> bool {
-        self.settled = true;
-        let mut versions = std::mem::take(&mut self.versions);
-        let mut writes = self.ctx.lock_own_writes();
-        let Some(target) = writes.get_mut(&self.key) else {
-            return false;
-        };
-        target.in_flight -= 1;
-        let mut foreign = false;
-        for rv in std::mem::take(&mut target.held) {
-            match versions.iter().position(|v| *v == rv) {
-                Some(i) => {
-                    versions.remove(i);
-                }
-                None => foreign |= !target.ours.contains(&rv),
-            }
-        }
-        // Only this write's versions are awaited from now on, so a lost event costs one entry.
-        target.ours = versions;
-        if target.in_flight == 0 && target.ours.is_empty() {
-            writes.remove(&self.key);
-        }
-        foreign
-    }
-}
-
-impl Drop for Writing<'_> {
-    fn drop(&mut self) {
-        if !self.settled {
-            self.settle();
-        }
-    }
+    pub cluster_children: crate::cluster::children::ClusterChildren,
 }
 
 /// The PushSecret controller's watch cache.
@@ -200,9 +108,6 @@ impl ReadyStore {
     }
 }
 
-/// The field manager of everything this operator writes that is not per-ExternalSecret.
-pub const FIELD_MANAGER: &str = "external-secrets";
-
 impl Context {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -214,7 +119,7 @@ impl Context {
         externalsecret_wake: UnboundedSender<ReadyStore>,
         pushsecret_wake: UnboundedSender<ReadyStore>,
         generic_target_changed: UnboundedSender<TargetChange>,
-        cluster_children: crate::cluster::ClusterChildren,
+        cluster_children: crate::cluster::children::ClusterChildren,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -237,9 +142,9 @@ impl Context {
             externalsecret_wake,
             pushsecret_wake,
             pushsecrets: OnceLock::new(),
-            own_writes: Mutex::default(),
-            status_writes: Mutex::default(),
-            unrecorded_pushes: Mutex::default(),
+            own_writes: OwnWriteLog::default(),
+            status: StatusWriter::default(),
+            unrecorded_pushes: UnrecordedPushes::default(),
             recorder,
             generic_targets,
             target_versions: Default::default(),
@@ -274,146 +179,6 @@ impl Context {
         Action::requeue(self.backoff.failed(object))
     }
 
-    /// Marks `key` as being written: watch events for it are held until the write returns,
-    /// since the event of the write itself can come before its answer.
-    pub fn writing(&self, key: TargetRef) -> Writing<'_> {
-        self.lock_own_writes()
-            .entry(key.clone())
-            .or_default()
-            .in_flight += 1;
-        Writing {
-            ctx: self,
-            key,
-            versions: Vec::new(),
-            settled: false,
-        }
-    }
-
-    fn lock_own_writes(&self) -> std::sync::MutexGuard<'_, HashMap<TargetRef, OwnWrites>> {
-        self.own_writes.lock().expect("own writes poisoned")
-    }
-
-    /// Whether a watch event at `resource_version` needs no reconcile: it is one of our own
-    /// writes (and is forgotten), or it came while we write the target and is judged when the
-    /// write returns.
-    pub fn own_write_seen(&self, key: &TargetRef, resource_version: Option<&str>) -> bool {
-        let Some(rv) = resource_version else {
-            return false;
-        };
-        let mut writes = self.lock_own_writes();
-        let Some(target) = writes.get_mut(key) else {
-            return false;
-        };
-        if target.in_flight > 0 {
-            target.held.push(rv.to_owned());
-            return true;
-        }
-        let Some(i) = target.ours.iter().position(|v| v == rv) else {
-            return false;
-        };
-        target.ours.remove(i);
-        if target.ours.is_empty() {
-            writes.remove(key);
-        }
-        true
-    }
-
-    /// Server-side applies `new` as the status of the object `meta` describes, whose status in the
-    /// watch cache is `cached`; skipped only when `new` is both what the cache shows and what
-    /// this operator last wrote. Says whether it wrote.
-    pub async fn update_status<K, S>(
-        &self,
-        api: &kube::Api<K>,
-        dyntype: &K::DynamicType,
-        meta: &kube::api::ObjectMeta,
-        cached: &S,
-        new: &S,
-    ) -> Result<bool, kube::Error>
-    where
-        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-        S: serde::Serialize,
-    {
-        // A hash, not the status: a record per object written since its last watch event is
-        // held, which after a restart is every object.
-        fn digest<S: serde::Serialize>(status: &S) -> u64 {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::hash::DefaultHasher::new();
-            serde_json::to_vec(status)
-                .expect("a status serializes")
-                .hash(&mut h);
-            h.finish()
-        }
-        let uid = meta.uid.clone().unwrap_or_default();
-        let (new_digest, cached_digest) = (digest(new), digest(cached));
-        {
-            let mut written = self.status_writes.lock().expect("status writes poisoned");
-            if written
-                .get(&uid)
-                .is_some_and(|w| w.seen(cached_digest, meta.resource_version.as_deref()))
-            {
-                written.remove(&uid);
-            }
-            if new_digest == cached_digest && !written.contains_key(&uid) {
-                return Ok(false);
-            }
-        }
-        let name = meta.name.as_deref().unwrap_or_default();
-        let resource_version = apply_status(api, dyntype, name, new).await?;
-        self.status_writes
-            .lock()
-            .expect("status writes poisoned")
-            .insert(
-                uid,
-                StatusWrite {
-                    digest: new_digest,
-                    resource_version: resource_version.and_then(|v| v.parse().ok()),
-                },
-            );
-        Ok(true)
-    }
-
-    /// What the PushSecret `uid` pushed that its status does not record yet.
-    pub fn unrecorded_pushes(&self, uid: Option<&str>) -> Option<crate::pushsecret::plan::Synced> {
-        let unrecorded = self
-            .unrecorded_pushes
-            .lock()
-            .expect("unrecorded pushes poisoned");
-        unrecorded.get(uid?).cloned()
-    }
-
-    pub fn keep_unrecorded_pushes(
-        &self,
-        uid: Option<&str>,
-        synced: crate::pushsecret::plan::Synced,
-    ) {
-        if let Some(uid) = uid {
-            self.unrecorded_pushes
-                .lock()
-                .expect("unrecorded pushes poisoned")
-                .insert(uid.to_owned(), synced);
-        }
-    }
-
-    /// Once recorded in status, or when the PushSecret is gone.
-    pub fn drop_unrecorded_pushes(&self, uid: Option<&str>) {
-        if let Some(uid) = uid {
-            self.unrecorded_pushes
-                .lock()
-                .expect("unrecorded pushes poisoned")
-                .remove(uid);
-        }
-    }
-
-    /// Forgets the status last written of a deleted object.
-    pub fn forget_status(&self, uid: Option<&str>) {
-        if let Some(uid) = uid {
-            self.status_writes
-                .lock()
-                .expect("status writes poisoned")
-                .remove(uid);
-        }
-    }
-
     /// Publishes an event; a failure to publish is logged and otherwise ignored, since the
     /// reconcile outcome does not depend on it.
     pub async fn event(
@@ -427,31 +192,6 @@ impl Context {
             warn!(error = %e, reason, "could not publish event");
         }
     }
-}
-
-/// Server-side applies `status` to the status subresource of `name`, as this operator's field
-/// manager; forced, since no one else owns our status fields.
-pub async fn apply_status<K>(
-    api: &kube::Api<K>,
-    dyntype: &K::DynamicType,
-    name: &str,
-    status: &impl serde::Serialize,
-) -> Result<Option<String>, kube::Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let patch = serde_json::json!({
-        "apiVersion": K::api_version(dyntype),
-        "kind": K::kind(dyntype),
-        "status": status,
-    });
-    api.patch_status(
-        name,
-        &kube::api::PatchParams::apply(FIELD_MANAGER).force(),
-        &kube::api::Patch::Apply(&patch),
-    )
-    .await
-    .map(|written| written.meta().resource_version.clone())
 }
 
 /// An object this operator's types cannot read (written under another CRD, ESO's say): say so
@@ -488,28 +228,4 @@ where
     apply_status(&api, &resource, &name, &status)
         .await
         .map(|_| ())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::StatusWrite;
-
-    #[test]
-    fn a_status_write_is_seen_at_its_digest_or_at_a_later_version() {
-        let ours = StatusWrite {
-            digest: 7,
-            resource_version: Some(100),
-        };
-        assert!(ours.seen(7, Some("100")), "the cache shows our write");
-        assert!(
-            !ours.seen(3, Some("99")),
-            "the cache lags behind our write: write again if it differs"
-        );
-        assert!(
-            ours.seen(3, Some("101")),
-            "someone wrote after us: the cache's status is the status now"
-        );
-        assert!(!ours.seen(3, Some("not-a-number")));
-        assert!(!ours.seen(3, None));
-    }
 }

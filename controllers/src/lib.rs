@@ -12,9 +12,12 @@ pub mod externalsecret;
 pub mod generations;
 pub mod http;
 mod index;
+pub mod keys;
+pub mod leadership;
 pub mod metrics;
 mod operator;
 pub(crate) mod outcome;
+pub mod own_writes;
 pub mod provider_class;
 pub mod provider_objects;
 pub mod pushsecret;
@@ -24,6 +27,7 @@ pub mod rename;
 pub mod secretstore;
 #[cfg(test)]
 mod standin;
+pub mod status;
 pub mod templating;
 pub(crate) mod watch;
 

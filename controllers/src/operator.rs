@@ -312,7 +312,7 @@ fn store_controller<S: StoreObject>(
         .default_backoff()
         .reflect(writer)
         .inspect_ok(on_departure(cached.clone(), move |store: ObjectRef<S>| {
-            gone_ctx.forget_status(store.extra.uid.as_deref());
+            gone_ctx.status.forget(store.extra.uid.as_deref());
             let (condition, duration) = S::gauges(&gone_ctx.metrics);
             crate::metrics::forget(
                 condition,

@@ -134,7 +134,8 @@ pub async fn reconcile<C: ClassObject>(
     };
     let api = C::api(ctx.client.clone(), reference.namespace.as_deref());
     let written = ctx
-        .update_status(&api, &(), class.meta(), &previous, &next)
+        .status
+        .update(&api, &(), class.meta(), &previous, &next)
         .await
         .map_err(|source| StatusError {
             part: "status",

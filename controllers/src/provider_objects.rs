@@ -267,7 +267,8 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     };
     let written = kctx
         .ctx
-        .update_status(&api, &kctx.resource, &obj.metadata, &previous, &new)
+        .status
+        .update(&api, &kctx.resource, &obj.metadata, &previous, &new)
         .await
         .map_err(|source| StatusError {
             part: "status",

@@ -393,7 +393,8 @@ async fn write_status<S: StoreObject>(
         && old.is_none_or(|c| c.status != ConditionStatus::True);
     let api = S::api(ctx.client.clone(), loaded.namespace.as_deref());
     let written = ctx
-        .update_status(&api, &(), store.meta(), &previous, &status)
+        .status
+        .update(&api, &(), store.meta(), &previous, &status)
         .await
         .map_err(|source| StatusError {
             part: "status",

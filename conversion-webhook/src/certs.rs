@@ -50,6 +50,10 @@ const CLIENT_KEY: &str = "client.key";
 const NEXT_CLIENT_CRT: &str = "next-client.crt";
 const NEXT_CLIENT_KEY: &str = "next-client.key";
 
+/// The field manager of the operator's writes to a provider server's TLS Secret (here, with the
+/// purposes, rather than in `provider_tls`, which builds on this module).
+pub const PROVIDER_TLS_FIELD_MANAGER: &str = "external-secrets-provider-tls";
+
 /// What a Secret of certificates is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Purpose {
@@ -91,7 +95,7 @@ impl Purpose {
     fn field_manager(self) -> &'static str {
         match self {
             Self::Webhook => crate::FIELD_MANAGER,
-            Self::ProviderServer => crate::provider_tls::FIELD_MANAGER,
+            Self::ProviderServer => PROVIDER_TLS_FIELD_MANAGER,
         }
     }
 

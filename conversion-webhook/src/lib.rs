@@ -7,13 +7,14 @@
 //! - [`inject`]: the CA bundle into exactly the CRDs the [`Converters`] say need conversion.
 //! - [`provider_tls`]: the same certificate code keeping a provider server's mutual-TLS Secret
 //!   (ESO's layout) issued and rotated.
-//! - [`run`] / [`serve`]: all of it, until shutdown.
+//! - [`run`] / [`serve`]: all of it, until shutdown; [`lifecycle`]: beside the controllers.
 //!
 //! The webhook knows no provider: it dispatches to a [`Converters`], which the binary builds
 //! from the provider descriptors.
 
 pub mod certs;
 pub mod inject;
+pub mod lifecycle;
 mod metrics;
 pub mod provider_tls;
 mod providers;

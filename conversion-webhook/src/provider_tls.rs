@@ -20,7 +20,7 @@ use crate::Error;
 use crate::certs::{self, Purpose, Target};
 
 /// The field manager of the operator's writes to a provider server's TLS Secret.
-pub const FIELD_MANAGER: &str = "external-secrets-provider-tls";
+pub use crate::certs::PROVIDER_TLS_FIELD_MANAGER as FIELD_MANAGER;
 
 /// One provider server's Secret, and how it is kept.
 #[derive(Clone, Debug, PartialEq, Eq)]

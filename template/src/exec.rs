@@ -5,22 +5,16 @@ use std::collections::BTreeMap;
 
 use crate::budget::{Budget, Exceeded};
 use crate::builtins;
+use crate::error::Error;
 use crate::funcs::Arity;
+use crate::funcs::Funcs;
 use crate::gofmt;
 use crate::parse::{Arg, Branch, Command, Node, Number, Pipe, Tree};
-use crate::value::MAX_NESTING;
-use crate::{Error, Funcs, Value};
+use crate::stack::with_stack;
+use crate::value::{MAX_NESTING, Value};
 
 /// Go allows 100000 nested template calls; each costs stack here.
 const MAX_TEMPLATE_DEPTH: usize = 1000;
-
-/// Runs `f` with stack to spare, on a new segment when the thread's runs low: template calls
-/// and nesting recurse, and the caller may be a worker thread with a small stack.
-pub(crate) fn with_stack<T>(f: impl FnOnce() -> T) -> T {
-    const RED_ZONE: usize = 128 * 1024;
-    const SEGMENT: usize = 2 * 1024 * 1024;
-    stacker::maybe_grow(RED_ZONE, SEGMENT, f)
-}
 
 pub fn execute(
     tree: &Tree,

@@ -1,9 +1,11 @@
-//! The function table a template is parsed with: Go's builtins, sprig, and ESO's own.
+//! The function table a template is parsed with, and what the functions in it share: their
+//! arity, error and argument conversions. The functions themselves (sprig's, ESO's) sit above
+//! it and register into it; `Funcs::eso` assembles them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::value::Value;
+use crate::value::{Value, go_bytes, go_string};
 
 /// How many arguments a function takes; the executor checks it before the call, with Go's
 /// message ("wrong number of args for upper: want 1 got 2").
@@ -84,15 +86,6 @@ impl Funcs {
     pub fn names(&self) -> impl Iterator<Item = &&'static str> {
         self.table.keys()
     }
-
-    /// What ESO's engine v2 offers: sprig without `env`, `expandenv` and `getHostByName`, then
-    /// ESO's own functions. Go's builtins (`and`, `printf`, ...) are the executor's, not here.
-    pub fn eso() -> Self {
-        let mut funcs = Funcs::default();
-        crate::sprig::register(&mut funcs);
-        crate::eso::register(&mut funcs);
-        funcs
-    }
 }
 
 /// Go's reflect-based argument conversion for a `string` parameter.
@@ -104,11 +97,11 @@ pub fn expect_string(v: &Value) -> Result<&str, FuncError> {
 }
 
 /// A `string` parameter read as the bytes of the Go string: binary data arrives escaped (see
-/// [`crate::go_string`]) and is handed to byte-oriented functions (hashes, base64, PKCS#12) as
+/// [`go_string`]) and is handed to byte-oriented functions (hashes, base64, PKCS#12) as
 /// the original bytes.
 pub fn expect_go_bytes(v: &Value) -> Result<std::borrow::Cow<'_, [u8]>, FuncError> {
     match v {
-        Value::String(s) => Ok(crate::go_bytes(s)),
+        Value::String(s) => Ok(go_bytes(s)),
         Value::Bytes(b) => Ok(std::borrow::Cow::Borrowed(b)),
         other => Err(wrong_type("string", other)),
     }
@@ -116,7 +109,7 @@ pub fn expect_go_bytes(v: &Value) -> Result<std::borrow::Cow<'_, [u8]>, FuncErro
 
 /// A Go string result made of arbitrary bytes (decoded base64, decrypted data).
 pub fn go_string_value(bytes: &[u8]) -> Value {
-    Value::String(crate::go_string(bytes))
+    Value::String(go_string(bytes))
 }
 
 /// Go's message when an argument cannot be assigned to a parameter's type.

@@ -3,6 +3,14 @@
 
 use crate::value::Value;
 
+/// `fmt.Sprint(v)` (the `%v` verb): what a template prints for an action's value. Here rather
+/// than beside `Value`, which is the ground both this module and the functions stand on.
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&sprint_value(self))
+    }
+}
+
 /// `fmt.Sprint(v)` of one value (`%v`).
 pub fn sprint_value(v: &Value) -> String {
     let mut out = String::new();

@@ -14,6 +14,7 @@
 
 mod budget;
 mod builtins;
+mod error;
 mod eso;
 mod exec;
 pub mod funcs;
@@ -21,50 +22,13 @@ pub mod gofmt;
 mod lex;
 mod parse;
 mod sprig;
+mod stack;
 mod value;
 
 pub use budget::{Budget, Exceeded};
+pub use error::Error;
 pub use funcs::{Arity, FuncError, Funcs};
 pub use value::{Value, go_bytes, go_string};
-
-/// Why a template was refused. Messages follow Go's (`template: <name>:<line>:<col>: ...`), so
-/// an ESO user recognises them; they name the template and the position, never data values.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
-    #[error("template: {name}:{line}:{column}: {message}")]
-    Parse {
-        name: String,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("template: {name}:{line}:{column}: executing \"{template}\" at <{context}>: {message}")]
-    Exec {
-        name: String,
-        /// The template being executed: `name` itself, or a `define`d one it called.
-        template: String,
-        line: usize,
-        column: usize,
-        /// The action's source text, as Go quotes it.
-        context: String,
-        message: String,
-    },
-    #[error("template: {name}: output exceeds {limit} bytes")]
-    TooLarge { name: String, limit: usize },
-    /// The render ran out of its [`Budget`], at the action named.
-    #[error(
-        "template: {name}:{line}:{column}: executing \"{template}\" at <{context}>: {exceeded}"
-    )]
-    OverBudget {
-        name: String,
-        template: String,
-        line: usize,
-        column: usize,
-        context: String,
-        /// Boxed: it is rare, and every `Result` of the executor would carry its size.
-        exceeded: Box<Exceeded>,
-    },
-}
 
 /// A parsed template (with every `define` it holds), ready to execute any number of times.
 #[derive(Debug, Clone)]
@@ -100,5 +64,17 @@ impl Template {
         budget: &mut Budget,
     ) -> Result<String, Error> {
         exec::execute(&self.tree, &self.funcs, data, limit, budget)
+    }
+}
+
+impl Funcs {
+    /// What ESO's engine v2 offers: sprig without `env`, `expandenv` and `getHostByName`, then
+    /// ESO's own functions. Go's builtins (`and`, `printf`, ...) are the executor's, not here.
+    /// Assembled here, above both families, so that the table's type stays below them.
+    pub fn eso() -> Self {
+        let mut funcs = Funcs::default();
+        sprig::register(&mut funcs);
+        eso::register(&mut funcs);
+        funcs
     }
 }

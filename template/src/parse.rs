@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::error::Error;
+use crate::funcs::Funcs;
 use crate::lex::{self, Kind, Token};
-use crate::{Error, Funcs};
+use crate::stack::with_stack;
 
 /// How deep parentheses and control structures may nest: the parser and the executor recurse
 /// on them, and a template is user input. Go allows 10000 parentheses on a growing stack.
@@ -527,7 +529,7 @@ impl Parser<'_> {
     fn branch(&mut self, context: &str) -> Parsed<Branch> {
         self.nest()?;
         let vars = self.vars.len();
-        let result = crate::exec::with_stack(|| self.branch_body(context));
+        let result = with_stack(|| self.branch_body(context));
         self.vars.truncate(vars);
         self.nesting -= 1;
         result
@@ -816,9 +818,7 @@ impl Parser<'_> {
             }
             Kind::LeftParen => {
                 self.nest()?;
-                let pipe = crate::exec::with_stack(|| {
-                    self.pipeline("parenthesized pipeline", Kind::RightParen)
-                });
+                let pipe = with_stack(|| self.pipeline("parenthesized pipeline", Kind::RightParen));
                 self.nesting -= 1;
                 Arg::Pipe(Box::new(pipe?))
             }

@@ -3,7 +3,6 @@
 //! `map[string]interface{}`, `[]byte` and `time.Time`.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// The deepest nesting of lists and maps a decoder (`fromJson`, `fromYaml`) builds. Go allows
 /// 10000; ours is lower because values are dropped, printed and encoded recursively, and a
@@ -121,13 +120,6 @@ impl From<i64> for Value {
 impl From<f64> for Value {
     fn from(f: f64) -> Self {
         Value::Float(f)
-    }
-}
-
-/// `fmt.Sprint(v)` (the `%v` verb): what a template prints for an action's value.
-impl fmt::Display for Value {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::gofmt::sprint_value(self))
     }
 }
 

@@ -31,6 +31,7 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
 use crate::metrics::labels;
+pub use crate::own_writes::TargetRef;
 
 /// ESO's reasons, under the names this module uses.
 pub mod reason {
@@ -478,7 +479,7 @@ async fn write_secret(
         }
     }
     let manager = desired::field_manager(&es.name_any());
-    let mut writing = ctx.writing(TargetRef::of(es));
+    let mut writing = ctx.own_writes.writing(TargetRef::of(es));
     let written = secrets
         .patch(
             &target,
@@ -697,7 +698,8 @@ async fn write_status(
     );
     let api: Api<ExternalSecret> =
         Api::namespaced(ctx.client.clone(), &es.namespace().unwrap_or_default());
-    ctx.update_status(&api, &(), es.meta(), &previous, &new)
+    ctx.status
+        .update(&api, &(), es.meta(), &previous, &new)
         .await
         .map(|_| ())
         .map_err(Error::Status)
@@ -721,16 +723,7 @@ pub async fn report_invalid(
     Ok(Action::await_change())
 }
 
-/// An object an ExternalSecret writes: its target Secret, or the object of a generic target.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TargetRef {
-    /// "" for the core group.
-    pub group: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-}
-
+/// Here, beside the ExternalSecret it reads, rather than with the type below everything.
 impl TargetRef {
     pub fn of(es: &ExternalSecret) -> Self {
         let (group, kind) = generic::manifest(es).map_or(("", "Secret"), |m| {
@@ -742,15 +735,6 @@ impl TargetRef {
             kind: kind.to_owned(),
             namespace: es.namespace().unwrap_or_default(),
             name: desired::target_name(es),
-        }
-    }
-
-    pub fn secret(namespace: &str, name: &str) -> Self {
-        Self {
-            group: String::new(),
-            kind: "Secret".into(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
         }
     }
 }
@@ -778,7 +762,7 @@ pub fn uses_store(es: &ExternalSecret, kind: clientmanager::StoreKind, name: &st
 
 /// Forgets the metrics and the status last written of a deleted ExternalSecret.
 pub fn forget(ctx: &Context, name: &str, namespace: &str, uid: Option<&str>) {
-    ctx.forget_status(uid);
+    ctx.status.forget(uid);
     let m = &ctx.metrics;
     crate::metrics::forget(&m.es_condition, &m.es_reconcile_duration, name, namespace);
     let l = labels(name, namespace);

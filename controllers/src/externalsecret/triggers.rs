@@ -265,7 +265,7 @@ pub(crate) fn target_users(
     target: &TargetRef,
     resource_version: Option<&str>,
 ) -> Vec<ObjectRef<Watched>> {
-    if ctx.own_write_seen(target, resource_version) {
+    if ctx.own_writes.own_write_seen(target, resource_version) {
         return Vec::new();
     }
     writers.lock().expect("watch index poisoned").get(target)

@@ -4,6 +4,7 @@
 
 pub(crate) mod plan;
 pub(crate) mod triggers;
+pub(crate) mod unrecorded;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -273,7 +274,7 @@ fn synced_before(ps: &PushSecret, ctx: &Context) -> Synced {
         .as_ref()
         .and_then(|s| s.synced_push_secrets.clone())
         .unwrap_or_default();
-    match ctx.unrecorded_pushes(ps.meta().uid.as_deref()) {
+    match ctx.unrecorded_pushes.get(ps.meta().uid.as_deref()) {
         Some(unrecorded) => plan::merged(&unrecorded, &recorded),
         None => recorded,
     }
@@ -341,7 +342,7 @@ async fn plan_pushes(
         .map(|source| {
             (
                 source.name_any(),
-                crate::externalsecret::desired::secret_data(source),
+                crate::keys::secret_data(source),
                 source.labels().clone(),
                 source.annotations().clone(),
                 source.type_.clone(),
@@ -642,18 +643,19 @@ async fn write_status(
         new.synced_push_secrets = on_record(synced.clone());
     }
     match ctx
-        .update_status(api, &(), ps.meta(), &previous, &new)
+        .status
+        .update(api, &(), ps.meta(), &previous, &new)
         .await
     {
         Ok(_) => {
-            ctx.drop_unrecorded_pushes(uid);
+            ctx.unrecorded_pushes.forget(uid);
             Ok(())
         }
         Err(source) => {
             // What was pushed must still reach a later deletion: kept here until a status
             // write takes it.
             if let Some(synced) = report.synced {
-                ctx.keep_unrecorded_pushes(uid, synced);
+                ctx.unrecorded_pushes.keep(uid, synced);
             }
             Err(Error::Write {
                 what: "status".into(),

@@ -404,11 +404,10 @@ impl Target {
             message,
         };
         // ESO decodes each rendered value (valuesDecodingStrategy) before it lands anywhere.
-        let value =
-            crate::externalsecret::desired::decode(value, decoding.into()).map_err(failed)?;
+        let value = crate::keys::decode(value, decoding.into()).map_err(failed)?;
         match self {
             Target::Data => {
-                if !crate::externalsecret::desired::valid_key(key) {
+                if !crate::keys::valid_key(key) {
                     return Err(failed(format!("{key:?} is not a valid Secret key")));
                 }
                 out.data.insert(key.to_owned(), value);

@@ -104,7 +104,7 @@ fn failed(field: &str, message: String) -> TemplateError {
 }
 
 fn decode(value: Vec<u8>, decoding: Option<DecodingStrategy>) -> Result<Vec<u8>, String> {
-    crate::externalsecret::desired::decode(value, decoding.into())
+    crate::keys::decode(value, decoding.into())
 }
 
 fn text(value: Vec<u8>) -> String {

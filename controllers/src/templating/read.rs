@@ -48,7 +48,7 @@ pub async fn read_sources(
                 source,
             })?;
         if let Some(secret) = found {
-            let data = crate::externalsecret::desired::secret_data(&secret);
+            let data = crate::keys::secret_data(&secret);
             sources.secrets.insert(name, data);
         }
     }

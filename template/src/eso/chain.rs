@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 
+use super::args::text;
 use super::pem::{self, CERTIFICATE};
-use super::text;
 use crate::funcs::{FuncError, FuncResult};
 use crate::value::Value;
 

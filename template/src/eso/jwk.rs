@@ -7,9 +7,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rsa::BoxedUint;
 use serde_json::{Map, Value as Json};
 
+use super::args::text;
 use super::keys::{PrivateKey, PublicKey};
 use super::pem;
-use super::text;
 use crate::funcs::{FuncError, FuncResult};
 use crate::value::Value;
 

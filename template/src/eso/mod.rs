@@ -3,6 +3,7 @@
 //! hold any bytes (a PKCS#12 archive after `b64dec`, an RSA plaintext), which our `String` cannot,
 //! so binary inputs also accept [`Value::Bytes`] and a binary output comes back as `Bytes`.
 
+mod args;
 mod chain;
 mod jwk;
 mod keys;
@@ -13,7 +14,7 @@ mod subject;
 mod yaml;
 
 use crate::budget::cost;
-use crate::funcs::{Arity, FuncError, Funcs, expect_string};
+use crate::funcs::{Arity, Funcs};
 use crate::value::Value;
 
 pub fn register(funcs: &mut Funcs) {
@@ -68,28 +69,6 @@ pub fn register(funcs: &mut Funcs) {
         |_| cost::RSA_PRIVATE,
         rsa_decrypt::rsa_decrypt,
     );
-}
-
-/// A `string` parameter that may carry binary data: a [`Value::String`], or [`Value::Bytes`] for
-/// the Go strings that are not UTF-8.
-fn expect_binary(v: &Value) -> Result<std::borrow::Cow<'_, [u8]>, FuncError> {
-    crate::funcs::expect_go_bytes(v)
-}
-
-/// A Go string result that may be binary: text when it is UTF-8, bytes otherwise.
-fn binary_result(bytes: Vec<u8>) -> Value {
-    crate::funcs::go_string_value(&bytes)
-}
-
-fn text(v: &Value) -> Result<&str, FuncError> {
-    expect_string(v)
-}
-
-/// What Go's template engine reports when a function dereferences a nil pointer: ESO's PKCS#12
-/// builders do so when an argument holds no PEM block, and text/template turns the panic into
-/// this error.
-fn nil_dereference() -> FuncError {
-    FuncError("runtime error: invalid memory address or nil pointer dereference".to_owned())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use base64::engine::DecodePaddingMode;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 
-use super::text;
+use super::args::text;
 use crate::funcs::{FuncError, FuncResult};
 use crate::value::Value;
 

@@ -19,10 +19,10 @@ use pkcs12::safe_bag::SafeBag;
 use pkcs12::{CertBag, DigestInfo, MacData};
 use sha1::Digest as _;
 
+use super::args::{expect_binary, nil_dereference, text};
 use super::chain::{self, Cert};
 use super::keys::{self, PrivateKey};
 use super::pem::{self, CERTIFICATE};
-use super::{expect_binary, nil_dereference, text};
 use crate::funcs::{FuncError, FuncResult};
 use crate::value::Value;
 

@@ -4,9 +4,9 @@
 
 use rsa::Oaep;
 
+use super::args::{binary_result, expect_binary, text};
 use super::keys::{self, PrivateKey};
 use super::pem;
-use super::{binary_result, expect_binary, text};
 use crate::funcs::{FuncError, FuncResult};
 use crate::value::Value;
 

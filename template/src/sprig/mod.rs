@@ -28,7 +28,7 @@ mod go_table;
 #[cfg(test)]
 mod testutil;
 
-use crate::Funcs;
+use crate::funcs::Funcs;
 
 pub fn register(funcs: &mut Funcs) {
     strings::register(funcs);

@@ -4,7 +4,7 @@
 //! (`groups.inherit`).
 
 use k8s_openapi::ByteString;
-use kube::KubeSchema;
+use kube_derive::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +45,7 @@ pub struct GitlabAuth {
 /// v1alpha1's `groupIDs` and `inheritFromGroups`, which ESO refuses together; here the API server
 /// does.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(
     validation = Rule::new("!(has(self.ids) && has(self.inherit))")
         .message("set at most one of groups.ids and groups.inherit: list the groups or inherit the project's, not both"),

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
-use kube::KubeSchema;
+use kube_derive::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -120,6 +120,7 @@ pub struct VaultTls {
 /// The login method: exactly one. v1alpha1 (like ESO) accepts several and uses the first in the
 /// order of the fields below; here the API server refuses a second.
 #[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[x_kube(
     validation = Rule::new(
         "(has(self.tokenSecretRef) ? 1 : 0) + (has(self.appRole) ? 1 : 0) + (has(self.kubernetes) ? 1 : 0) + (has(self.ldap) ? 1 : 0) + (has(self.userPass) ? 1 : 0) + (has(self.jwt) ? 1 : 0) + (has(self.cert) ? 1 : 0) + (has(self.iam) ? 1 : 0) + (has(self.gcp) ? 1 : 0) == 1"

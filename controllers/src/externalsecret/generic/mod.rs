@@ -3,142 +3,44 @@
 //! `--unsafe-allow-generic-targets`, as in ESO: such objects are not encrypted at rest.
 
 pub mod desired;
+pub mod targets;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use api::external_secret::{CreationPolicy, DeletionPolicy, ExternalSecret, ManifestReference};
-use futures::StreamExt;
-use futures::channel::mpsc::UnboundedSender;
 use jiff::Timestamp;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
-use kube::core::PartialObjectMeta;
-use kube::discovery::Scope;
+use kube::api::{DeleteParams, DynamicObject, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use tracing::{debug, warn};
 
 pub use desired::manifest;
+use targets::KindError;
+pub use targets::{GenericTargets, TargetChange};
 
-use super::desired::{MANAGED_LABEL, creation_policy, field_manager, target_name};
+use super::desired::{creation_policy, field_manager, target_name};
 use super::{Error, SyncStop, Target, TargetRef, Written, carry_out, report, requeue, validate};
 use crate::context::Context;
 
-/// A generic target as a watch event showed it.
-#[derive(Clone, Debug)]
-pub struct TargetChange {
-    pub target: TargetRef,
-    pub resource_version: Option<String>,
-}
-
-/// The kinds generic targets use: found once through discovery, and watched once any target of
-/// the kind is written, so that a hand edit is reverted at once (ESO's drift detection).
-pub struct GenericTargets {
-    enabled: bool,
-    namespace: Option<String>,
-    resources: Mutex<HashMap<GroupVersionKind, ApiResource>>,
-    watched: Mutex<HashSet<GroupVersionKind>>,
-    changes: UnboundedSender<TargetChange>,
-}
-
-impl GenericTargets {
-    pub fn new(
-        enabled: bool,
-        namespace: Option<String>,
-        changes: UnboundedSender<TargetChange>,
-    ) -> Self {
-        Self {
-            enabled,
-            namespace,
-            resources: Mutex::default(),
-            watched: Mutex::default(),
-            changes,
-        }
-    }
-
-    /// The served resource of `manifest`'s kind; only namespaced kinds can be targets.
-    async fn resource(
-        &self,
-        client: &kube::Client,
-        manifest: &ManifestReference,
-    ) -> Result<ApiResource, Error> {
-        let (group, version) = match manifest.api_version.split_once('/') {
-            Some((g, v)) => (g, v),
-            None => ("", manifest.api_version.as_str()),
-        };
-        let gvk = GroupVersionKind::gvk(group, version, &manifest.kind);
-        if let Some(found) = self.lock_resources().get(&gvk) {
-            return Ok(found.clone());
-        }
-        let (resource, capabilities) =
-            kube::discovery::pinned_kind(client, &gvk)
-                .await
-                .map_err(|e| Error::TargetKind {
-                    api_version: manifest.api_version.clone(),
-                    kind: manifest.kind.clone(),
-                    message: e.to_string(),
-                })?;
-        if capabilities.scope != Scope::Namespaced {
-            return Err(Error::Invalid {
+impl From<KindError> for Error {
+    fn from(e: KindError) -> Self {
+        match e {
+            KindError::NotServed {
+                api_version,
+                kind,
+                message,
+            } => Error::TargetKind {
+                api_version,
+                kind,
+                message,
+            },
+            KindError::ClusterScoped(kind) => Error::Invalid {
                 field: "spec.target.manifest".into(),
                 message: format!(
-                    "{} is cluster-scoped; a target lives in the ExternalSecret's namespace",
-                    manifest.kind
+                    "{kind} is cluster-scoped; a target lives in the ExternalSecret's namespace"
                 ),
-            });
+            },
         }
-        self.lock_resources().insert(gvk, resource.clone());
-        Ok(resource)
-    }
-
-    fn lock_resources(&self) -> std::sync::MutexGuard<'_, HashMap<GroupVersionKind, ApiResource>> {
-        self.resources
-            .lock()
-            .expect("generic target kinds poisoned")
-    }
-
-    /// Starts watching the managed objects of `resource`'s kind, once.
-    fn watch(&self, client: &kube::Client, resource: &ApiResource) {
-        let gvk = GroupVersionKind::gvk(&resource.group, &resource.version, &resource.kind);
-        if !self
-            .watched
-            .lock()
-            .expect("watched generic kinds poisoned")
-            .insert(gvk)
-        {
-            return;
-        }
-        let api: Api<PartialObjectMeta<DynamicObject>> = match &self.namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
-            None => Api::all_with(client.clone(), resource),
-        };
-        let changes = self.changes.clone();
-        let (group, kind) = (resource.group.clone(), resource.kind.clone());
-        tokio::spawn(async move {
-            watcher(
-                api,
-                watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")),
-            )
-            .default_backoff()
-            .touched_objects()
-            .for_each(|object: Result<PartialObjectMeta<DynamicObject>, _>| {
-                if let Ok(object) = object {
-                    let _ = changes.unbounded_send(TargetChange {
-                        target: TargetRef {
-                            group: group.clone(),
-                            kind: kind.clone(),
-                            namespace: object.namespace().unwrap_or_default(),
-                            name: object.name_any(),
-                        },
-                        resource_version: object.resource_version(),
-                    });
-                }
-                futures::future::ready(())
-            })
-            .await;
-        });
     }
 }
 
@@ -169,7 +71,7 @@ pub(super) async fn sync(
         Ok(resource) => resource,
         // A kind that is not served holds no target to clean up.
         Err(_) if deleting => return super::release(es, ctx, || async { Ok(()) }).await,
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(Error::from(e).into()),
     };
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &namespace, &resource);
     let existing = api
@@ -267,7 +169,7 @@ async fn write(
     if existing.is_some_and(|existing| desired::unchanged(existing, &object)) {
         return Ok(Written::Unchanged);
     }
-    let mut writing = ctx.writing(TargetRef::of(es));
+    let mut writing = ctx.own_writes.writing(TargetRef::of(es));
     let (written, done) = match existing {
         None => (api.create(&params, &object).await, Written::Created),
         Some(existing) => {

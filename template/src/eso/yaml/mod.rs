@@ -13,7 +13,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
 use self::emit::Node;
-use super::text;
+use crate::eso::args::text;
 use crate::funcs::FuncResult;
 use crate::value::Value;
 

@@ -9,8 +9,8 @@ use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::TScalarStyle;
 
 use super::resolve::{Scalar, resolve};
-use crate::exec::with_stack;
 use crate::gofmt::format_shortest as go_float;
+use crate::stack::with_stack;
 use crate::value::{MAX_NESTING, Value};
 
 /// A YAML node before conversion. An anchored node is shared with its aliases rather than

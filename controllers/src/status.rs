@@ -1,0 +1,152 @@
+//! Status writes: server-side apply of the status subresource, and the record that spares a
+//! write equal to what the watch cache shows only once the cache has seen this operator's last
+//! write.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The field manager of everything this operator writes that is not per-ExternalSecret.
+pub const FIELD_MANAGER: &str = "external-secrets";
+
+/// A status this operator wrote: its digest, and the object's resourceVersion the write made.
+struct StatusWrite {
+    digest: u64,
+    resource_version: Option<u64>,
+}
+
+impl StatusWrite {
+    /// Whether the watch cache, showing `cached` at `cached_version`, has seen this write: it
+    /// shows what was written, or a later version of the object (someone wrote after us; what
+    /// they wrote is the status now). resourceVersions are etcd revisions, which only grow; one
+    /// that does not parse as a number is never taken as later.
+    fn seen(&self, cached: u64, cached_version: Option<&str>) -> bool {
+        let later = match (
+            cached_version.and_then(|v| v.parse::<u64>().ok()),
+            self.resource_version,
+        ) {
+            (Some(cached), Some(written)) => cached >= written,
+            _ => false,
+        };
+        self.digest == cached || later
+    }
+}
+
+/// A digest of the status this operator last wrote of each object (by uid) until its watch cache
+/// shows it: a status built on a cache that lags may equal the cached one and yet not be what the
+/// object holds.
+#[derive(Default)]
+pub struct StatusWriter {
+    writes: Mutex<HashMap<String, StatusWrite>>,
+}
+
+impl StatusWriter {
+    /// Server-side applies `new` as the status of the object `meta` describes, whose status in the
+    /// watch cache is `cached`; skipped only when `new` is both what the cache shows and what
+    /// this operator last wrote. Says whether it wrote.
+    pub async fn update<K, S>(
+        &self,
+        api: &kube::Api<K>,
+        dyntype: &K::DynamicType,
+        meta: &kube::api::ObjectMeta,
+        cached: &S,
+        new: &S,
+    ) -> Result<bool, kube::Error>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+        S: serde::Serialize,
+    {
+        // A hash, not the status: a record per object written since its last watch event is
+        // held, which after a restart is every object.
+        fn digest<S: serde::Serialize>(status: &S) -> u64 {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            serde_json::to_vec(status)
+                .expect("a status serializes")
+                .hash(&mut h);
+            h.finish()
+        }
+        let uid = meta.uid.clone().unwrap_or_default();
+        let (new_digest, cached_digest) = (digest(new), digest(cached));
+        {
+            let mut written = self.writes.lock().expect("status writes poisoned");
+            if written
+                .get(&uid)
+                .is_some_and(|w| w.seen(cached_digest, meta.resource_version.as_deref()))
+            {
+                written.remove(&uid);
+            }
+            if new_digest == cached_digest && !written.contains_key(&uid) {
+                return Ok(false);
+            }
+        }
+        let name = meta.name.as_deref().unwrap_or_default();
+        let resource_version = apply_status(api, dyntype, name, new).await?;
+        self.writes.lock().expect("status writes poisoned").insert(
+            uid,
+            StatusWrite {
+                digest: new_digest,
+                resource_version: resource_version.and_then(|v| v.parse().ok()),
+            },
+        );
+        Ok(true)
+    }
+
+    /// Forgets the status last written of a deleted object.
+    pub fn forget(&self, uid: Option<&str>) {
+        if let Some(uid) = uid {
+            self.writes
+                .lock()
+                .expect("status writes poisoned")
+                .remove(uid);
+        }
+    }
+}
+
+/// Server-side applies `status` to the status subresource of `name`, as this operator's field
+/// manager; forced, since no one else owns our status fields.
+pub async fn apply_status<K>(
+    api: &kube::Api<K>,
+    dyntype: &K::DynamicType,
+    name: &str,
+    status: &impl serde::Serialize,
+) -> Result<Option<String>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(dyntype),
+        "kind": K::kind(dyntype),
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &kube::api::PatchParams::apply(FIELD_MANAGER).force(),
+        &kube::api::Patch::Apply(&patch),
+    )
+    .await
+    .map(|written| written.meta().resource_version.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StatusWrite;
+
+    #[test]
+    fn a_status_write_is_seen_at_its_digest_or_at_a_later_version() {
+        let ours = StatusWrite {
+            digest: 7,
+            resource_version: Some(100),
+        };
+        assert!(ours.seen(7, Some("100")), "the cache shows our write");
+        assert!(
+            !ours.seen(3, Some("99")),
+            "the cache lags behind our write: write again if it differs"
+        );
+        assert!(
+            ours.seen(3, Some("101")),
+            "someone wrote after us: the cache's status is the status now"
+        );
+        assert!(!ours.seen(3, Some("not-a-number")));
+        assert!(!ours.seen(3, None));
+    }
+}
