@@ -124,7 +124,6 @@ where
 /// Forgets what is kept of a PushSecret that left the watch.
 fn departed(ctx: &Context, ps: &ObjectRef<Watched>) {
     ctx.status.forget(ps.extra.uid.as_deref());
-    ctx.unrecorded_pushes.forget(ps.extra.uid.as_deref());
     let m = &ctx.metrics;
     crate::metrics::forget(
         &m.ps_condition,
