@@ -32,6 +32,13 @@ fn es(name: &str) -> String {
     )
 }
 
+/// The SecretStore `fake` of controller class `class`, serving `user`.
+pub(crate) fn class_store(class: &str) -> String {
+    format!(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
+    )
+}
+
 /// `external_secrets_leader` of a replica: 1 when it runs the controllers.
 async fn leading(replica: &Operator) -> Result<f64> {
     replica.sum("external_secrets_leader ", |_| true).await
@@ -49,10 +56,7 @@ async fn takeover(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "leader").await?;
     let class = format!("leader-{ns}");
-    let store = format!(
-        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
-    );
-    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    testenv::apply_yaml_in(&client, &ns, &class_store(&class), true).await?;
     testenv::apply_yaml_in(&client, &ns, &es("first"), true).await?;
     let lease = format!("lease-{ns}");
     let duration = format!("{LEASE_SECONDS}s");
@@ -150,10 +154,7 @@ async fn provider_tls_budget(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "tls-budget").await?;
     let class = format!("tls-budget-{ns}");
-    let store = format!(
-        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
-    );
-    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    testenv::apply_yaml_in(&client, &ns, &class_store(&class), true).await?;
     for i in 0..BUSY {
         testenv::apply_yaml_in(&client, &ns, &es(&format!("es-{i}")), true).await?;
     }
@@ -174,18 +175,7 @@ async fn provider_tls_budget(env: Arc<Env>) -> Result<()> {
         anyhow::Ok(())
     })
     .await?;
-    let ready = secrets
-        .list(&Default::default())
-        .await?
-        .items
-        .iter()
-        .filter(|s| {
-            s.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with("es-"))
-        })
-        .count();
+    let ready = crate::restart::secret_versions(&secrets).await?.len();
     ensure!(
         ready < BUSY,
         "the reconciles were not held by the budget ({ready} of {BUSY} synced): nothing was shown"

@@ -826,7 +826,7 @@ async fn restart_after_failed_status_write(env: Arc<Env>) -> Result<()> {
     .await?;
     let ps = value(&pushes, "push").await?;
     ensure!(
-        crate::operator::ready(&ps).is_none_or(|c| c.status != "True"),
+        crate::operator::ready(&ps).is_none_or(|c| c.status.as_str() != "True"),
         "the synced status was refused: {}",
         ps["status"]
     );

@@ -341,15 +341,9 @@ async fn failure_after_an_unseen_success_is_written() {
 #[tokio::test]
 async fn target_events_find_their_external_secret_without_a_scan() {
     const COUNT: usize = 10_000;
-    let events = (0..COUNT)
-        .map(|i| {
-            let mut es = serde_json::to_value(external_secret(None)).unwrap();
-            es["metadata"]["name"] = json!(format!("es-{i}"));
-            es["spec"]["target"]["name"] = json!(format!("target-{i}"));
-            watcher::Event::Apply(serde_json::from_value(es).unwrap())
-        })
-        .collect();
-    let writers = writers_after(events);
+    let writers = writers_after(numbered(COUNT, |es, i| {
+        es["spec"]["target"]["name"] = json!(format!("target-{i}"));
+    }));
     let (client, _) = standin::client(common);
     let ctx = standin::context(client);
     let started = std::time::Instant::now();
@@ -422,18 +416,26 @@ async fn own_generic_write_event_reconciles_nothing_whenever_it_comes() {
     }
 }
 
+/// The watch events of `count` copies of `external_secret`, named `es-{i}`, each changed by
+/// `edit`.
+fn numbered(
+    count: usize,
+    edit: impl Fn(&mut Value, usize),
+) -> Vec<watcher::Event<triggers::Watched>> {
+    (0..count)
+        .map(|i| {
+            let mut es = serde_json::to_value(external_secret(None)).unwrap();
+            es["metadata"]["name"] = json!(format!("es-{i}"));
+            edit(&mut es, i);
+            watcher::Event::Apply(serde_json::from_value(es).unwrap())
+        })
+        .collect()
+}
+
 /// The index of stores' users holding `count` copies of `external_secret` (reading from the
 /// store "fake").
 fn es_cache(count: usize) -> triggers::StoreUsers {
-    store_users_after(
-        (0..count)
-            .map(|i| {
-                let mut es = serde_json::to_value(external_secret(None)).unwrap();
-                es["metadata"]["name"] = json!(format!("es-{i}"));
-                watcher::Event::Apply(serde_json::from_value(es).unwrap())
-            })
-            .collect(),
-    )
+    store_users_after(numbered(count, |_, _| {}))
 }
 
 /// The index of stores' users the ExternalSecret watch keeps, after `events`.
@@ -640,14 +642,9 @@ async fn a_forced_refresh_of_very_many_ends_within_a_bounded_window() {
 #[tokio::test(start_paused = true)]
 async fn store_changes_find_their_users_without_a_scan() {
     const COUNT: usize = 5_000;
-    let events = (0..COUNT)
-        .map(|i| {
-            let mut es = serde_json::to_value(external_secret(None)).unwrap();
-            es["metadata"]["name"] = json!(format!("es-{i}"));
-            es["spec"]["secretStoreRef"]["name"] = json!(format!("store-{i}"));
-            watcher::Event::Apply(serde_json::from_value(es).unwrap())
-        })
-        .collect();
+    let events = numbered(COUNT, |es, i| {
+        es["spec"]["secretStoreRef"]["name"] = json!(format!("store-{i}"));
+    });
     let stores = (0..COUNT).map(|i| {
         let mut store = ref_store("a", json!({}));
         store.metadata.name = Some(format!("store-{i}"));
