@@ -42,10 +42,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tracing::{info, instrument, warn};
 
-use crate::context::{Context, FIELD_MANAGER};
+use crate::context::Context;
 use crate::events::EventType;
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels};
 use crate::outcome::{after_reconcile, error_policy};
+use crate::status::FIELD_MANAGER;
 use crate::watch::on_departure;
 use children::owner_name;
 pub use children::{ChildChanges, Children, ClusterChildren, children};
@@ -517,7 +518,7 @@ async fn report_unreadable<K: Fanout>(
     );
     let status = json!({"conditions": [{"type": api::conditions::READY, "status": "False", "message": message}]});
     let name = invalid.metadata.name.unwrap_or_default();
-    crate::context::apply_status(&api, &resource, &name, &status)
+    crate::status::apply_status(&api, &resource, &name, &status)
         .await
         .map_err(|source| Error::Write {
             what: "status".into(),
