@@ -18,8 +18,7 @@ use crate::externalsecret::generic::targets::{GenericTargets, TargetChange};
 use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
 use crate::own_writes::OwnWriteLog;
-use crate::status::StatusWriter;
-pub use crate::status::{FIELD_MANAGER, apply_status};
+use crate::status::{FIELD_MANAGER, StatusWriter, apply_status};
 
 /// Operator settings that reconcilers read.
 #[derive(Clone, Debug)]

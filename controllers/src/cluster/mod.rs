@@ -42,10 +42,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tracing::{info, instrument, warn};
 
-use crate::context::{Context, FIELD_MANAGER};
+use crate::context::Context;
 use crate::events::EventType;
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels};
 use crate::outcome::{after_reconcile, error_policy};
+use crate::status::FIELD_MANAGER;
 use crate::watch::on_departure;
 use children::owner_name;
 pub use children::{ChildChanges, Children, ClusterChildren, children};
@@ -361,13 +362,14 @@ pub(crate) async fn controller<K: Fanout>(
         ctx: ctx.clone(),
         namespaces,
     });
-    Controller::for_stream(stream, cached)
+    let queue = ctx.metrics.workqueues.queue(K::CONTROLLER);
+    Controller::for_stream(queue.watched(stream), cached)
         .with_config(config)
-        .reconcile_on(owners)
+        .reconcile_on(queue.triggers(owners))
         .reconcile_all_on(futures::stream::select(namespace_changes, store_changes))
         .graceful_shutdown_on(shutdown)
         .run(
-            |watched: Arc<DeserializeGuard<K>>, state: Arc<State>| {
+            queue.reconciler(|watched: Arc<DeserializeGuard<K>>, state: Arc<State>| {
                 let object = watched.0.clone().map(Arc::new);
                 async move {
                     match object {
@@ -375,11 +377,11 @@ pub(crate) async fn controller<K: Fanout>(
                         Err(invalid) => report_unreadable::<K>(&state.ctx, invalid).await,
                     }
                 }
-            },
-            error_policy_for::<K>(),
+            }),
+            queue.error_policy(error_policy_for::<K>()),
             state,
         )
-        .for_each(|r| after_reconcile(ctx.clone())(r))
+        .for_each(after_reconcile(ctx.clone(), queue.clone()))
         .await
 }
 
@@ -516,7 +518,7 @@ async fn report_unreadable<K: Fanout>(
     );
     let status = json!({"conditions": [{"type": api::conditions::READY, "status": "False", "message": message}]});
     let name = invalid.metadata.name.unwrap_or_default();
-    crate::context::apply_status(&api, &resource, &name, &status)
+    crate::status::apply_status(&api, &resource, &name, &status)
         .await
         .map_err(|source| Error::Write {
             what: "status".into(),
