@@ -348,7 +348,7 @@ pub(crate) async fn controller<K: Fanout>(
         let ctx = ctx.clone();
         move |gone: ObjectRef<DeserializeGuard<K>>| {
             ctx.status.forget(gone.extra.uid.as_deref());
-            K::children(&ctx).set_blocked(&gone.name, "", None);
+            K::children(&ctx).forget_owner(&gone.name);
             let (condition, duration) = K::gauges(&ctx.metrics);
             crate::metrics::forget(condition, duration, &gone.name, "");
         }
@@ -471,7 +471,7 @@ async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Actio
                     plan::write_failed(&mut plan, &namespace, e.message().to_owned());
                 }
             }
-            children.set_blocked(&name, &child_name, Some(blocked));
+            children.set_blocked(&name, &child_name, blocked);
             plan::report(&plan)
         }
     };
