@@ -205,14 +205,7 @@ async fn record_ahead(
         synced_push_secrets: on_record(ahead),
         ..cached.clone()
     };
-    ctx.status
-        .update(api, &(), ps.meta(), &cached, &new)
-        .await
-        .map(drop)
-        .map_err(|source| Error::Write {
-            what: "status (what is about to be pushed)".into(),
-            source,
-        })
+    update_status(ctx, api, ps, &cached, &new).await
 }
 
 /// Ready=False with `e`, a Warning event, and what is on record if that changed. Bad input
@@ -678,8 +671,19 @@ async fn write_status(
         new.synced_push_secrets = on_record(synced);
     }
     // A failure loses nothing: what was pushed went on record before the push.
+    update_status(ctx, api, ps, &previous, &new).await
+}
+
+/// Writes `new` as the status of `ps`, whose status in the watch cache is `cached`.
+async fn update_status(
+    ctx: &Context,
+    api: &Api<PushSecret>,
+    ps: &PushSecret,
+    cached: &PushSecretStatus,
+    new: &PushSecretStatus,
+) -> Result<(), Error> {
     ctx.status
-        .update(api, &(), ps.meta(), &previous, &new)
+        .update(api, &(), ps.meta(), cached, new)
         .await
         .map(drop)
         .map_err(|source| Error::Write {
