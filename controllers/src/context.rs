@@ -76,8 +76,6 @@ pub struct Context {
     pub generic_targets: GenericTargets,
     /// The resourceVersions of the Secrets this operator manages, from their metadata watch.
     pub target_versions: crate::externalsecret::versions::TargetVersions,
-    /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
-    pub cluster_children: crate::cluster::children::ClusterChildren,
 }
 
 /// The PushSecret controller's watch cache.
@@ -116,7 +114,6 @@ impl Context {
         pushsecret_wake: UnboundedSender<ReadyStore>,
         // Generic targets' watch events, and foreign events held during our own writes.
         target_changed: UnboundedSender<TargetChange>,
-        cluster_children: crate::cluster::children::ClusterChildren,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -144,7 +141,6 @@ impl Context {
             recorder,
             generic_targets,
             target_versions: Default::default(),
-            cluster_children,
         })
     }
 

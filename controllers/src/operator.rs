@@ -49,6 +49,8 @@ pub struct Operator {
     ready: Arc<AtomicBool>,
     externalsecret_triggers: ExternalSecretTriggers,
     pushsecret_wakes: mpsc::UnboundedReceiver<ReadyStore>,
+    /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
+    cluster_children: Arc<crate::cluster::ClusterChildren>,
     child_changes: crate::cluster::ChildChanges,
 }
 
@@ -84,7 +86,6 @@ impl Operator {
                 es_wake,
                 ps_wake,
                 generic_changed,
-                cluster_children,
             ),
             metrics_registry: Arc::new(registry),
             ready: Arc::default(),
@@ -94,6 +95,7 @@ impl Operator {
                 generic_changes,
             ),
             pushsecret_wakes,
+            cluster_children: Arc::new(cluster_children),
             child_changes,
         }
     }
@@ -200,11 +202,12 @@ impl Operator {
             ctx.clone(),
             self.pushsecret_wakes,
             store_users,
+            self.cluster_children.clone(),
             shutdown.clone(),
         );
         let externalsecrets = self
             .externalsecret_triggers
-            .controller(ctx.clone(), shutdown.clone());
+            .controller(ctx.clone(), self.cluster_children.clone(), shutdown.clone());
         let discovery = provider_objects::discover(ctx.clone(), nudges.clone());
         let (namespaces_cached, namespaces_writer) = reflector::store();
         let (ces_namespaces_tx, ces_namespaces) = mpsc::unbounded();
@@ -220,6 +223,7 @@ impl Operator {
                 future::join(
                     crate::cluster::controller::<ClusterExternalSecret>(
                         ctx.clone(),
+                        self.cluster_children.clone(),
                         namespaces_cached.clone(),
                         ces_namespaces,
                         self.child_changes.external_stores,
@@ -228,6 +232,7 @@ impl Operator {
                     ),
                     crate::cluster::controller::<ClusterPushSecret>(
                         ctx.clone(),
+                        self.cluster_children.clone(),
                         namespaces_cached.clone(),
                         cps_namespaces,
                         self.child_changes.push_stores,

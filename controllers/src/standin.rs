@@ -114,7 +114,6 @@ pub fn context_with_target_changes(
         sink(),
         sink(),
         target_changed,
-        crate::cluster::children().0,
     );
     (ctx, target_changes)
 }

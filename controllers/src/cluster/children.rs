@@ -1,6 +1,7 @@
 //! The children of the cluster kinds as their own kinds' controllers watch them: what a cluster
 //! object owns, and where a change of a child, or of a ClusterSecretStore, is announced to its
-//! owner. The shared context holds them; the cluster reconciler reads them.
+//! owner. The operator hands them to the watches that fill them and to the cluster reconciler
+//! that reads them.
 
 use std::collections::HashMap;
 use std::fmt::Debug;

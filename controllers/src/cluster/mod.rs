@@ -97,7 +97,7 @@ pub(crate) trait Fanout:
     /// The controller's name in metrics and logs.
     const CONTROLLER: &'static str;
 
-    fn children(ctx: &Context) -> &Children<Self::Child>;
+    fn children(all: &ClusterChildren) -> &Children<Self::Child>;
     fn child_name(&self) -> String;
     fn selection(&self) -> Selection;
     /// Labels and annotations each child carries.
@@ -121,8 +121,8 @@ impl Fanout for ClusterExternalSecret {
     type Status = ClusterExternalSecretStatus;
     const CONTROLLER: &'static str = "clusterexternalsecret";
 
-    fn children(ctx: &Context) -> &Children<ExternalSecret> {
-        &ctx.cluster_children.external
+    fn children(all: &ClusterChildren) -> &Children<ExternalSecret> {
+        &all.external
     }
 
     fn child_name(&self) -> String {
@@ -228,8 +228,8 @@ impl Fanout for ClusterPushSecret {
     type Status = ClusterPushSecretStatus;
     const CONTROLLER: &'static str = "clusterpushsecret";
 
-    fn children(ctx: &Context) -> &Children<PushSecret> {
-        &ctx.cluster_children.push
+    fn children(all: &ClusterChildren) -> &Children<PushSecret> {
+        &all.push
     }
 
     fn child_name(&self) -> String {
@@ -319,19 +319,20 @@ impl Fanout for ClusterPushSecret {
 /// on empty caches every child would look missing and be written again.
 pub(crate) async fn controller<K: Fanout>(
     ctx: Arc<Context>,
+    children: Arc<ClusterChildren>,
     namespaces: Namespaces,
     namespace_changes: UnboundedReceiver<()>,
     store_changes: UnboundedReceiver<()>,
     child_changes: UnboundedReceiver<String>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let children = loop {
-        if let Some(reader) = K::children(&ctx).reader.get() {
+    let children_cache = loop {
+        if let Some(reader) = K::children(&children).reader.get() {
             break reader.clone();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    if children.wait_until_ready().await.is_err() || namespaces.wait_until_ready().await.is_err() {
+    if children_cache.wait_until_ready().await.is_err() || namespaces.wait_until_ready().await.is_err() {
         return;
     }
     // Guarded: one object these types cannot read (written under another CRD) is reported on
@@ -345,10 +346,10 @@ pub(crate) async fn controller<K: Fanout>(
     .modify(|o| o.managed_fields_mut().clear())
     .reflect(writer)
     .inspect_ok(on_departure(cached.clone(), {
-        let ctx = ctx.clone();
+        let (ctx, children) = (ctx.clone(), children.clone());
         move |gone: ObjectRef<DeserializeGuard<K>>| {
             ctx.status.forget(gone.extra.uid.as_deref());
-            K::children(&ctx).forget_owner(&gone.name);
+            K::children(&children).forget_owner(&gone.name);
             let (condition, duration) = K::gauges(&ctx.metrics);
             crate::metrics::forget(condition, duration, &gone.name, "");
         }
@@ -360,6 +361,7 @@ pub(crate) async fn controller<K: Fanout>(
     let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
     let state = Arc::new(State {
         ctx: ctx.clone(),
+        children,
         namespaces,
     });
     let queue = ctx.metrics.workqueues.queue(K::CONTROLLER);
@@ -387,6 +389,7 @@ pub(crate) async fn controller<K: Fanout>(
 
 struct State {
     ctx: Arc<Context>,
+    children: Arc<ClusterChildren>,
     namespaces: Namespaces,
 }
 
@@ -406,7 +409,7 @@ async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Actio
         release_eso_finalizer(&api, object.as_ref()).await?;
         return Ok(Action::await_change());
     }
-    let children = K::children(ctx);
+    let children = K::children(&state.children);
     let child_name = object.child_name();
     let owned = children.owned_by(&name);
     let namespaces = state.namespaces.state();

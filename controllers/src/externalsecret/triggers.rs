@@ -23,6 +23,7 @@ use kube::{Api, ResourceExt};
 use provider::ProviderIdentity;
 use rand::Rng;
 
+use crate::cluster::ClusterChildren;
 use crate::context::{Context, ReadyStore};
 use crate::externalsecret::desired::MANAGED_LABEL;
 use crate::externalsecret::generic::TargetChange;
@@ -59,7 +60,12 @@ impl ExternalSecretTriggers {
         }
     }
 
-    pub(crate) fn controller<F>(self, ctx: Arc<Context>, shutdown: F) -> impl Future<Output = ()>
+    pub(crate) fn controller<F>(
+        self,
+        ctx: Arc<Context>,
+        cluster_children: Arc<ClusterChildren>,
+        shutdown: F,
+    ) -> impl Future<Output = ()>
     where
         F: Future<Output = ()> + Send + Sync + 'static,
     {
@@ -67,7 +73,7 @@ impl ExternalSecretTriggers {
         let client = ctx.client.clone();
         let es_api: Api<Watched> = scoped(&client, namespace.as_deref());
         let (reader, writer) = reflector::store();
-        ctx.cluster_children.external.use_cache(reader.clone());
+        cluster_children.external.use_cache(reader.clone());
         // Our own status writes must not trigger a reconcile: react to spec, labels and
         // annotations only, as ESO's predicate does.
         let (gone_ctx, gone_forced) = (ctx.clone(), self.forced.clone());
@@ -82,8 +88,8 @@ impl ExternalSecretTriggers {
             .modify(|es| es.managed_fields_mut().clear())
             .reflect(writer)
             .inspect_ok({
-                let ctx = ctx.clone();
-                move |e| ctx.cluster_children.external.observe(e)
+                let cluster_children = cluster_children.clone();
+                move |e| cluster_children.external.observe(e)
             })
             .inspect_ok(index::kept(template_users.clone(), template_sources))
             .inspect_ok(index::needed_once_filled(
@@ -199,7 +205,7 @@ impl ExternalSecretTriggers {
                 futures::future::ready(s.ok().map(|s| {
                     let news = ctx_css.generations.changed(&s);
                     // Its `conditions` may refuse or allow namespaces of cluster objects.
-                    ctx_css.cluster_children.cluster_store_changed();
+                    cluster_children.cluster_store_changed();
                     (news, LoadedStore::from_cluster_secret_store(&s))
                 }))
             });

@@ -19,6 +19,7 @@ use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::plan::{self, Uses};
+use crate::cluster::ClusterChildren;
 use crate::context::{Context, ReadyStore};
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
@@ -30,6 +31,7 @@ pub(crate) fn controller<F>(
     ctx: Arc<Context>,
     ready_stores: UnboundedReceiver<ReadyStore>,
     store_users: Vec<UnboundedSender<Vec<Uses>>>,
+    cluster_children: Arc<ClusterChildren>,
     shutdown: F,
 ) -> impl Future<Output = ()>
 where
@@ -44,7 +46,7 @@ where
     let stores = StoreUsers::default();
     let (needed, needed_by_sources) = tokio::sync::watch::channel(false);
     let _ = ctx.pushsecrets.set(ps_reader.clone());
-    ctx.cluster_children.push.use_cache(ps_reader.clone());
+    cluster_children.push.use_cache(ps_reader.clone());
     let ps_stream = watcher(
         scoped::<Watched>(&client, namespace.as_deref()),
         watcher::Config::default(),
@@ -52,10 +54,7 @@ where
     .default_backoff()
     .modify(|ps| ps.managed_fields_mut().clear())
     .reflect(ps_writer)
-    .inspect_ok({
-        let ctx = ctx.clone();
-        move |e| ctx.cluster_children.push.observe(e)
-    })
+    .inspect_ok(move |e| cluster_children.push.observe(e))
     .inspect(store_use_changes(store_users))
     .inspect_ok(index::kept(sources.clone(), sources_of))
     .inspect_ok(index::kept(stores.clone(), stores_used))
