@@ -14,10 +14,9 @@ use tracing::warn;
 use kube::runtime::controller::Action;
 
 use crate::backoff::Backoff;
-use crate::externalsecret::generic::targets::{GenericTargets, TargetChange};
 use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
-use crate::own_writes::OwnWriteLog;
+use crate::own_writes::{OwnWriteLog, TargetChange};
 use crate::status::{FIELD_MANAGER, StatusWriter, apply_status};
 
 /// Operator settings that reconcilers read.
@@ -72,10 +71,6 @@ pub struct Context {
     /// Status writes, with what this operator last wrote of each object.
     pub status: StatusWriter,
     recorder: Recorder,
-    /// The kinds ExternalSecrets write besides Secrets.
-    pub generic_targets: GenericTargets,
-    /// The resourceVersions of the Secrets this operator manages, from their metadata watch.
-    pub target_versions: crate::externalsecret::versions::TargetVersions,
 }
 
 /// The PushSecret controller's watch cache.
@@ -112,18 +107,13 @@ impl Context {
         provider_changed: UnboundedSender<ProviderIdentity>,
         externalsecret_wake: UnboundedSender<ReadyStore>,
         pushsecret_wake: UnboundedSender<ReadyStore>,
-        // Generic targets' watch events, and foreign events held during our own writes.
+        // Foreign events held during our own writes.
         target_changed: UnboundedSender<TargetChange>,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
             FIELD_MANAGER,
             std::env::var("POD_NAME").ok(),
-        );
-        let generic_targets = GenericTargets::new(
-            settings.allow_generic_targets,
-            settings.namespace.clone(),
-            target_changed.clone(),
         );
         Arc::new(Self {
             client,
@@ -139,8 +129,6 @@ impl Context {
             own_writes: OwnWriteLog::new(target_changed),
             status: StatusWriter::default(),
             recorder,
-            generic_targets,
-            target_versions: Default::default(),
         })
     }
 

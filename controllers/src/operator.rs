@@ -23,6 +23,7 @@ use provider::ProviderRegistry;
 use tracing::{error, info};
 
 use crate::context::{Context, ReadyStore, Settings};
+use crate::externalsecret::ExternalSecretContext;
 use crate::externalsecret::triggers::ExternalSecretTriggers;
 use crate::metrics::Metrics;
 use crate::outcome::{after_reconcile, error_policy};
@@ -49,6 +50,8 @@ pub struct Operator {
     ready: Arc<AtomicBool>,
     externalsecret_triggers: ExternalSecretTriggers,
     pushsecret_wakes: mpsc::UnboundedReceiver<ReadyStore>,
+    /// Where generic targets' watch events go to the ExternalSecrets' trigger.
+    generic_changed: mpsc::UnboundedSender<crate::own_writes::TargetChange>,
     /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
     cluster_children: Arc<crate::cluster::ClusterChildren>,
     child_changes: crate::cluster::ChildChanges,
@@ -85,7 +88,7 @@ impl Operator {
                 provider_changed,
                 es_wake,
                 ps_wake,
-                generic_changed,
+                generic_changed.clone(),
             ),
             metrics_registry: Arc::new(registry),
             ready: Arc::default(),
@@ -95,6 +98,7 @@ impl Operator {
                 generic_changes,
             ),
             pushsecret_wakes,
+            generic_changed,
             cluster_children: Arc::new(cluster_children),
             child_changes,
         }
@@ -205,9 +209,11 @@ impl Operator {
             self.cluster_children.clone(),
             shutdown.clone(),
         );
-        let externalsecrets = self
-            .externalsecret_triggers
-            .controller(ctx.clone(), self.cluster_children.clone(), shutdown.clone());
+        let externalsecrets = self.externalsecret_triggers.controller(
+            ExternalSecretContext::new(ctx.clone(), self.generic_changed),
+            self.cluster_children.clone(),
+            shutdown.clone(),
+        );
         let discovery = provider_objects::discover(ctx.clone(), nudges.clone());
         let (namespaces_cached, namespaces_writer) = reflector::store();
         let (ces_namespaces_tx, ces_namespaces) = mpsc::unbounded();

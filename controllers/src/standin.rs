@@ -8,6 +8,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 use crate::context::{Context, Settings};
+use crate::externalsecret::ExternalSecretContext;
 
 #[derive(Clone, Debug)]
 pub struct Request {
@@ -72,19 +73,32 @@ pub fn context(client: kube::Client) -> Arc<Context> {
 }
 
 pub fn context_with(client: kube::Client, settings: Settings) -> Arc<Context> {
-    context_with_target_changes(client, settings).0
+    shared_context(client, settings, sink())
 }
 
-/// A context, and the events of targets it delivers to the ExternalSecrets' trigger (generic
-/// targets' watch events and foreign events held during own writes).
-pub fn context_with_target_changes(
+/// The ExternalSecret reconciler's context, and the events of targets it delivers to the
+/// ExternalSecrets' trigger (generic targets' watch events and foreign events held during own
+/// writes).
+pub fn externalsecret_context(
     client: kube::Client,
     settings: Settings,
 ) -> (
-    Arc<Context>,
+    Arc<ExternalSecretContext>,
     futures::channel::mpsc::UnboundedReceiver<crate::own_writes::TargetChange>,
 ) {
     let (target_changed, target_changes) = futures::channel::mpsc::unbounded();
+    let shared = shared_context(client, settings, target_changed.clone());
+    (
+        ExternalSecretContext::new(shared, target_changed),
+        target_changes,
+    )
+}
+
+fn shared_context(
+    client: kube::Client,
+    settings: Settings,
+    target_changed: futures::channel::mpsc::UnboundedSender<crate::own_writes::TargetChange>,
+) -> Arc<Context> {
     let mut registry = provider::ProviderRegistry::default();
     registry.register(Arc::new(provider_fake::Fake::default()));
     let mut metrics = prometheus_client::registry::Registry::default();
@@ -105,7 +119,7 @@ pub fn context_with_target_changes(
     };
     let empty = kube::runtime::reflector::store::Writer::new(fake.clone()).as_reader();
     manager.use_provider_cache(fake, empty);
-    let ctx = Context::new(
+    Context::new(
         client,
         manager,
         crate::metrics::Metrics::register(&mut metrics),
@@ -114,8 +128,7 @@ pub fn context_with_target_changes(
         sink(),
         sink(),
         target_changed,
-    );
-    (ctx, target_changes)
+    )
 }
 
 /// A channel nobody listens to: the tests call reconcile themselves.

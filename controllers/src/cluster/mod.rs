@@ -332,7 +332,9 @@ pub(crate) async fn controller<K: Fanout>(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    if children_cache.wait_until_ready().await.is_err() || namespaces.wait_until_ready().await.is_err() {
+    if children_cache.wait_until_ready().await.is_err()
+        || namespaces.wait_until_ready().await.is_err()
+    {
         return;
     }
     // Guarded: one object these types cannot read (written under another CRD) is reported on

@@ -30,7 +30,36 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
 use crate::metrics::labels;
-use crate::own_writes::TargetRef;
+use crate::own_writes::{TargetChange, TargetRef};
+use futures::channel::mpsc::UnboundedSender;
+use generic::targets::GenericTargets;
+use versions::TargetVersions;
+
+/// What the ExternalSecret reconciler works with: the handles every reconciler shares, and the
+/// state only this one keeps.
+pub struct ExternalSecretContext {
+    pub shared: Arc<Context>,
+    /// The resourceVersions of the Secrets this operator manages, from their metadata watch.
+    pub target_versions: TargetVersions,
+    /// The kinds ExternalSecrets write besides Secrets.
+    pub generic_targets: GenericTargets,
+}
+
+impl ExternalSecretContext {
+    /// `target_changed` takes generic targets' watch events to the ExternalSecrets' trigger.
+    pub fn new(shared: Arc<Context>, target_changed: UnboundedSender<TargetChange>) -> Arc<Self> {
+        let generic_targets = GenericTargets::new(
+            shared.settings.allow_generic_targets,
+            shared.settings.namespace.clone(),
+            target_changed,
+        );
+        Arc::new(Self {
+            shared,
+            target_versions: Default::default(),
+            generic_targets,
+        })
+    }
+}
 
 /// ESO's reasons, under the names this module uses.
 pub mod reason {
@@ -133,9 +162,10 @@ enum Written {
 #[instrument(skip_all, fields(namespace = es.namespace(), name = es.name_any()))]
 pub async fn reconcile(
     es: Arc<ExternalSecret>,
-    ctx: Arc<Context>,
+    es_ctx: Arc<ExternalSecretContext>,
     force: bool,
 ) -> Result<Action, Error> {
+    let ctx = es_ctx.shared.as_ref();
     let started = Instant::now();
     let name = es.name_any();
     let namespace = es.namespace().unwrap_or_default();
@@ -144,7 +174,7 @@ pub async fn reconcile(
         .es_sync_calls
         .get_or_create(&object_labels)
         .inc();
-    let result = sync(&es, &ctx, force).await;
+    let result = sync(&es, &es_ctx, force).await;
     ctx.metrics
         .es_reconcile_duration
         .get_or_create(&object_labels)
@@ -171,7 +201,7 @@ pub async fn reconcile(
                     &Condition::ready(ConditionStatus::False, failed, message.as_str()),
                 )
             });
-            write_status(&es, &ctx, ConditionStatus::False, failed, &message, None).await?;
+            write_status(&es, ctx, ConditionStatus::False, failed, &message, None).await?;
             if !repeat {
                 ctx.event(
                     &es.object_ref(&()),
@@ -212,10 +242,15 @@ impl From<clientmanager::Error> for SyncStop {
     }
 }
 
-async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action, SyncStop> {
+async fn sync(
+    es: &ExternalSecret,
+    es_ctx: &ExternalSecretContext,
+    force: bool,
+) -> Result<Action, SyncStop> {
     if let Some(manifest) = generic::manifest(es) {
-        return generic::sync(es, ctx, force, manifest).await;
+        return generic::sync(es, es_ctx, force, manifest).await;
     }
+    let ctx = es_ctx.shared.as_ref();
     let now = Timestamp::now();
     let namespace = es.namespace().unwrap_or_default();
     let target = desired::target_name(es);
@@ -228,7 +263,7 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
             .status
             .as_ref()
             .and_then(|s| s.target_resource_version.as_deref())
-        && ctx
+        && es_ctx
             .target_versions
             .unchanged_since(&namespace, &target, synced)
             .await
@@ -262,7 +297,9 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
     {
         debug!("nothing to refresh");
         if let Some(version) = existing.as_ref().and_then(|s| s.resource_version()) {
-            ctx.target_versions.confirm(&namespace, &target, &version);
+            es_ctx
+                .target_versions
+                .confirm(&namespace, &target, &version);
         }
         return Ok(requeue(es, now));
     }

@@ -147,15 +147,15 @@ async fn write_with_events(
         allow_generic_targets: true,
         ..Default::default()
     };
-    let (ctx, mut released) = standin::context_with_target_changes(client, settings);
-    ctx_cell.set(ctx.clone()).ok().unwrap();
+    let (ctx, mut released) = standin::externalsecret_context(client, settings);
+    ctx_cell.set(ctx.shared.clone()).ok().unwrap();
     let result = reconcile(Arc::new(es), ctx.clone(), false).await;
     let after = after.map_or(0, |rv| {
-        triggers::target_users(&ctx, &cache, &seen(&target, rv)).len()
+        triggers::target_users(&ctx.shared, &cache, &seen(&target, rv)).len()
     });
     let mut again = 0;
     while let Ok(change) = released.try_recv() {
-        again += triggers::target_users(&ctx, &cache, &change).len();
+        again += triggers::target_users(&ctx.shared, &cache, &change).len();
     }
     let during = *woken_during.lock().unwrap();
     (
@@ -298,7 +298,7 @@ async fn failure_after_an_unseen_success_is_written() {
         }
         common(request)
     });
-    let ctx = standin::context(client);
+    let ctx = standin::externalsecret_context(client, Default::default()).0;
     let status_writes = || -> Vec<Value> {
         requests
             .lock()

@@ -62,13 +62,14 @@ impl ExternalSecretTriggers {
 
     pub(crate) fn controller<F>(
         self,
-        ctx: Arc<Context>,
+        es_ctx: Arc<super::ExternalSecretContext>,
         cluster_children: Arc<ClusterChildren>,
         shutdown: F,
     ) -> impl Future<Output = ()>
     where
         F: Future<Output = ()> + Send + Sync + 'static,
     {
+        let ctx = es_ctx.shared.clone();
         let namespace = ctx.settings.namespace.clone();
         let client = ctx.client.clone();
         let es_api: Api<Watched> = scoped(&client, namespace.as_deref());
@@ -104,7 +105,10 @@ impl ExternalSecretTriggers {
             .applied_objects()
             .predicate_filter(fingerprint, PredicateConfig::default());
         // Only Secrets this operator manages, and only their metadata: no cache of Secret data.
-        let (versions, failed) = (ctx.target_versions.clone(), ctx.target_versions.clone());
+        let (versions, failed) = (
+            es_ctx.target_versions.clone(),
+            es_ctx.target_versions.clone(),
+        );
         let secrets = watcher(
             scoped::<PartialObjectMeta<Secret>>(&client, namespace.as_deref()),
             watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true")),
@@ -228,11 +232,11 @@ impl ExternalSecretTriggers {
                     let object = ObjectRef::from(watched.as_ref());
                     let force = forced.lock().expect("forced set poisoned").remove(&object);
                     let es = watched.0.clone().map(Arc::new);
-                    let (held, forced) = (held.clone(), forced.clone());
+                    let (held, forced, es_ctx) = (held.clone(), forced.clone(), es_ctx.clone());
                     async move {
                         let reconcile = async {
                             match es {
-                                Ok(es) => super::reconcile(es, ctx.clone(), force).await,
+                                Ok(es) => super::reconcile(es, es_ctx, force).await,
                                 Err(invalid) => super::report_invalid(&ctx, invalid).await,
                             }
                         };

@@ -45,12 +45,12 @@ impl From<KindError> for Error {
 /// ESO's reconcile of a generic target, on the same refresh rules as a Secret.
 pub(super) async fn sync(
     es: &ExternalSecret,
-    ctx: &Context,
+    es_ctx: &super::ExternalSecretContext,
     force: bool,
     manifest: &ManifestReference,
 ) -> Result<Action, SyncStop> {
     let now = Timestamp::now();
-    let targets = &ctx.generic_targets;
+    let (ctx, targets) = (es_ctx.shared.as_ref(), &es_ctx.generic_targets);
     let deleting = es.meta().deletion_timestamp.is_some();
     if !targets.enabled {
         // As ESO: nothing to clean up then, and ESO's finalizer must not keep it.
