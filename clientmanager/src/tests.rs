@@ -362,7 +362,7 @@ async fn a_replaced_client_is_closed_on_its_last_drop() {
         .unwrap();
     let also_held = held.clone();
     let newer = m
-        .client(namespaced_object(m.registry(), 2), Caller::Provider, "team-a")
+        .client(namespaced_object(m.registry(), 2), Caller::SecretStore, "team-a")
         .await
         .unwrap();
     assert!(!Arc::ptr_eq(&held.client, &newer.client));
