@@ -357,12 +357,20 @@ async fn a_replaced_client_is_closed_on_its_last_drop() {
     let recorder = Arc::new(Recorder::default());
     let m = manager(&recorder, Arc::default());
     let held = m
-        .client(namespaced_object(m.registry(), 1), Caller::SecretStore, "team-a")
+        .client(
+            namespaced_object(m.registry(), 1),
+            Caller::SecretStore,
+            "team-a",
+        )
         .await
         .unwrap();
     let also_held = held.clone();
     let newer = m
-        .client(namespaced_object(m.registry(), 2), Caller::SecretStore, "team-a")
+        .client(
+            namespaced_object(m.registry(), 2),
+            Caller::SecretStore,
+            "team-a",
+        )
         .await
         .unwrap();
     assert!(!Arc::ptr_eq(&held.client, &newer.client));

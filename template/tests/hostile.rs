@@ -302,7 +302,10 @@ fn a_render_can_move_to_another_thread() {
 #[test]
 fn copies_of_a_large_value_into_arguments_are_charged() {
     let big = "x".repeat(1 << 20);
-    let data = Value::Map(BTreeMap::from([("big".to_owned(), Value::from(big.as_str()))]));
+    let data = Value::Map(BTreeMap::from([(
+        "big".to_owned(),
+        Value::from(big.as_str()),
+    )]));
     let fields = format!(
         r#"{{{{ define "f" }}}}{}{{{{ end }}}}{{{{ range until 1000 }}}}{{{{ template "f" $ }}}}{{{{ end }}}}"#,
         "{{ $_ := len .big }}".repeat(100)

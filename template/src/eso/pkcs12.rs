@@ -134,10 +134,9 @@ fn key_bag_iterations(bag: &SafeBag) -> Option<u64> {
     match bag.bag_id {
         KEY_BAG => Some(0),
         SHROUDED_KEY_BAG => {
-            let explicit = der::asn1::ContextSpecific::<EncryptedPrivateKeyInfo>::from_der(
-                &bag.bag_value,
-            )
-            .ok()?;
+            let explicit =
+                der::asn1::ContextSpecific::<EncryptedPrivateKeyInfo>::from_der(&bag.bag_value)
+                    .ok()?;
             iterations_of(&explicit.value.encryption_algorithm)
         }
         _ => None,
@@ -220,8 +219,14 @@ where
     use pkcs12::kdf::{Pkcs12KeyType, derive_key_utf8};
     let params = pkcs12::pbe_params::Pkcs12PbeParams::from_der(params).ok()?;
     let derive = |kind, len| {
-        derive_key_utf8::<sha1::Sha1>(password, params.salt.as_bytes(), kind, params.iterations, len)
-            .ok()
+        derive_key_utf8::<sha1::Sha1>(
+            password,
+            params.salt.as_bytes(),
+            kind,
+            params.iterations,
+            len,
+        )
+        .ok()
     };
     let key = derive(Pkcs12KeyType::EncryptionKey, key_len)?;
     let iv = derive(Pkcs12KeyType::Iv, 8)?;
@@ -682,7 +687,9 @@ mod tests {
         assert_eq!(planned_iterations(&hostile), 1_000_000 + 2048 * 4);
         let (err, took) = read_within(&hostile, "pw", 1_000_000);
         assert!(
-            err.contains("template exceeded its budget of 1000000 steps: pkcs12keyPass costs 2026384 steps"),
+            err.contains(
+                "template exceeded its budget of 1000000 steps: pkcs12keyPass costs 2026384 steps"
+            ),
             "{err}"
         );
         assert!(took < std::time::Duration::from_millis(500), "{took:?}");
