@@ -109,6 +109,7 @@ pub struct Metrics {
     /// 1 once this replica reconciles (it holds the Lease, or leader election is off), 0 while
     /// it stands by.
     pub leader: Gauge,
+    pub workqueues: crate::workqueue::Workqueues,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -206,6 +207,7 @@ impl Metrics {
             m.leader.clone(),
         );
         registry.register_collector(Box::new(Process));
+        m.workqueues.register(registry);
         m
     }
 

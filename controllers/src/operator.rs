@@ -324,17 +324,22 @@ fn store_controller<S: StoreObject>(
         .applied_objects()
         // Its own status writes would validate against the backend again.
         .predicate_filter(crate::watch::fingerprint, Default::default());
-    let controller = Controller::for_stream(stream, cached.clone());
+    let queue = ctx.metrics.workqueues.queue(name);
+    let controller = Controller::for_stream(queue.watched(stream), cached.clone());
     let used = users
         .flat_map(move |uses| futures::stream::iter(secretstore::used_by::<S>(&uses, &cached)));
     controller
         .with_config(config)
-        .reconcile_on(nudged)
-        .reconcile_on(used)
+        .reconcile_on(queue.triggers(nudged))
+        .reconcile_on(queue.triggers(used))
         .reconcile_all_on(installed)
         .graceful_shutdown_on(shutdown)
-        .run(secretstore::reconcile::<S>, error_policy(name), ctx.clone())
-        .for_each(after_reconcile(ctx))
+        .run(
+            queue.reconciler(secretstore::reconcile::<S>),
+            queue.error_policy(error_policy(name)),
+            ctx.clone(),
+        )
+        .for_each(after_reconcile(ctx, queue))
 }
 
 /// Namespaces' labels, one watch for all who read them: ClusterSecretStore `conditions`, so

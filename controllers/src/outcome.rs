@@ -8,6 +8,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::context::Context;
+use crate::workqueue::Workqueue;
 
 /// Errors that can name their kind with a bounded label.
 pub(crate) trait ErrorKind {
@@ -34,10 +35,11 @@ where
 /// What a controller's `run` stream yields for each reconcile.
 type RunResult<K, E, Q> = Result<(ObjectRef<K>, Action), kube::runtime::controller::Error<E, Q>>;
 
-/// Logs failures (already counted and backed off) and forgets the backoff of objects that
-/// reconciled.
+/// Logs failures (already counted and backed off), forgets the backoff of objects that
+/// reconciled, and takes objects found gone out of the controller's queue.
 pub(crate) fn after_reconcile<K, E, Q>(
     ctx: Arc<Context>,
+    queue: Workqueue,
 ) -> impl FnMut(RunResult<K, E, Q>) -> future::Ready<()>
 where
     K: kube::Resource,
@@ -46,6 +48,7 @@ where
     Q: std::fmt::Display,
 {
     move |result| {
+        queue.outcome(&result);
         match result {
             Ok((object, _)) => {
                 ctx.backoff.succeeded(&object.to_string());

@@ -16,7 +16,7 @@ use clientmanager::{ClassHealth, ClassRef};
 use futures::StreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -254,17 +254,25 @@ pub async fn controller<C: ClassObject>(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
     name: &'static str,
 ) -> kube::runtime::reflector::Store<C> {
-    let controller = Controller::new(api, watcher::Config::default());
-    let store = controller.store();
+    let (store, writer) = kube::runtime::reflector::store();
+    let queue = ctx.metrics.workqueues.queue(name);
+    let classes = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
     let reconcile = move |class, ctx| {
         let nudges = nudges.clone();
         async move { reconcile::<C>(class, ctx, &nudges).await }
     };
     tokio::spawn(
-        controller
+        Controller::for_stream(queue.watched(classes), store.clone())
             .graceful_shutdown_on(shutdown)
-            .run(reconcile, error_policy(name), ctx.clone())
-            .for_each(after_reconcile(ctx)),
+            .run(
+                queue.reconciler(reconcile),
+                queue.error_policy(error_policy(name)),
+                ctx.clone(),
+            )
+            .for_each(after_reconcile(ctx, queue)),
     );
     store
 }

@@ -186,10 +186,22 @@ async fn run_kind(kctx: Arc<KindContext>) {
         (Some(ns), false) => Api::namespaced_with(kctx.ctx.client.clone(), ns, &kctx.resource),
         _ => Api::all_with(kctx.ctx.client.clone(), &kctx.resource),
     };
-    let controller = Controller::new_with(api, watcher::Config::default(), kctx.resource.clone());
+    let writer = kube::runtime::reflector::store::Writer::new(kctx.resource.clone());
+    let store = writer.as_reader();
+    let queue = kctx
+        .ctx
+        .metrics
+        .workqueues
+        .queue(format!("{}.{}", kctx.resource.plural, kctx.resource.group));
+    let objects = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    let controller =
+        Controller::for_stream_with(queue.watched(objects), store.clone(), kctx.resource.clone());
     kctx.ctx
         .manager
-        .use_provider_cache(kctx.resource.clone(), controller.store());
+        .use_provider_cache(kctx.resource.clone(), store);
     // Stores waiting for this kind resolve it now.
     for tx in &kctx.nudges.installed {
         let _ = tx.unbounded_send(());
@@ -198,8 +210,12 @@ async fn run_kind(kctx: Arc<KindContext>) {
         .with_config(
             kube::runtime::controller::Config::default().concurrency(kctx.ctx.settings.concurrency),
         )
-        .run(reconcile, error_policy, kctx.clone())
-        .for_each(crate::outcome::after_reconcile(kctx.ctx.clone()))
+        .run(
+            queue.reconciler(reconcile),
+            queue.error_policy(error_policy),
+            kctx.clone(),
+        )
+        .for_each(crate::outcome::after_reconcile(kctx.ctx.clone(), queue))
         .await;
 }
 

@@ -1,5 +1,5 @@
 //! `helm install` with only the Fake and Vault providers, then `helm upgrade` enabling GitLab and
-//! Kubernetes, then one serving Fake, Vault and GitLab out of process, on a control plane of its
+//! Kubernetes, then one serving every provider out of process, on a control plane of its
 //! own. Pods do not run there (no kubelet), so the operator runs as a process with the
 //! Deployment's own arguments and a token of the chart's ServiceAccount, and so does each
 //! provider server under its own; the API server's audit log then shows that none was refused
@@ -178,6 +178,8 @@ async fn unusable_webhook_secret(admin: &Client) -> Result<()> {
 pub struct Served {
     /// Its key under `providers.` in the values, and its ClusterProviderClass's name.
     key: &'static str,
+    /// Its provider kind, as `--out-of-process` names it.
+    kind: &'static str,
     /// Its provider kinds' plural.
     plural: &'static str,
     /// Permissions of its server that this test does not use, and why they stay.
@@ -196,39 +198,60 @@ impl Served {
     }
 }
 
-pub const SERVED: [Served; 3] = [
+/// The grants of ESO's v2 kind `$plural` (served by the server of our kind of the same name)
+/// that this test leaves unused: the release installs none of ESO's provider CRDs.
+macro_rules! eso_v2_kind_unused {
+    ($plural:literal) => {
+        [
+            (
+                concat!("get provider.external-secrets.io/", $plural),
+                "ESO's v2 kind is read per call only while its CRD is not installed; this release installs none",
+            ),
+            (
+                concat!("list provider.external-secrets.io/", $plural),
+                "watched only once ESO's v2 CRD is installed; this release installs none",
+            ),
+            (
+                concat!("watch provider.external-secrets.io/", $plural),
+                "watched only once ESO's v2 CRD is installed; this release installs none",
+            ),
+        ]
+    };
+}
+
+pub const SERVED: [Served; 4] = [
     Served {
         key: "fake",
+        kind: "Fake",
         plural: "fakes",
-        unused_on_purpose: &[
-            (
-                "get provider.external-secrets.io/fakes",
-                "ESO's v2 Fake is read per call only while its CRD is not installed; this release installs none",
-            ),
-            (
-                "list provider.external-secrets.io/fakes",
-                "watched only once ESO's v2 Fake CRD is installed; this release installs none",
-            ),
-            (
-                "watch provider.external-secrets.io/fakes",
-                "watched only once ESO's v2 Fake CRD is installed; this release installs none",
-            ),
-        ],
+        unused_on_purpose: &eso_v2_kind_unused!("fakes"),
     },
     Served {
         key: "vault",
+        kind: "Vault",
         plural: "vaults",
         unused_on_purpose: &[],
     },
     Served {
         key: "gitlab",
+        kind: "Gitlab",
         plural: "gitlabs",
         unused_on_purpose: &[],
     },
+    Served {
+        key: "kubernetes",
+        kind: "Kubernetes",
+        plural: "kubernetes",
+        unused_on_purpose: &eso_v2_kind_unused!("kubernetes"),
+    },
 ];
 
-/// The Vault provider server: the one that logs in with ServiceAccount tokens.
-const VAULT_SERVER: &str = "es-external-secrets-provider-vault";
+/// The provider servers that request ServiceAccount tokens: Vault's kubernetes login, and the
+/// Kubernetes provider's `serviceAccount` auth.
+const TOKEN_REQUESTERS: [&str; 2] = [
+    "es-external-secrets-provider-vault",
+    "es-external-secrets-provider-kubernetes",
+];
 
 const CACHE_MISS_ONLY: &str =
     "read only when the watch cache has not seen the object a call names yet";
@@ -255,8 +278,8 @@ fn audit_lines(cp: &ControlPlane) -> Result<usize> {
         .count())
 }
 
-/// After the upgrade the controller asked for no ServiceAccount and no token: Vault's logins
-/// are the provider server's now (which the server's audit shows).
+/// After the upgrade the controller asked for no ServiceAccount and no token: the logins are
+/// the provider servers' now (which each server's audit shows).
 fn moved_to_the_server(cp: &ControlPlane, mark: usize) -> Result<()> {
     let log = std::fs::read_to_string(cp.audit_log_path())?;
     let after: Vec<&str> = log.lines().skip(mark).collect();
@@ -268,14 +291,16 @@ fn moved_to_the_server(cp: &ControlPlane, mark: usize) -> Result<()> {
         .collect();
     ensure!(
         asked.is_empty(),
-        "with Vault out of process the controller still asked for {asked:?}"
+        "with every provider out of process the controller still asked for {asked:?}"
     );
-    let server = format!("system:serviceaccount:{NAMESPACE}:{VAULT_SERVER}");
-    let logins = audit::requests(&after.join("\n"), &server)?
-        .into_iter()
-        .filter(|r| r.resource == "serviceaccounts/token" && r.code == Some(201))
-        .count();
-    ensure!(logins > 0, "the provider server requested no token");
+    for requester in TOKEN_REQUESTERS {
+        let server = format!("system:serviceaccount:{NAMESPACE}:{requester}");
+        let logins = audit::requests(&after.join("\n"), &server)?
+            .into_iter()
+            .filter(|r| r.resource == "serviceaccounts/token" && r.code == Some(201))
+            .count();
+        ensure!(logins > 0, "provider server {requester} requested no token");
+    }
     Ok(())
 }
 
@@ -304,9 +329,10 @@ async fn out_of_process(cp: &ControlPlane, admin: &Client, scenario: &Scenario<'
         )
     };
     let notes = upgrade()?;
-    for (served, kind) in SERVED.iter().zip(["Fake", "Vault", "Gitlab"]) {
+    for served in &SERVED {
         let line = format!(
-            "{kind}: Deployment {}, ClusterProviderClass {}",
+            "{}: Deployment {}, ClusterProviderClass {}",
+            served.kind,
             served.server(),
             served.key
         );
@@ -340,9 +366,9 @@ async fn out_of_process(cp: &ControlPlane, admin: &Client, scenario: &Scenario<'
     let result = async {
         let args = controller_args(admin).await?;
         let mut wanted = Vec::new();
-        for (served, kind) in SERVED.iter().zip(["Fake", "Vault", "Gitlab"]) {
+        for served in &SERVED {
             let (server, tls) = (served.server(), served.tls());
-            wanted.push(format!("--out-of-process={kind}={}", served.key));
+            wanted.push(format!("--out-of-process={}={}", served.kind, served.key));
             wanted.push(format!("--provider-tls-secret={NAMESPACE}/{tls}={server}"));
             wanted.push(format!(
                 "--provider-class={}={server}.{NAMESPACE}.svc:8080,{NAMESPACE}/{tls}",
@@ -444,6 +470,7 @@ async fn out_of_process(cp: &ControlPlane, admin: &Client, scenario: &Scenario<'
                 .vault_through_the_server(&grpc(1).to_string(), &issued[1])
                 .await?;
             scenario.gitlab_through_the_server().await?;
+            scenario.kubernetes_through_the_server().await?;
             for server in &mut servers {
                 server.still_running()?;
             }
@@ -1521,6 +1548,69 @@ spec:
         .await?;
         self.wait_secret("shared", "password", b"from-another-namespace")
             .await
+    }
+
+    /// Kubernetes through its server: the bearer-token store of `kubernetes_after_upgrade`,
+    /// routed there since the upgrade, reads a changed value; a `serviceAccount` store makes the
+    /// server request a token of ServiceAccount `reader` (the one Vault's login uses), which the
+    /// shared namespace lets read.
+    async fn kubernetes_through_the_server(&self) -> Result<()> {
+        let shared = "k8s-shared";
+        testenv::apply_yaml(
+            &self.client,
+            &format!(
+                r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: shared-db, namespace: {shared}}}
+stringData: {{password: through-the-kubernetes-server}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: app-reader, namespace: {shared}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}}
+subjects: [{{kind: ServiceAccount, name: reader, namespace: {APP}}}]
+"#
+            ),
+            true,
+        )
+        .await?;
+        self.apply(&format!(
+            r#"
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: shared, annotations: {{force-sync: through-the-server}}}}
+spec:
+  secretStoreRef: {{kind: SecretStore, name: shared}}
+  target: {{name: shared}}
+  data: [{{secretKey: password, remoteRef: {{key: shared-db, property: password}}}}]
+---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: shared-as-reader}}
+spec:
+  provider:
+    kubernetes:
+      remoteNamespace: {shared}
+      server: {{caProvider: {{type: ConfigMap, name: kube-root-ca.crt, key: ca.crt}}}}
+      auth: {{serviceAccount: {{name: reader}}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: shared-as-reader}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{kind: SecretStore, name: shared-as-reader}}
+  target: {{name: shared-as-reader}}
+  data: [{{secretKey: password, remoteRef: {{key: shared-db, property: password}}}}]
+"#
+        ))
+        .await?;
+        for name in ["shared", "shared-as-reader"] {
+            self.wait_secret(name, "password", b"through-the-kubernetes-server")
+                .await?;
+        }
+        Ok(())
     }
 
     /// PushSecret `deletionPolicy: Delete`: the operator holds it with a finalizer until it

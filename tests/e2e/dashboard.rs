@@ -28,6 +28,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             every_query,
         ),
+        trial(
+            "dashboard::workqueue_series_count_every_reconcile_and_empty_when_idle",
+            env,
+            workqueue,
+        ),
         Trial::test("dashboard::the_query_reader_finds_names_and_labels", || {
             reader().map_err(|e| crate::chain(&e).into())
         }),
@@ -464,6 +469,60 @@ async fn every_query(env: Arc<Env>) -> Result<()> {
         found.iter().any(|m| m.contains("has label method")),
         "a renamed label went unnoticed: {found:?}"
     );
+    Ok(())
+}
+
+/// The queue series of the ExternalSecret controller follow real reconciles: 20 new
+/// ExternalSecrets are 20 adds, 20 waits and 20 reconciles at least (other trials share the
+/// operator), and once they are synced nothing of theirs stays due.
+async fn workqueue(env: Arc<Env>) -> Result<()> {
+    const N: usize = 20;
+    let client = env.client().await;
+    let metrics = env.metrics_addr();
+    let series =
+        |name: &str| format!("{name}{{name=\"externalsecret\",controller=\"externalsecret\"}}");
+    let read = |text: &str, name: &str| crate::operator::sample(text, &series(name)).unwrap_or(0.0);
+    let counts = |text: &str| {
+        [
+            "workqueue_adds_total",
+            "workqueue_queue_duration_seconds_count",
+            "workqueue_work_duration_seconds_count",
+        ]
+        .map(|name| read(text, name))
+    };
+    let before = counts(&scrape(metrics).await?);
+
+    let ns = testenv::create_namespace(&client, "workqueue").await?;
+    let mut manifests = String::from(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {name: fake}\nspec:\n  provider:\n    fake:\n      data: [{key: user, value: alice}]\n",
+    );
+    for i in 0..N {
+        manifests.push_str(&format!(
+            "---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: fake}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+        ));
+    }
+    testenv::apply_yaml_in(&client, &ns, &manifests, true).await?;
+    for i in 0..N {
+        let want = crate::sync::bytes(&[("user", "alice")]);
+        crate::sync::wait_secret(&client, &ns, &format!("es-{i}"), &want).await?;
+    }
+
+    let after = counts(&scrape(metrics).await?);
+    for (i, name) in ["adds", "waits", "reconciles"].into_iter().enumerate() {
+        ensure!(
+            after[i] - before[i] >= N as f64,
+            "{name} of the externalsecret queue grew by {} for {N} new ExternalSecrets",
+            after[i] - before[i]
+        );
+    }
+    testenv::wait_for(TIMEOUT, "an empty externalsecret queue", || async {
+        let text = scrape(metrics).await?;
+        let depth = crate::operator::sample(&text, &series("workqueue_depth"))
+            .ok_or_else(|| anyhow!("no workqueue_depth series"))?;
+        ensure!(depth == 0.0, "depth {depth}");
+        Ok(())
+    })
+    .await?;
     Ok(())
 }
 

@@ -361,13 +361,14 @@ pub(crate) async fn controller<K: Fanout>(
         ctx: ctx.clone(),
         namespaces,
     });
-    Controller::for_stream(stream, cached)
+    let queue = ctx.metrics.workqueues.queue(K::CONTROLLER);
+    Controller::for_stream(queue.watched(stream), cached)
         .with_config(config)
-        .reconcile_on(owners)
+        .reconcile_on(queue.triggers(owners))
         .reconcile_all_on(futures::stream::select(namespace_changes, store_changes))
         .graceful_shutdown_on(shutdown)
         .run(
-            |watched: Arc<DeserializeGuard<K>>, state: Arc<State>| {
+            queue.reconciler(|watched: Arc<DeserializeGuard<K>>, state: Arc<State>| {
                 let object = watched.0.clone().map(Arc::new);
                 async move {
                     match object {
@@ -375,11 +376,11 @@ pub(crate) async fn controller<K: Fanout>(
                         Err(invalid) => report_unreadable::<K>(&state.ctx, invalid).await,
                     }
                 }
-            },
-            error_policy_for::<K>(),
+            }),
+            queue.error_policy(error_policy_for::<K>()),
             state,
         )
-        .for_each(|r| after_reconcile(ctx.clone())(r))
+        .for_each(after_reconcile(ctx.clone(), queue.clone()))
         .await
 }
 

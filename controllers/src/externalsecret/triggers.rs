@@ -163,20 +163,24 @@ impl ExternalSecretTriggers {
             specs.clone(),
             ss_changes,
         );
-        let mut controller = Controller::for_stream(es_stream, reader.clone())
+        let queue = ctx.metrics.workqueues.queue("externalsecret");
+        let mut controller = Controller::for_stream(queue.watched(es_stream), reader.clone())
             .with_config(
                 kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency),
             )
             // By target name rather than owner reference: Orphan and Merge targets have none.
-            .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
-                let target = TargetRef::secret(
-                    secret.namespace().as_deref().unwrap_or_default(),
-                    &secret.name_any(),
-                );
-                let version = secret.resource_version();
-                target_users(&secrets_ctx, &writers_secrets, &target, version.as_deref())
-            })
-            .reconcile_on(store_forced);
+            .watches_stream(
+                secrets,
+                queue.mapper(move |secret: PartialObjectMeta<Secret>| {
+                    let target = TargetRef::secret(
+                        secret.namespace().as_deref().unwrap_or_default(),
+                        &secret.name_any(),
+                    );
+                    let version = secret.resource_version();
+                    target_users(&secrets_ctx, &writers_secrets, &target, version.as_deref())
+                }),
+            )
+            .reconcile_on(queue.triggers(store_forced));
         if namespace.is_none() {
             let css_specs = specs.clone();
             let css_changes = watcher(
@@ -199,22 +203,22 @@ impl ExternalSecretTriggers {
                     (news, LoadedStore::from_cluster_secret_store(&s))
                 }))
             });
-            controller = controller.reconcile_on(store_changes(
+            controller = controller.reconcile_on(queue.triggers(store_changes(
                 reader,
                 self.forced.clone(),
                 specs,
                 css_changes,
-            ));
+            )));
         }
         let forced = self.forced;
         controller
-            .reconcile_on(provider_triggers)
-            .reconcile_on(woken)
-            .reconcile_on(generic_changes)
-            .reconcile_on(template_changes)
+            .reconcile_on(queue.triggers(provider_triggers))
+            .reconcile_on(queue.triggers(woken))
+            .reconcile_on(queue.triggers(generic_changes))
+            .reconcile_on(queue.triggers(template_changes))
             .graceful_shutdown_on(shutdown)
             .run(
-                move |watched: Arc<Watched>, ctx| {
+                queue.reconciler(move |watched: Arc<Watched>, ctx: Arc<Context>| {
                     let object = ObjectRef::from(watched.as_ref());
                     let force = forced.lock().expect("forced set poisoned").remove(&object);
                     let es = watched.0.clone().map(Arc::new);
@@ -231,11 +235,11 @@ impl ExternalSecretTriggers {
                         })
                         .await
                     }
-                },
-                error_policy("externalsecret"),
+                }),
+                queue.error_policy(error_policy("externalsecret")),
                 ctx.clone(),
             )
-            .for_each(after_reconcile(ctx))
+            .for_each(after_reconcile(ctx, queue))
     }
 }
 

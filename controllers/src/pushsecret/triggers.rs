@@ -76,32 +76,36 @@ where
     });
     let ps_by_source = ps_reader.clone();
     let woken = wakes(ps_reader.clone(), ready_stores);
-    Controller::for_stream(ps_stream, ps_reader.clone())
+    let queue = ctx.metrics.workqueues.queue("pushsecret");
+    Controller::for_stream(queue.watched(ps_stream), ps_reader.clone())
         .with_config(ctrl_config)
-        .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
-            let ns = secret.namespace().unwrap_or_default();
-            let candidates = {
-                let index = sources.lock().expect("watch index poisoned");
-                let mut candidates = index.get(&Source::Named(ns.clone(), secret.name_any()));
-                candidates.extend(index.get(&Source::Selecting(ns)));
+        .watches_stream(
+            secrets,
+            queue.mapper(move |secret: PartialObjectMeta<Secret>| {
+                let ns = secret.namespace().unwrap_or_default();
+                let candidates = {
+                    let index = sources.lock().expect("watch index poisoned");
+                    let mut candidates = index.get(&Source::Named(ns.clone(), secret.name_any()));
+                    candidates.extend(index.get(&Source::Selecting(ns)));
+                    candidates
+                };
                 candidates
-            };
-            candidates
-                .into_iter()
-                .filter(|candidate| {
-                    ps_by_source.get(candidate).is_some_and(|ps| {
-                        ps.0.as_ref()
-                            .ok()
-                            .and_then(|ps| ps.spec.selector.secret.as_ref())
-                            .is_some_and(|s| is_source(s, &secret))
+                    .into_iter()
+                    .filter(|candidate| {
+                        ps_by_source.get(candidate).is_some_and(|ps| {
+                            ps.0.as_ref()
+                                .ok()
+                                .and_then(|ps| ps.spec.selector.secret.as_ref())
+                                .is_some_and(|s| is_source(s, &secret))
+                        })
                     })
-                })
-                .collect::<Vec<_>>()
-        })
-        .reconcile_on(woken)
+                    .collect::<Vec<_>>()
+            }),
+        )
+        .reconcile_on(queue.triggers(woken))
         .graceful_shutdown_on(shutdown)
         .run(
-            move |watched: Arc<Watched>, ctx| {
+            queue.reconciler(move |watched: Arc<Watched>, ctx: Arc<Context>| {
                 let object = ObjectRef::from(watched.as_ref());
                 let ps = watched.0.clone().map(Arc::new);
                 let held = ps_reader.clone();
@@ -114,11 +118,11 @@ where
                     };
                     forgetting_departed(&held, object, reconcile, |ps| departed(&ctx, &ps)).await
                 }
-            },
-            error_policy("pushsecret"),
+            }),
+            queue.error_policy(error_policy("pushsecret")),
             ctx.clone(),
         )
-        .for_each(after_reconcile(ctx))
+        .for_each(after_reconcile(ctx, queue))
 }
 
 /// Forgets what is kept of a PushSecret that left the watch.
