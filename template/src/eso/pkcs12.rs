@@ -64,9 +64,7 @@ fn p12_error(e: p12_keystore::error::Error) -> String {
         E::UnpadError | E::Pkcs5Error(_) => {
             "pkcs12: decryption error, incorrect padding".to_owned()
         }
-        E::UnsupportedEncryptionScheme | E::UnsupportedMacAlgorithm => {
-            "pkcs12: unknown digest algorithm or encryption scheme".to_owned()
-        }
+        E::UnsupportedEncryptionScheme | E::UnsupportedMacAlgorithm => UNSUPPORTED.to_owned(),
         E::X509Error(_) => "x509: malformed certificate".to_owned(),
         _ => "pkcs12: error reading P12 data".to_owned(),
     }
@@ -129,19 +127,30 @@ fn iterations_of(alg: &AlgorithmIdentifierOwned) -> Option<u64> {
     }
 }
 
+/// A shrouded key bag's encryption scheme.
+fn shrouded_scheme(bag: &SafeBag) -> Option<AlgorithmIdentifierOwned> {
+    (bag.bag_id == SHROUDED_KEY_BAG).then_some(())?;
+    let explicit =
+        der::asn1::ContextSpecific::<EncryptedPrivateKeyInfo>::from_der(&bag.bag_value).ok()?;
+    Some(explicit.value.encryption_algorithm)
+}
+
 /// A shrouded key bag's iteration count; `Some(0)` for a plain key bag, `None` for another.
 fn key_bag_iterations(bag: &SafeBag) -> Option<u64> {
     match bag.bag_id {
         KEY_BAG => Some(0),
-        SHROUDED_KEY_BAG => {
-            let explicit =
-                der::asn1::ContextSpecific::<EncryptedPrivateKeyInfo>::from_der(&bag.bag_value)
-                    .ok()?;
-            iterations_of(&explicit.value.encryption_algorithm)
-        }
-        _ => None,
+        _ => iterations_of(&shrouded_scheme(bag)?),
     }
 }
+
+/// PBES2 with scrypt: priced by memory rather than iterations, and go-pkcs12 does not read it
+/// (p12-keystore does, up to a limit that still takes a second a key), so it is refused before
+/// any key is derived.
+fn unpriced(alg: &AlgorithmIdentifierOwned) -> bool {
+    alg.oid == PBES2 && iterations_of(alg).is_none()
+}
+
+const UNSUPPORTED: &str = "pkcs12: unknown digest algorithm or encryption scheme";
 
 /// An encrypted safe's content and scheme; `None` for a plain one.
 fn encrypted(safe: &ContentInfo) -> Option<EncryptedContentInfo> {
@@ -251,12 +260,23 @@ fn check_hidden(data: &[u8], password: &str) -> Result<(), String> {
     let mut over = None;
     for safe in &safes {
         let Some(info) = encrypted(safe) else {
-            keys += plain_bags(safe)
+            let bags = plain_bags(safe);
+            if bags
+                .iter()
+                .filter_map(shrouded_scheme)
+                .any(|a| unpriced(&a))
+            {
+                return Err(UNSUPPORTED.to_owned());
+            }
+            keys += bags
                 .iter()
                 .filter(|b| key_bag_iterations(b).is_some())
                 .count();
             continue;
         };
+        if unpriced(&info.content_enc_alg) {
+            return Err(UNSUPPORTED.to_owned());
+        }
         let (Some(room), Some(content)) = (
             iterations_of(&info.content_enc_alg),
             info.encrypted_content.as_ref(),
@@ -268,6 +288,13 @@ fn check_hidden(data: &[u8], password: &str) -> Result<(), String> {
         else {
             continue;
         };
+        if bags
+            .iter()
+            .filter_map(shrouded_scheme)
+            .any(|a| unpriced(&a))
+        {
+            return Err(UNSUPPORTED.to_owned());
+        }
         for iterations in bags.iter().filter_map(key_bag_iterations) {
             hidden += 1;
             if iterations > room {
@@ -720,6 +747,47 @@ mod tests {
             "{err}"
         );
         assert!(took < std::time::Duration::from_millis(500), "{took:?}");
+    }
+
+    /// A key encrypted with scrypt (which p12-keystore would run, and go-pkcs12 does not read)
+    /// is refused before its key is derived, in a plain safe or an encrypted one.
+    #[test]
+    fn a_key_derived_with_scrypt_is_refused_unread() {
+        let mut scheme = pkcs5::pbes2::Parameters::generate_pbkdf2_sha256_aes256cbc(
+            2048,
+            &[7; SALT_LEN],
+            [9; 16],
+        )
+        .unwrap();
+        scheme.kdf = pkcs5::pbes2::Kdf::Scrypt(pkcs5::pbes2::ScryptParams {
+            salt: pkcs5::pbes2::Salt::new([7; SALT_LEN]).unwrap(),
+            cost_parameter: 1 << 20,
+            block_size: 8,
+            parallelization: 1,
+            key_length: None,
+        });
+        let bag = || {
+            let info = EncryptedPrivateKeyInfo {
+                encryption_algorithm: AlgorithmIdentifierOwned {
+                    oid: PBES2,
+                    parameters: Some(Any::from_der(&scheme.to_der().unwrap()).unwrap()),
+                },
+                encrypted_data: OctetString::new(vec![0u8; 48]).unwrap(),
+            };
+            SafeBag {
+                bag_id: SHROUDED_KEY_BAG,
+                bag_value: info.to_der().unwrap(),
+                bag_attributes: None,
+            }
+        };
+        let plain = data_content(vec![bag()].to_der().unwrap()).unwrap();
+        let hidden = encrypted_safe(&vec![bag()], "pw").unwrap();
+        for safe in [plain, hidden] {
+            let archive = STANDARD.decode(pfx(vec![safe], "pw").unwrap()).unwrap();
+            let (err, took) = read_within(&archive, "pw", crate::Budget::DEFAULT_STEPS);
+            assert!(err.ends_with(UNSUPPORTED), "{err}");
+            assert!(took < std::time::Duration::from_millis(500), "{took:?}");
+        }
     }
 
     // The expected outputs were printed by ESO's own functions (see testdata/make.sh).
