@@ -14,7 +14,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::provider_kinds::Capabilities;
 use crate::provider_kinds::Descriptor;
 
 /// Every provider kind this API defines: the table CRD generation, the registry and the tests

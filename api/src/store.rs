@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::conditions::Condition;
 use crate::meta::DNS_LABEL_PATTERN;
 use crate::provider_class::{CLUSTER_PROVIDER_CLASS_KIND, PROVIDER_CLASS_KIND};
-use crate::providers::{Capabilities, SecretStoreProvider};
+use crate::provider_kinds::Capabilities;
+use crate::providers::SecretStoreProvider;
 
 pub const SECRET_STORE_KIND: &str = "SecretStore";
 pub const CLUSTER_SECRET_STORE_KIND: &str = "ClusterSecretStore";

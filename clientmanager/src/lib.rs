@@ -26,7 +26,7 @@ mod store;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use api::providers::Capabilities;
+use api::provider_kinds::Capabilities;
 use api::store::{LABEL_CONVERTED_FROM, ProviderRef};
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};

@@ -551,7 +551,7 @@ async fn the_credentials_reader_refuses_other_namespaces_too() {
 
 #[test]
 fn stores_are_used_only_for_what_they_can_do() {
-    use api::providers::Capabilities::{ReadOnly, ReadWrite, WriteOnly};
+    use api::provider_kinds::Capabilities::{ReadOnly, ReadWrite, WriteOnly};
     let table: Vec<_> = [ReadOnly, WriteOnly, ReadWrite]
         .into_iter()
         .map(|c| {

@@ -19,8 +19,7 @@ use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
 use crate::own_writes::OwnWriteLog;
 use crate::pushsecret::unrecorded::UnrecordedPushes;
-use crate::status::StatusWriter;
-pub use crate::status::{FIELD_MANAGER, apply_status};
+use crate::status::{FIELD_MANAGER, StatusWriter, apply_status};
 
 /// Operator settings that reconcilers read.
 #[derive(Clone, Debug)]

@@ -132,70 +132,61 @@ impl Metrics {
             m.es_sync_errors.clone(),
         );
         registry.register(
-            "externalsecret_status_condition",
-            "The status condition of a specific ExternalSecret",
-            m.es_condition.0.clone(),
-        );
-        registry.register(
-            "externalsecret_reconcile_duration",
-            "The duration of the last ExternalSecret reconcile in nanoseconds",
-            m.es_reconcile_duration.clone(),
-        );
-        registry.register(
             "externalsecret_provider_api_calls_count",
             "Number of API calls made to a provider",
             m.provider_calls.clone(),
         );
-        registry.register(
-            "secretstore_status_condition",
-            "The status condition of a specific SecretStore",
-            m.ss_condition.0.clone(),
-        );
-        registry.register(
-            "secretstore_reconcile_duration",
-            "The duration of the last SecretStore reconcile in nanoseconds",
-            m.ss_reconcile_duration.clone(),
-        );
-        registry.register(
-            "clustersecretstore_status_condition",
-            "The status condition of a specific ClusterSecretStore",
-            m.css_condition.0.clone(),
-        );
-        registry.register(
-            "clustersecretstore_reconcile_duration",
-            "The duration of the last ClusterSecretStore reconcile in nanoseconds",
-            m.css_reconcile_duration.clone(),
-        );
-        registry.register(
-            "pushsecret_status_condition",
-            "The status condition of a specific PushSecret",
-            m.ps_condition.0.clone(),
-        );
-        registry.register(
-            "pushsecret_reconcile_duration",
-            "The duration of the last PushSecret reconcile in nanoseconds",
-            m.ps_reconcile_duration.clone(),
-        );
-        registry.register(
-            "clusterexternalsecret_status_condition",
-            "The status condition of a specific ClusterExternalSecret",
-            m.ces_condition.0.clone(),
-        );
-        registry.register(
-            "clusterexternalsecret_reconcile_duration",
-            "The duration of the last ClusterExternalSecret reconcile in nanoseconds",
-            m.ces_reconcile_duration.clone(),
-        );
-        registry.register(
-            "clusterpushsecret_status_condition",
-            "The status condition of a specific ClusterPushSecret",
-            m.cps_condition.0.clone(),
-        );
-        registry.register(
-            "clusterpushsecret_reconcile_duration",
-            "The duration of the last ClusterPushSecret reconcile in nanoseconds",
-            m.cps_reconcile_duration.clone(),
-        );
+        // ESO's two series per kind, named after the kind.
+        let kinds = [
+            (
+                "externalsecret",
+                "ExternalSecret",
+                &m.es_condition,
+                &m.es_reconcile_duration,
+            ),
+            (
+                "secretstore",
+                "SecretStore",
+                &m.ss_condition,
+                &m.ss_reconcile_duration,
+            ),
+            (
+                "clustersecretstore",
+                "ClusterSecretStore",
+                &m.css_condition,
+                &m.css_reconcile_duration,
+            ),
+            (
+                "pushsecret",
+                "PushSecret",
+                &m.ps_condition,
+                &m.ps_reconcile_duration,
+            ),
+            (
+                "clusterexternalsecret",
+                "ClusterExternalSecret",
+                &m.ces_condition,
+                &m.ces_reconcile_duration,
+            ),
+            (
+                "clusterpushsecret",
+                "ClusterPushSecret",
+                &m.cps_condition,
+                &m.cps_reconcile_duration,
+            ),
+        ];
+        for (prefix, kind, condition, duration) in kinds {
+            registry.register(
+                format!("{prefix}_status_condition"),
+                format!("The status condition of a specific {kind}"),
+                condition.0.clone(),
+            );
+            registry.register(
+                format!("{prefix}_reconcile_duration"),
+                format!("The duration of the last {kind} reconcile in nanoseconds"),
+                duration.clone(),
+            );
+        }
         registry.register(
             "external_secrets_reconcile_errors",
             "Reconcile failures by controller and error kind",

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use api::conditions::ConditionStatus;
-use api::providers::Capabilities;
+use api::provider_kinds::Capabilities;
 use api::store::ProviderRef;
 use clientmanager::{ClassRef, LoadedStore, ProviderObject};
 use provider::{Caller, Validation};

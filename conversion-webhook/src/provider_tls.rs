@@ -19,9 +19,6 @@ use kube::Api;
 use crate::Error;
 use crate::certs::{self, Purpose, Target};
 
-/// The field manager of the operator's writes to a provider server's TLS Secret.
-pub use crate::certs::PROVIDER_TLS_FIELD_MANAGER as FIELD_MANAGER;
-
 /// One provider server's Secret, and how it is kept.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {

@@ -75,14 +75,19 @@ where
         self.blocked.lock().expect("blocked children poisoned")
     }
 
-    /// Where `owner`'s child `name` is kept out by someone else's object, as of its reconcile
-    /// (`None`: the owner is gone).
-    pub(super) fn set_blocked(&self, owner: &str, name: &str, namespaces: Option<Vec<String>>) {
+    /// Where `owner`'s child `name` is kept out by someone else's object, as of its reconcile:
+    /// the deletion of one of those objects reconciles `owner`.
+    pub(super) fn set_blocked(&self, owner: &str, name: &str, namespaces: Vec<String>) {
         let mut blocked = self.lock_blocked();
         blocked.retain(|_, o| o != owner);
-        for ns in namespaces.into_iter().flatten() {
+        for ns in namespaces {
             blocked.insert((ns, name.to_owned()), owner.to_owned());
         }
+    }
+
+    /// `owner` is gone: nothing it was kept out by concerns anyone now.
+    pub(super) fn forget_owner(&self, owner: &str) {
+        self.lock_blocked().retain(|_, o| o != owner);
     }
 
     /// Every child `owner` controls, as (namespace, name).

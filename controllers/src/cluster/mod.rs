@@ -42,10 +42,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tracing::{info, instrument, warn};
 
-use crate::context::{Context, FIELD_MANAGER};
+use crate::context::Context;
 use crate::events::EventType;
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels};
 use crate::outcome::{after_reconcile, error_policy};
+use crate::status::FIELD_MANAGER;
 use crate::watch::on_departure;
 use children::owner_name;
 pub use children::{ChildChanges, Children, ClusterChildren, children};
@@ -347,7 +348,7 @@ pub(crate) async fn controller<K: Fanout>(
         let ctx = ctx.clone();
         move |gone: ObjectRef<DeserializeGuard<K>>| {
             ctx.status.forget(gone.extra.uid.as_deref());
-            K::children(&ctx).set_blocked(&gone.name, "", None);
+            K::children(&ctx).forget_owner(&gone.name);
             let (condition, duration) = K::gauges(&ctx.metrics);
             crate::metrics::forget(condition, duration, &gone.name, "");
         }
@@ -470,7 +471,7 @@ async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Actio
                     plan::write_failed(&mut plan, &namespace, e.message().to_owned());
                 }
             }
-            children.set_blocked(&name, &child_name, Some(blocked));
+            children.set_blocked(&name, &child_name, blocked);
             plan::report(&plan)
         }
     };
@@ -517,7 +518,7 @@ async fn report_unreadable<K: Fanout>(
     );
     let status = json!({"conditions": [{"type": api::conditions::READY, "status": "False", "message": message}]});
     let name = invalid.metadata.name.unwrap_or_default();
-    crate::context::apply_status(&api, &resource, &name, &status)
+    crate::status::apply_status(&api, &resource, &name, &status)
         .await
         .map_err(|source| Error::Write {
             what: "status".into(),

@@ -31,7 +31,7 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
 use crate::metrics::labels;
-pub use crate::own_writes::TargetRef;
+use crate::own_writes::TargetRef;
 
 /// ESO's reasons, under the names this module uses.
 pub mod reason {

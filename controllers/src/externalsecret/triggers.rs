@@ -24,11 +24,11 @@ use provider::ProviderIdentity;
 use rand::Rng;
 
 use crate::context::{Context, ReadyStore};
-use crate::externalsecret::TargetRef;
 use crate::externalsecret::desired::MANAGED_LABEL;
 use crate::externalsecret::generic::TargetChange;
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
+use crate::own_writes::TargetRef;
 use crate::watch::{fingerprint, forgetting_departed, on_departure, once_needed, scoped};
 
 /// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)

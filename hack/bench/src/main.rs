@@ -29,6 +29,7 @@ use testenv::{ControlPlane, KvVersion, ProviderServer, VaultServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod cluster;
+mod scale;
 mod soak;
 
 const STORE: &str = "bench";
@@ -62,7 +63,7 @@ const POLL: Duration = Duration::from_millis(500);
 /// Calls of each kind before the per-call loop starts timing.
 const WARM_UP_CALLS: usize = 200;
 
-#[derive(Parser)]
+#[derive(Clone, Parser)]
 #[command(
     name = "bench",
     about = "Times the operator syncing N ExternalSecrets against a fresh control plane per N"
@@ -138,6 +139,11 @@ struct Args {
     /// Seconds of steady state counted after a --cluster-namespaces sync.
     #[arg(long, default_value_t = 300)]
     steady: u64,
+    /// Instead of one sync: the first count's ExternalSecrets without the client rate limiter,
+    /// beside a bare client making the same minimal writes, ExternalSecrets created while the
+    /// backlog drains, and a restart (src/scale.rs).
+    #[arg(long)]
+    scale: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -288,6 +294,9 @@ fn main() -> Result<()> {
     );
     ensure!(!args.counts.is_empty(), "--counts is empty");
     let tokio = tokio::runtime::Runtime::new()?;
+    if args.scale {
+        return scale::run(&tokio, &args);
+    }
     let mut runs = Vec::new();
     let mut kubernetes = String::new();
     if args.soak || args.cluster_namespaces > 0 {

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use api::providers::Capabilities;
+use api::provider_kinds::Capabilities;
 use provider::{FindRequest, PushRemoteRef, PushRequest, PushSource, RemoteRef};
 
 use crate::v1;

@@ -21,8 +21,8 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use api::provider_kinds::Capabilities;
 pub use api::provider_kinds::Descriptor;
-pub use api::providers::Capabilities;
 pub use credentials::{
     CredentialKind, CredentialRef, CredentialsReader, StaticCredentials, ca_pems,
 };

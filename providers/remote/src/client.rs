@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use api::providers::Capabilities;
+use api::provider_kinds::Capabilities;
 use async_trait::async_trait;
 use provider::{
     Error, FindRequest, PushRemoteRef, PushRequest, RemoteRef, Result, SecretsClient, Validation,

@@ -802,7 +802,7 @@ async fn validate_and_capabilities(fx: Arc<Fixture>) -> Result<()> {
     );
     ensure!(
         good.capabilities().await.context("Capabilities")?
-            == api::providers::Capabilities::ReadWrite,
+            == api::provider_kinds::Capabilities::ReadWrite,
         "Capabilities was not ReadWrite"
     );
 

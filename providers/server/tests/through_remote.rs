@@ -126,7 +126,7 @@ async fn every_method_answers_as_the_provider_does_in_process() {
     );
     assert_eq!(
         remote.capabilities().await.unwrap(),
-        api::providers::Capabilities::ReadWrite
+        api::provider_kinds::Capabilities::ReadWrite
     );
 }
 

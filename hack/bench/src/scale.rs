@@ -1,0 +1,352 @@
+//! `--scale`: the first count's ExternalSecrets (the issue's figure is 100k) on one Fake store,
+//! the operator without its client rate limiter, beside a bare client on a fresh control plane
+//! of its own that creates the same ExternalSecrets and makes, for each, the two writes any
+//! operator must make (the Secret and the status). Reported: the time ratio, the operator's
+//! peak RSS, its API requests per ExternalSecret, how long an ExternalSecret created while the
+//! backlog drains waits to be Ready, and what a restart with everything in sync asks of the API
+//! server in its first minute.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use api::conditions::{ConditionStatus, READY};
+use api::external_secret::{ExternalSecret, ExternalSecretSpec};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use testenv::ControlPlane;
+
+use crate::{Args, CREATE_PARALLELISM, Watched, alive, rss_mib, scrape, spawn_operator};
+
+/// How often an ExternalSecret is created in the probe namespace while the backlog drains.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// What a restart is given before its requests are counted, as the issue measures it.
+const RESTART_WINDOW: Duration = Duration::from_secs(60);
+
+pub fn run(tokio: &tokio::runtime::Runtime, args: &Args) -> Result<()> {
+    let count = args.counts[0];
+    eprintln!("bench: scale, {count} ExternalSecrets, a bare client first");
+    let bare = {
+        // Started outside the runtime: start() blocks, and dropping it joins the supervisor.
+        let cp = ControlPlane::start()?;
+        tokio.block_on(async { bare(&cp.client().await, args, count).await })?
+    };
+    eprintln!(
+        "bench: the bare client took {:.1}s; now the operator",
+        bare.as_secs_f64()
+    );
+    let cp = ControlPlane::start()?;
+    let result = tokio.block_on(async { operator(&cp, &cp.client().await, args, count).await });
+    let log = cp.dir().join("operator.log");
+    crate::report_log("operator", &log);
+    if result.is_err() {
+        crate::print_tail(&log);
+    }
+    let run = result?;
+    print(&run, bare, count, args);
+    Ok(())
+}
+
+fn spec() -> Result<ExternalSecretSpec> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "refreshInterval": "1h",
+        "secretStoreRef": {"name": crate::STORE},
+        "data": [{"secretKey": "user", "remoteRef": {"key": "user"}}],
+    }))?)
+}
+
+fn names(count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("es-{i:06}")).collect()
+}
+
+/// Creates each ExternalSecret, then its Secret, then patches its status Ready, as fast as the
+/// same parallelism of creates allows: the floor of any operator.
+async fn bare(client: &Client, args: &Args, count: usize) -> Result<Duration> {
+    testenv::install_crds(client, &args.crds).await?;
+    let ns = testenv::create_namespace(client, "bench").await?;
+    let spec = spec()?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let started = Instant::now();
+    futures::stream::iter(names(count).into_iter().map(|name| {
+        let (externalsecrets, secrets) = (externalsecrets.clone(), secrets.clone());
+        let es = ExternalSecret::new(&name, spec.clone());
+        async move {
+            externalsecrets.create(&PostParams::default(), &es).await?;
+            let secret = Secret {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    ..ObjectMeta::default()
+                },
+                string_data: Some(BTreeMap::from([("user".into(), "alice".into())])),
+                ..Secret::default()
+            };
+            secrets.create(&PostParams::default(), &secret).await?;
+            let now = k8s_openapi::jiff::Timestamp::now().to_string();
+            let status = serde_json::json!({"status": {
+                "refreshTime": now,
+                "conditions": [{"type": READY, "status": "True", "reason": "SecretSynced",
+                                "message": "secret synced", "lastTransitionTime": now}],
+            }});
+            externalsecrets
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .with_context(|| format!("the bare client's writes for {name}"))
+        }
+    }))
+    .buffer_unordered(CREATE_PARALLELISM)
+    .try_for_each(|_| async { Ok(()) })
+    .await?;
+    Ok(started.elapsed())
+}
+
+struct OperatorRun {
+    all_ready: Duration,
+    peak_rss_mib: f64,
+    requests_per_es: f64,
+    /// Seconds from create to Ready of the ExternalSecrets created while the backlog drained.
+    probes: Vec<f64>,
+    /// The restarted operator's requests in its first minute, by verb and resource.
+    restart: BTreeMap<String, f64>,
+}
+
+/// When each ExternalSecret of `ns` was first seen Ready=True, from a watch (a poll of 100k
+/// objects would weigh on the API server more than the operator does).
+fn ready_times(client: &Client, ns: &str) -> Arc<Mutex<HashMap<String, Instant>>> {
+    let seen = Arc::new(Mutex::new(HashMap::new()));
+    let api: Api<ExternalSecret> = Api::namespaced(client.clone(), ns);
+    let record = seen.clone();
+    tokio::spawn(
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .try_for_each(move |es| {
+                let ready = es.status.as_ref().is_some_and(|s| {
+                    api::conditions::find(&s.conditions, READY)
+                        .is_some_and(|c| c.status == ConditionStatus::True)
+                });
+                if ready {
+                    record
+                        .lock()
+                        .expect("ready times poisoned")
+                        .entry(es.name_any())
+                        .or_insert_with(Instant::now);
+                }
+                async { Ok(()) }
+            }),
+    );
+    seen
+}
+
+async fn operator(
+    cp: &ControlPlane,
+    client: &Client,
+    args: &Args,
+    count: usize,
+) -> Result<OperatorRun> {
+    let mut args = args.clone();
+    args.operator_args.push("--client-qps=0".into());
+    testenv::install_crds(client, &args.crds).await?;
+    let ns = testenv::create_namespace(client, "bench").await?;
+    let probe_ns = testenv::create_namespace(client, "probe").await?;
+    for namespace in [&ns, &probe_ns] {
+        testenv::apply_yaml_in(client, namespace, &crate::fake_store_yaml(), true).await?;
+    }
+    let (pid, metrics_port) = spawn_operator(cp, &args)?;
+    let watched = [Watched {
+        pid,
+        name: "the operator",
+    }];
+    tokio::time::sleep(Duration::from_secs(args.warm_up)).await;
+    alive(&watched)?;
+    let requests_before = crate::sum_of(
+        &scrape(metrics_port).await?,
+        "external_secrets_api_requests_total",
+    );
+
+    let spec = spec()?;
+    let ready = ready_times(client, &ns);
+    let probes_ready = ready_times(client, &probe_ns);
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let started = Instant::now();
+    let creating = futures::stream::iter(names(count).into_iter().map(|name| {
+        let api = externalsecrets.clone();
+        let es = ExternalSecret::new(&name, spec.clone());
+        async move {
+            api.create(&PostParams::default(), &es)
+                .await
+                .with_context(|| format!("creating ExternalSecret {name}"))
+        }
+    }))
+    .buffer_unordered(CREATE_PARALLELISM)
+    .try_for_each(|_| async { Ok(()) });
+    let probes: Api<ExternalSecret> = Api::namespaced(client.clone(), &probe_ns);
+    let mut probe_created: Vec<(String, Instant)> = Vec::new();
+    let deadline = started + Duration::from_secs(args.timeout);
+    let waiting = async {
+        let mut last_print = Instant::now();
+        loop {
+            alive(&watched)?;
+            let done = ready.lock().expect("ready times poisoned").len();
+            if done == count {
+                return anyhow::Ok(started.elapsed());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "after {}s only {done} of {count} ExternalSecrets were Ready=True",
+                    args.timeout
+                );
+            }
+            let name = format!("probe-{:04}", probe_created.len());
+            probes
+                .create(
+                    &PostParams::default(),
+                    &ExternalSecret::new(&name, spec.clone()),
+                )
+                .await
+                .with_context(|| format!("creating probe {name}"))?;
+            probe_created.push((name, Instant::now()));
+            if last_print.elapsed() >= Duration::from_secs(10) {
+                eprintln!(
+                    "bench: {:.0}s: {done} Ready",
+                    started.elapsed().as_secs_f64()
+                );
+                last_print = Instant::now();
+            }
+            tokio::time::sleep(PROBE_EVERY).await;
+        }
+    };
+    let ((), all_ready) = tokio::try_join!(creating, waiting)?;
+    let peak_rss_mib = rss_mib(pid, "VmHWM")?;
+    let requests = crate::sum_of(
+        &scrape(metrics_port).await?,
+        "external_secrets_api_requests_total",
+    ) - requests_before;
+
+    // The probes created last may still be on their way.
+    let probe_deadline = Instant::now() + Duration::from_secs(30);
+    let probes = loop {
+        let seen = probes_ready.lock().expect("ready times poisoned").clone();
+        if probe_created.iter().all(|(n, _)| seen.contains_key(n)) {
+            break probe_created
+                .iter()
+                .map(|(n, created)| seen[n].duration_since(*created).as_secs_f64())
+                .collect::<Vec<_>>();
+        }
+        if Instant::now() >= probe_deadline {
+            bail!("probe ExternalSecrets still not Ready 30s after the backlog drained");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+
+    let restart = restart(cp, &args, pid).await?;
+    Ok(OperatorRun {
+        all_ready,
+        peak_rss_mib,
+        requests_per_es: requests / count as f64,
+        probes,
+        restart,
+    })
+}
+
+/// Stops the operator as Kubernetes would (SIGTERM), starts it again, and returns its own count
+/// of API requests after a minute, by verb and resource.
+async fn restart(cp: &ControlPlane, args: &Args, pid: u32) -> Result<BTreeMap<String, f64>> {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()?;
+    if !status.success() {
+        bail!("kill -TERM {pid}: {status}");
+    }
+    let stopped = Instant::now();
+    while alive(&[Watched {
+        pid,
+        name: "the operator",
+    }])
+    .is_ok()
+    {
+        if stopped.elapsed() > Duration::from_secs(30) {
+            bail!("the operator did not stop within 30s of SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (pid, metrics_port) = spawn_operator(cp, args)?;
+    tokio::time::sleep(RESTART_WINDOW).await;
+    alive(&[Watched {
+        pid,
+        name: "the restarted operator",
+    }])?;
+    let metrics = scrape(metrics_port).await?;
+    Ok(metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("external_secrets_api_requests_total{"))
+        .filter_map(|l| {
+            let (labels, value) = l.rsplit_once(' ')?;
+            Some((labels.trim_end_matches('}').to_owned(), value.parse().ok()?))
+        })
+        .filter(|(_, v): &(String, f64)| *v > 0.0)
+        .collect())
+}
+
+fn print(run: &OperatorRun, bare: Duration, count: usize, args: &Args) {
+    let ratio = run.all_ready.as_secs_f64() / bare.as_secs_f64();
+    let rss_goal = 16.0 + 3.0 * count as f64 / 1024.0;
+    let mut probes = run.probes.clone();
+    probes.sort_by(f64::total_cmp);
+    println!(
+        "\n{count} ExternalSecrets on one Fake store, the operator with --client-qps=0 and --concurrent {}; \
+         the bare client creates each ExternalSecret, its Secret and a Ready status with {} in flight, \
+         on a fresh control plane of its own. Probes: one ExternalSecret created every {}s in \
+         another namespace while the backlog drained.\n",
+        args.concurrency,
+        CREATE_PARALLELISM,
+        PROBE_EVERY.as_secs()
+    );
+    println!(
+        "| ExternalSecrets | bare client | operator, all Ready | ratio (goal ≤ 1.25) | operator peak RSS | goal (16 MiB + 3 KiB each) | API requests per ExternalSecret (bare: 2 besides the create) | probe to Ready p50 / p99 (goal p99 ≤ 2 s) | probes |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {count} | {:.1} s | {:.1} s | {ratio:.2} | {:.1} MiB | {rss_goal:.1} MiB | {:.2} | {:.2} s / {:.2} s | {} |",
+        bare.as_secs_f64(),
+        run.all_ready.as_secs_f64(),
+        run.peak_rss_mib,
+        run.requests_per_es,
+        crate::quantile(&probes, 0.5),
+        crate::quantile(&probes, 0.99),
+        probes.len(),
+    );
+    let is_write = |s: &str| {
+        ["create", "patch", "update", "delete"]
+            .iter()
+            .any(|v| s.contains(&format!("verb=\"{v}\"")))
+    };
+    let total = |f: &dyn Fn(&str) -> bool| -> f64 {
+        run.restart
+            .iter()
+            .filter(|(s, _)| f(s))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    println!(
+        "\nA restart with all {count} in sync: the new operator's own requests in its first {} s \
+         (goal: no writes, no per-object reads, one list per kind).\n",
+        RESTART_WINDOW.as_secs()
+    );
+    println!("| writes | gets | lists | watches |\n|---:|---:|---:|---:|");
+    println!(
+        "| {} | {} | {} | {} |",
+        total(&is_write),
+        total(&|s: &str| s.contains("verb=\"get\"")),
+        total(&|s: &str| s.contains("verb=\"list\"")),
+        total(&|s: &str| s.contains("verb=\"watch\"")),
+    );
+    println!("\n| request (verb, resource) | count |\n|---|---:|");
+    for (series, n) in &run.restart {
+        println!("| {series} | {n} |");
+    }
+}
