@@ -1704,8 +1704,14 @@ async fn inline_store_logs_in_once(env: Arc<Env>) -> Result<()> {
         ));
     }
     testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     for i in 0..COUNT {
-        wait_secret(&client, &ns, &format!("es-{i}"), &bytes(&[("v", "1")])).await?;
+        let name = format!("es-{i}");
+        if let Err(e) = wait_secret(&client, &ns, &name, &bytes(&[("v", "1")])).await {
+            let es = externalsecrets.get(&name).await?;
+            let condition = ready(&serde_json::to_value(&es)?);
+            return Err(e.context(format!("ExternalSecret {name}: {condition:?}")));
+        }
     }
     store_ready(&client, &ns, "vault").await?;
     // The converted object was validated on its own, with a client of its own until now.
