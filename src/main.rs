@@ -121,10 +121,11 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     });
     // Every replica keeps them, as every replica keeps the webhook's certificate: a TLS write
     // names the resourceVersion read, so only one replica's rotation lands, and applying the
-    // same class twice changes nothing.
+    // same class twice changes nothing. On the control client, as the webhook's certificate:
+    // a rotation that waits behind the reconciles can let a certificate expire.
     let mut keepers = Vec::new();
     for settings in args.provider_tls_secrets.iter().cloned() {
-        let keep = provider_tls::keep(client.clone(), settings, std::future::pending());
+        let keep = provider_tls::keep(control.clone(), settings, std::future::pending());
         keepers.push(tokio::spawn(keep));
     }
     for declared in args.provider_classes.iter().cloned() {

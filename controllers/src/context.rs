@@ -18,7 +18,6 @@ use crate::externalsecret::generic::targets::{GenericTargets, TargetChange};
 use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
 use crate::own_writes::OwnWriteLog;
-use crate::pushsecret::unrecorded::UnrecordedPushes;
 use crate::status::{FIELD_MANAGER, StatusWriter, apply_status};
 
 /// Operator settings that reconcilers read.
@@ -72,8 +71,6 @@ pub struct Context {
     pub own_writes: OwnWriteLog,
     /// Status writes, with what this operator last wrote of each object.
     pub status: StatusWriter,
-    /// What PushSecrets pushed that a failed status write left off their record.
-    pub(crate) unrecorded_pushes: UnrecordedPushes,
     recorder: Recorder,
     /// The kinds ExternalSecrets write besides Secrets.
     pub generic_targets: GenericTargets,
@@ -117,7 +114,8 @@ impl Context {
         provider_changed: UnboundedSender<ProviderIdentity>,
         externalsecret_wake: UnboundedSender<ReadyStore>,
         pushsecret_wake: UnboundedSender<ReadyStore>,
-        generic_target_changed: UnboundedSender<TargetChange>,
+        // Generic targets' watch events, and foreign events held during our own writes.
+        target_changed: UnboundedSender<TargetChange>,
         cluster_children: crate::cluster::children::ClusterChildren,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
@@ -128,7 +126,7 @@ impl Context {
         let generic_targets = GenericTargets::new(
             settings.allow_generic_targets,
             settings.namespace.clone(),
-            generic_target_changed,
+            target_changed.clone(),
         );
         Arc::new(Self {
             client,
@@ -141,9 +139,8 @@ impl Context {
             externalsecret_wake,
             pushsecret_wake,
             pushsecrets: OnceLock::new(),
-            own_writes: OwnWriteLog::default(),
+            own_writes: OwnWriteLog::new(target_changed),
             status: StatusWriter::default(),
-            unrecorded_pushes: UnrecordedPushes::default(),
             recorder,
             generic_targets,
             target_versions: Default::default(),

@@ -108,9 +108,9 @@ where
 pub struct Clients {
     /// Reconciles and their watches.
     pub work: kube::Client,
-    /// The leader Lease and the webhook's CA injection: as client-go gives leader election a
-    /// client of its own, so that a busy operator does not lose its Lease waiting behind its
-    /// own reconciles.
+    /// The leader Lease, the webhook's CA injection and the provider servers' TLS Secrets: as
+    /// client-go gives leader election a client of its own, so that a busy operator does not
+    /// lose its Lease, nor let a certificate expire, waiting behind its own reconciles.
     pub control: kube::Client,
     /// What both send, counted.
     pub requests: ApiRequests,

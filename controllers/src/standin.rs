@@ -72,6 +72,19 @@ pub fn context(client: kube::Client) -> Arc<Context> {
 }
 
 pub fn context_with(client: kube::Client, settings: Settings) -> Arc<Context> {
+    context_with_target_changes(client, settings).0
+}
+
+/// A context, and the events of targets it delivers to the ExternalSecrets' trigger (generic
+/// targets' watch events and foreign events held during own writes).
+pub fn context_with_target_changes(
+    client: kube::Client,
+    settings: Settings,
+) -> (
+    Arc<Context>,
+    futures::channel::mpsc::UnboundedReceiver<crate::own_writes::TargetChange>,
+) {
+    let (target_changed, target_changes) = futures::channel::mpsc::unbounded();
     let mut registry = provider::ProviderRegistry::default();
     registry.register(Arc::new(provider_fake::Fake::default()));
     let mut metrics = prometheus_client::registry::Registry::default();
@@ -92,7 +105,7 @@ pub fn context_with(client: kube::Client, settings: Settings) -> Arc<Context> {
     };
     let empty = kube::runtime::reflector::store::Writer::new(fake.clone()).as_reader();
     manager.use_provider_cache(fake, empty);
-    Context::new(
+    let ctx = Context::new(
         client,
         manager,
         crate::metrics::Metrics::register(&mut metrics),
@@ -100,9 +113,10 @@ pub fn context_with(client: kube::Client, settings: Settings) -> Arc<Context> {
         sink(),
         sink(),
         sink(),
-        sink(),
+        target_changed,
         crate::cluster::children().0,
-    )
+    );
+    (ctx, target_changes)
 }
 
 /// A channel nobody listens to: the tests call reconcile themselves.

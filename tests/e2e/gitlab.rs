@@ -62,7 +62,7 @@ pub(crate) fn standin(token: &str) -> Result<GitlabStandin> {
     Ok(gitlab)
 }
 
-fn store(kind: &str, url: &str, extra: &str) -> String {
+pub(crate) fn store(kind: &str, url: &str, extra: &str) -> String {
     format!(
         r#"
 apiVersion: external-secrets.io/v1
@@ -80,7 +80,7 @@ spec:
     )
 }
 
-fn token_secret(token: &str) -> String {
+pub(crate) fn token_secret(token: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: gitlab-token}}\nstringData: {{token: {token}}}\n"
     )

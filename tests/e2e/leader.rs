@@ -16,12 +16,26 @@ use crate::{Env, trial};
 const LEASE_SECONDS: u64 = 6;
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
-    vec![trial("leader::the_other_replica_takes_over", env, takeover)]
+    vec![
+        trial("leader::the_other_replica_takes_over", env, takeover),
+        trial(
+            "leader::provider_tls_is_issued_while_reconciles_use_up_the_request_budget",
+            env,
+            provider_tls_budget,
+        ),
+    ]
 }
 
 fn es(name: &str) -> String {
     format!(
         "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: {name}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: fake}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+    )
+}
+
+/// The SecretStore `fake` of controller class `class`, serving `user`.
+pub(crate) fn class_store(class: &str) -> String {
+    format!(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
     )
 }
 
@@ -42,10 +56,7 @@ async fn takeover(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "leader").await?;
     let class = format!("leader-{ns}");
-    let store = format!(
-        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
-    );
-    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    testenv::apply_yaml_in(&client, &ns, &class_store(&class), true).await?;
     testenv::apply_yaml_in(&client, &ns, &es("first"), true).await?;
     let lease = format!("lease-{ns}");
     let duration = format!("{LEASE_SECONDS}s");
@@ -126,5 +137,48 @@ async fn takeover(env: Arc<Env>) -> Result<()> {
     )
     .await?;
     eprintln!("released {:?} after SIGTERM", handed_over.elapsed());
+    Ok(())
+}
+
+/// ExternalSecrets whose reconciles and watches keep the request budget (`--client-qps`) spent.
+const BUSY: usize = 40;
+/// One request every 5 s, a burst of one.
+const BUDGET: &[&str] = &["--client-qps=0.2", "--client-burst=1"];
+
+/// A provider server's TLS Secret (`--provider-tls-secret`) is issued at the pace of its own
+/// request budget, as the Lease is renewed, not after the reconciles that queue for theirs: at
+/// one request every 5 s shared with them, its read and its write each wait behind the
+/// operator's watches and dozens of reconciles (minutes); on its own budget, two requests take
+/// 5 s.
+async fn provider_tls_budget(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "tls-budget").await?;
+    let class = format!("tls-budget-{ns}");
+    testenv::apply_yaml_in(&client, &ns, &class_store(&class), true).await?;
+    for i in 0..BUSY {
+        testenv::apply_yaml_in(&client, &ns, &es(&format!("es-{i}")), true).await?;
+    }
+    let tls = format!("{ns}/provider-tls=provider");
+    let mut args = vec!["--disable-webhook", "--provider-tls-secret", &tls];
+    args.extend(BUDGET);
+    let started = Instant::now();
+    let _operator = Operator::start_with(&env, &ns, &class, &args)?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let limit = Duration::from_secs(25);
+    testenv::wait_for(limit, "the provider TLS Secret", || async {
+        let issued = secrets
+            .get_opt("provider-tls")
+            .await?
+            .and_then(|s| s.data)
+            .is_some_and(|d| d.contains_key("tls.crt") && d.contains_key("ca.crt"));
+        ensure!(issued, "not issued after {:?}", started.elapsed());
+        anyhow::Ok(())
+    })
+    .await?;
+    let ready = crate::restart::secret_versions(&secrets).await?.len();
+    ensure!(
+        ready < BUSY,
+        "the reconciles were not held by the budget ({ready} of {BUSY} synced): nothing was shown"
+    );
     Ok(())
 }

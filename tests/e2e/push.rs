@@ -16,7 +16,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use libtest_mimic::Trial;
 use serde_json::Value;
 
-use crate::gitlab::{PROJECT, TOKEN, namespace_with_store, standin};
+use crate::gitlab::{PROJECT, TOKEN, namespace_with_store, standin, store, token_secret};
 use crate::operator::{TIMEOUT, wait_ready};
 use crate::sync::{STORE, bytes, value, wait_secret};
 use crate::{Env, trial};
@@ -63,6 +63,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "push::a_deleted_store_has_its_pushed_secrets_removed_before_it_goes",
             env,
             store_finalizer,
+        ),
+        trial(
+            "push::restart_after_a_failed_status_write_still_deletes_what_was_pushed",
+            env,
+            restart_after_failed_status_write,
         ),
     ]
 }
@@ -722,6 +727,131 @@ async fn store_finalizer(env: Arc<Env>) -> Result<()> {
         variable(&gitlab, "KEPT")?.is_some(),
         "deletionPolicy None keeps what it pushed"
     );
+    gitlab.assert_no_violations();
+    Ok(())
+}
+
+/// Refuses, in one namespace, every write of a PushSecret status that says Ready=True: the
+/// status write after a successful push fails, as it does when the API server is unavailable
+/// for a moment or the operator is stopped right after the push.
+fn refuse_synced_status(ns: &str) -> String {
+    format!(
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: refuse-synced-{ns}}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [external-secrets.io]
+      apiVersions: ["*"]
+      operations: [UPDATE]
+      resources: [pushsecrets/status]
+  validations:
+  - expression: "!has(object.status) || !has(object.status.conditions) || !object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')"
+    message: refused by the e2e trial
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: refuse-synced-{ns}}}
+spec:
+  policyName: refuse-synced-{ns}
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {{kubernetes.io/metadata.name: {ns}}}
+"#
+    )
+}
+
+/// A push whose status write fails, then a restart of the operator, then the PushSecret is
+/// deleted while it is down: what was pushed is still deleted at the provider (deletionPolicy
+/// Delete), though no status write ever recorded it as synced and the operator that pushed it
+/// kept it only in memory.
+async fn restart_after_failed_status_write(env: Arc<Env>) -> Result<()> {
+    use crate::restart::Operator;
+    let client = env.client().await;
+    let gitlab = standin(TOKEN)?;
+    let ns = testenv::create_namespace(&client, "push-restart").await?;
+    let class = format!("push-restart-{ns}");
+    testenv::apply_yaml_in(&client, &ns, &refuse_synced_status(&ns), true).await?;
+    let pushes: Api<PushSecret> = Api::namespaced(client.clone(), &ns);
+    // The policy is in force once a Ready=True status of a PushSecret nobody handles (its store
+    // does not exist) is refused.
+    testenv::apply_yaml_in(&client, &ns, &gitlab_push("probe", &["PROBE"]), true).await?;
+    let synced = serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+        "reason": "Synced", "message": "probe", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}});
+    testenv::wait_for(TIMEOUT, "the admission policy to refuse", || async {
+        match pushes
+            .patch_status("probe", &PatchParams::default(), &Patch::Merge(&synced))
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.message.contains("refused by the e2e trial") => Ok(()),
+            other => Err(anyhow!("a Ready=True status write: {other:?}")),
+        }
+    })
+    .await?;
+    pushes.delete("probe", &DeleteParams::default()).await?;
+    testenv::apply_yaml_in(&client, &ns, &token_secret(TOKEN), true).await?;
+    let extra = format!("  controller: {class}\n");
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &store("SecretStore", &gitlab.url(), &extra),
+        true,
+    )
+    .await?;
+    testenv::apply_yaml_in(&client, &ns, SOURCE, true).await?;
+    testenv::apply_yaml_in(&client, &ns, &gitlab_push("push", &["API_TOKEN"]), true).await?;
+
+    let first = Operator::start_with(&env, &ns, &class, &["--disable-webhook"])?;
+    testenv::wait_for(TIMEOUT, "API_TOKEN pushed", || async {
+        variable(&gitlab, "API_TOKEN")?.ok_or_else(|| anyhow!("not pushed"))
+    })
+    .await?;
+    testenv::wait_for(
+        TIMEOUT,
+        "the status write after the push to fail",
+        || async {
+            let failed = first
+                .sum("external_secrets_reconcile_errors", |l| {
+                    l.contains("controller=\"pushsecret\"") && l.contains("error=\"Write\"")
+                })
+                .await?;
+            ensure!(failed >= 1.0, "{failed} failed status writes");
+            anyhow::Ok(())
+        },
+    )
+    .await?;
+    let ps = value(&pushes, "push").await?;
+    ensure!(
+        crate::operator::ready(&ps).is_none_or(|c| c.status.as_str() != "True"),
+        "the synced status was refused: {}",
+        ps["status"]
+    );
+    first.stop();
+
+    pushes.delete("push", &DeleteParams::default()).await?;
+    let _second = Operator::start_with(&env, &ns, &class, &["--disable-webhook"])?;
+    wait_gone(&pushes, "push").await?;
+    ensure!(
+        variable(&gitlab, "API_TOKEN")?.is_none(),
+        "API_TOKEN was left at the provider after the PushSecret that pushed it was deleted"
+    );
+    for (kind, plural) in [
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+        ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+    ] {
+        let gvk = kube::api::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+        Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource)
+            .delete(&format!("refuse-synced-{ns}"), &DeleteParams::default())
+            .await?;
+    }
     gitlab.assert_no_violations();
     Ok(())
 }

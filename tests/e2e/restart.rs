@@ -129,9 +129,7 @@ async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "restart").await?;
     let class = format!("restart-{ns}");
-    let store = format!(
-        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {class}\n  provider:\n    fake:\n      data: [{{key: user, value: alice}}]\n"
-    );
+    let store = crate::leader::class_store(&class);
     testenv::apply_yaml_in(&client, &ns, &store, true).await?;
     // The ExternalSecrets whose Secrets change while the operator is down have a store of their
     // own, whose change later wakes them without a refresh (OnChange).

@@ -13,7 +13,6 @@ mod windows;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use api::conditions::{Condition, ConditionStatus, READY, set_condition};
@@ -249,7 +248,7 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
         return release(es, ctx, || async {
             match existing.as_ref().filter(ours) {
                 Some(secret) if es.spec.deletion_policy() == DeletionPolicy::Delete => {
-                    delete_owned(es, &secrets, secret).await
+                    delete_owned(es, ctx, &secrets, secret).await
                 }
                 _ => Ok(()),
             }
@@ -274,7 +273,7 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
         .map_err(|(field, message)| Error::Invalid { field, message })?;
     let delete = async {
         match &existing {
-            Some(secret) => delete_owned(es, &secrets, secret).await,
+            Some(secret) => delete_owned(es, ctx, &secrets, secret).await,
             None => Ok(()),
         }
     };
@@ -307,10 +306,6 @@ async fn sync(es: &ExternalSecret, ctx: &Context, force: bool) -> Result<Action,
         _ => None,
     };
     report(es, ctx, &written, &Target::SECRET, version).await?;
-    // Someone else wrote the target while we did: its watch event was held, so look again now.
-    if notes.interleaved.load(Ordering::Relaxed) {
-        return Ok(Action::requeue(std::time::Duration::ZERO));
-    }
     Ok(requeue(es, now))
 }
 
@@ -445,8 +440,6 @@ fn requeue(es: &ExternalSecret, now: Timestamp) -> Action {
 /// What a write of the target leaves behind besides its outcome.
 #[derive(Default)]
 struct WriteNotes {
-    /// Someone else wrote the target while we did.
-    interleaved: AtomicBool,
     /// The target's resourceVersion after our last request.
     version: std::sync::Mutex<Option<String>>,
 }
@@ -515,13 +508,11 @@ async fn write_secret(
         }
     }
     *notes.version.lock().expect("poisoned") = writing.last().map(str::to_owned);
-    if writing.finish() {
-        notes.interleaved.store(true, Ordering::Relaxed);
-    }
+    writing.finish();
     if existing.is_some() {
         return Ok(Written::Updated);
     }
-    delete_renamed_targets(es, secrets, &target).await?;
+    delete_renamed_targets(es, ctx, secrets, &target).await?;
     Ok(Written::Created)
 }
 
@@ -530,6 +521,7 @@ async fn write_secret(
 /// can the target have been renamed, so a new ExternalSecret costs no extra request.
 async fn delete_renamed_targets(
     es: &ExternalSecret,
+    ctx: &Context,
     secrets: &Api<Secret>,
     target: &str,
 ) -> Result<(), Error> {
@@ -556,7 +548,7 @@ async fn delete_renamed_targets(
             ..Secret::default()
         };
         // delete_owned refuses a Secret another object controls, label or not.
-        if let Err(e) = delete_owned(es, secrets, &old).await {
+        if let Err(e) = delete_owned(es, ctx, secrets, &old).await {
             warn!(secret = old.name_any(), error = %e, "not deleting the former target");
         } else {
             info!(
@@ -635,8 +627,10 @@ where
     Ok(Action::await_change())
 }
 
+/// Deletes a Secret this ExternalSecret controls, as an own write: its watch event wakes nobody.
 async fn delete_owned(
     es: &ExternalSecret,
+    ctx: &Context,
     secrets: &Api<Secret>,
     secret: &Secret,
 ) -> Result<(), Error> {
@@ -647,17 +641,23 @@ async fn delete_owned(
                 .into(),
         });
     }
-    secrets
-        .delete(&secret.name_any(), &DeleteParams::default())
-        .await
-        .map(|_| ())
-        .or_else(|e| match e {
-            kube::Error::Api(s) if s.code == 404 => Ok(()),
-            source => Err(Error::WriteSecret {
-                name: secret.name_any(),
+    let name = secret.name_any();
+    let target = TargetRef::secret(&es.namespace().unwrap_or_default(), &name);
+    let mut writing = ctx.own_writes.writing(target);
+    match secrets.delete(&name, &DeleteParams::default()).await {
+        // Held by a finalizer: the update that marked it is ours too.
+        Ok(answer) => writing.wrote(answer.left().and_then(|s| s.resource_version())),
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(source) => {
+            return Err(Error::WriteSecret {
+                name,
                 source: source.into(),
-            }),
-        })
+            });
+        }
+    }
+    writing.deleted(secret.uid());
+    writing.finish();
+    Ok(())
 }
 
 async fn write_status(
@@ -739,25 +739,21 @@ impl TargetRef {
     }
 }
 
-/// Whether `es` reads from the store `kind`/`name`, directly or through a `sourceRef`.
-pub fn uses_store(es: &ExternalSecret, kind: clientmanager::StoreKind, name: &str) -> bool {
-    let matches = |r: &api::external_secret::SecretStoreRef| {
-        r.name == name && clientmanager::StoreKind::parse(r.kind.map(|k| k.as_str())) == kind
-    };
+/// The stores `es` reads from, as it names them, directly or through a `sourceRef`.
+pub(crate) fn store_refs(
+    es: &ExternalSecret,
+) -> impl Iterator<Item = &api::external_secret::SecretStoreRef> {
     let spec = &es.spec;
-    spec.secret_store_ref.as_ref().is_some_and(matches)
-        || spec.data.iter().flatten().any(|d| {
-            d.source_ref
-                .as_ref()
-                .and_then(|s| s.store_ref.as_ref())
-                .is_some_and(matches)
-        })
-        || spec.data_from.iter().flatten().any(|d| {
-            d.source_ref
-                .as_ref()
-                .and_then(|s| s.store_ref.as_ref())
-                .is_some_and(matches)
-        })
+    let data = spec.data.iter().flatten().map(|d| d.source_ref.as_ref());
+    let data_from = spec
+        .data_from
+        .iter()
+        .flatten()
+        .map(|d| d.source_ref.as_ref());
+    spec.secret_store_ref.iter().chain(
+        data.chain(data_from)
+            .filter_map(|s| s.and_then(|s| s.store_ref.as_ref())),
+    )
 }
 
 /// Forgets the metrics and the status last written of a deleted ExternalSecret.

@@ -8,11 +8,12 @@ use std::time::Duration;
 use api::store::SecretStore;
 use futures::StreamExt;
 use http::Method;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::own_writes::TargetChange;
 use crate::standin::{self, Request};
 
 const NS: &str = "team-a";
@@ -74,17 +75,39 @@ fn writers_after(events: Vec<watcher::Event<triggers::Watched>>) -> triggers::Wr
     writers
 }
 
+/// A watch event of `target` at `rv`, of the object `target-uid`.
+fn seen(target: &TargetRef, rv: &str) -> TargetChange {
+    TargetChange {
+        target: target.clone(),
+        resource_version: Some(rv.into()),
+        uid: Some("target-uid".into()),
+    }
+}
+
+/// The ExternalSecrets the target watch wakes around a write of the target.
+#[derive(Debug, Default)]
+struct Woken {
+    /// For an event delivered while the write is under way (just before its answer).
+    during: usize,
+    /// For an event delivered once it returned.
+    after: usize,
+    /// For the events held during the write and delivered again once it returned.
+    again: usize,
+}
+
 /// What the target watch makes of an event at `during` while the write of the target is under
-/// way (delivered just before its answer) and of one at `after` once it returned (the number of
-/// ExternalSecrets each wakes), and the reconcile's result. `is_write` tells the request that
-/// writes `target`.
+/// way and of one at `after` once it returned, and the reconcile's result. `is_write` tells the
+/// request that writes `target`, answered with `code`; the target Secret exists when `existing`.
+#[allow(clippy::too_many_arguments)]
 async fn write_with_events(
     es: ExternalSecret,
     target: TargetRef,
     is_write: fn(&Request) -> bool,
+    code: u16,
+    existing: bool,
     during: Option<&'static str>,
     after: Option<&'static str>,
-) -> (usize, usize, Action) {
+) -> (Woken, Result<Action, Error>) {
     let cache = writers_after(vec![watcher::Event::Apply(watched(&es))]);
     let ctx_cell: Arc<OnceLock<Arc<Context>>> = Arc::default();
     let woken_during = Arc::new(Mutex::new(0));
@@ -98,13 +121,25 @@ async fn write_with_events(
         if is_write(request) {
             if let Some(rv) = during {
                 let users =
-                    triggers::target_users(cell.get().unwrap(), &cached, &written, Some(rv));
+                    triggers::target_users(cell.get().unwrap(), &cached, &seen(&written, rv));
                 *woken.lock().unwrap() = users.len();
+            }
+            if code != 200 {
+                return standin::status(code, "InternalError");
+            }
+            if request.method == Method::DELETE {
+                return (
+                    200,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+                );
             }
             return (200, applied(request, "10"));
         }
         if request.is(Method::GET, "/api/v1") {
             return (200, core_resources());
+        }
+        if existing && request.is(Method::GET, TARGET_PATH) {
+            return (200, owned_target());
         }
         common(request)
     });
@@ -112,14 +147,38 @@ async fn write_with_events(
         allow_generic_targets: true,
         ..Default::default()
     };
-    let ctx = standin::context_with(client, settings);
+    let (ctx, mut released) = standin::context_with_target_changes(client, settings);
     ctx_cell.set(ctx.clone()).ok().unwrap();
-    let action = reconcile(Arc::new(es), ctx.clone(), false).await.unwrap();
-    let woken_after = after.map_or(0, |rv| {
-        triggers::target_users(&ctx, &cache, &target, Some(rv)).len()
+    let result = reconcile(Arc::new(es), ctx.clone(), false).await;
+    let after = after.map_or(0, |rv| {
+        triggers::target_users(&ctx, &cache, &seen(&target, rv)).len()
     });
-    let woken_during = *woken_during.lock().unwrap();
-    (woken_during, woken_after, action)
+    let mut again = 0;
+    while let Ok(change) = released.try_recv() {
+        again += triggers::target_users(&ctx, &cache, &change).len();
+    }
+    let during = *woken_during.lock().unwrap();
+    (
+        Woken {
+            during,
+            after,
+            again,
+        },
+        result,
+    )
+}
+
+/// The target Secret at version 5, controlled by the ExternalSecret.
+fn owned_target() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "target", "namespace": NS, "uid": "target-uid",
+                     "resourceVersion": "5",
+                     "ownerReferences": [{"apiVersion": "external-secrets.io/v1",
+                         "kind": "ExternalSecret", "name": "db", "uid": "es-uid",
+                         "controller": true}]},
+        "data": {"password": "b2xk"},
+    })
 }
 
 /// Discovery of the core group, for generic targets.
@@ -136,41 +195,92 @@ fn secret_write(request: &Request) -> bool {
 }
 
 async fn secret_write_with_events(
+    code: u16,
     during: Option<&'static str>,
     after: Option<&'static str>,
-) -> (usize, usize, Action) {
+) -> (Woken, Result<Action, Error>) {
     let target = TargetRef::secret(NS, "target");
-    write_with_events(external_secret(None), target, secret_write, during, after).await
+    write_with_events(
+        external_secret(None),
+        target,
+        secret_write,
+        code,
+        false,
+        during,
+        after,
+    )
+    .await
 }
 
 /// The watch event of our own apply can come before its answer or after: either way it
 /// reconciles nothing.
 #[tokio::test]
 async fn own_write_event_reconciles_nothing_whenever_it_comes() {
-    let (during, _, action) = secret_write_with_events(Some("10"), None).await;
-    assert_eq!(
-        during, 0,
-        "the event of our own write woke the ExternalSecret"
-    );
-    assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
-    let (_, after, action) = secret_write_with_events(None, Some("10")).await;
-    assert_eq!(
-        after, 0,
-        "the event of our own write woke the ExternalSecret"
-    );
-    assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
+    for (during, after) in [(Some("10"), None), (None, Some("10"))] {
+        let (woken, action) = secret_write_with_events(200, during, after).await;
+        assert_eq!(
+            (woken.during, woken.after, woken.again),
+            (0, 0, 0),
+            "the event of our own write woke the ExternalSecret"
+        );
+        assert_eq!(action.unwrap(), Action::requeue(Duration::from_secs(3600)));
+    }
 }
 
-/// Someone else's write while ours is under way is not lost: the ExternalSecret is reconciled
-/// again at once, and the event of our own write that comes later still wakes nothing.
+/// Someone else's write while ours is under way is not lost: its event is delivered again once
+/// ours returned, which wakes the ExternalSecret at once, and the event of our own write that
+/// comes later still wakes nothing.
 #[tokio::test]
 async fn foreign_write_during_ours_reconciles_at_once() {
-    let (_, after, action) = secret_write_with_events(Some("9"), Some("10")).await;
+    let (woken, _) = secret_write_with_events(200, Some("9"), Some("10")).await;
     assert_eq!(
-        after, 0,
+        woken.after, 0,
         "the event of our own write woke the ExternalSecret"
     );
-    assert_eq!(action, Action::requeue(Duration::ZERO));
+    assert_eq!(woken.again, 1, "the foreign write was lost");
+}
+
+/// Nor when our write fails: the failed reconcile is retried only at the end of its backoff
+/// (minutes, for one that kept failing), while someone else's change may be what it waits for.
+#[tokio::test]
+async fn foreign_write_during_a_failed_write_of_ours_is_not_lost() {
+    let (woken, result) = secret_write_with_events(500, Some("9"), None).await;
+    assert!(result.is_err(), "the write failed");
+    assert_eq!(woken.during, 0, "held while our write was under way");
+    assert_eq!(
+        woken.again, 1,
+        "the foreign write was dropped with our failed one"
+    );
+}
+
+/// The ExternalSecret, deletionPolicy Delete, whose provider now returns no data.
+fn deleting_external_secret() -> ExternalSecret {
+    let mut es = serde_json::to_value(external_secret(None)).unwrap();
+    es["spec"]["target"]["deletionPolicy"] = json!("Delete");
+    es["spec"]["data"] = json!(null);
+    es["spec"]["dataFrom"] = json!([{"find": {"name": {"regexp": "^nothing-matches"}}}]);
+    serde_json::from_value(es).unwrap()
+}
+
+/// Our own delete of the target (deletionPolicy Delete, the provider returned no data) is an
+/// own write: its watch event, which carries a resourceVersion no answer gave, wakes nobody,
+/// whether it comes before the answer or after; a read of the Secret and a fetch from the
+/// provider otherwise.
+#[tokio::test]
+async fn own_delete_event_reconciles_nothing_whenever_it_comes() {
+    let delete = |r: &Request| r.is(Method::DELETE, TARGET_PATH);
+    let target = TargetRef::secret(NS, "target");
+    for (during, after) in [(Some("11"), None), (None, Some("11"))] {
+        let es = deleting_external_secret();
+        let (woken, action) =
+            write_with_events(es, target.clone(), delete, 200, true, during, after).await;
+        action.unwrap();
+        assert_eq!(
+            (woken.during, woken.after, woken.again),
+            (0, 0, 0),
+            "the event of our own delete woke the ExternalSecret"
+        );
+    }
 }
 
 /// A failure right after a success the watch cache has not shown yet is still written: built on
@@ -231,21 +341,15 @@ async fn failure_after_an_unseen_success_is_written() {
 #[tokio::test]
 async fn target_events_find_their_external_secret_without_a_scan() {
     const COUNT: usize = 10_000;
-    let events = (0..COUNT)
-        .map(|i| {
-            let mut es = serde_json::to_value(external_secret(None)).unwrap();
-            es["metadata"]["name"] = json!(format!("es-{i}"));
-            es["spec"]["target"]["name"] = json!(format!("target-{i}"));
-            watcher::Event::Apply(serde_json::from_value(es).unwrap())
-        })
-        .collect();
-    let writers = writers_after(events);
+    let writers = writers_after(numbered(COUNT, |es, i| {
+        es["spec"]["target"]["name"] = json!(format!("target-{i}"));
+    }));
     let (client, _) = standin::client(common);
     let ctx = standin::context(client);
     let started = std::time::Instant::now();
     for i in 0..COUNT {
         let target = TargetRef::secret(NS, &format!("target-{i}"));
-        let woken = triggers::target_users(&ctx, &writers, &target, Some("5"));
+        let woken = triggers::target_users(&ctx, &writers, &seen(&target, "5"));
         assert_eq!(woken.len(), 1);
         assert_eq!(woken[0].name, format!("es-{i}"));
     }
@@ -270,7 +374,7 @@ async fn target_events_follow_renames_and_kinds() {
     ]);
     let (client, _) = standin::client(common);
     let ctx = standin::context(client);
-    let users = |target| triggers::target_users(&ctx, &writers, &target, Some("5")).len();
+    let users = |target| triggers::target_users(&ctx, &writers, &seen(&target, "5")).len();
     assert_eq!(users(TargetRef::secret(NS, "target")), 0);
     assert_eq!(users(TargetRef::secret(NS, "other")), 1);
     let config_map = TargetRef {
@@ -292,30 +396,54 @@ async fn own_generic_write_event_reconciles_nothing_whenever_it_comes() {
         ..TargetRef::secret(NS, "target")
     };
     let create = |r: &Request| r.is(Method::POST, "/api/v1/namespaces/team-a/configmaps");
-    let (during, _, action) =
-        write_with_events(es.clone(), target.clone(), create, Some("10"), None).await;
-    assert_eq!(
-        during, 0,
-        "the event of our own write woke the ExternalSecret"
-    );
-    assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
-    let (_, after, _) = write_with_events(es, target, create, None, Some("10")).await;
-    assert_eq!(
-        after, 0,
-        "the event of our own write woke the ExternalSecret"
-    );
+    for (during, after) in [(Some("10"), None), (None, Some("10"))] {
+        let (woken, action) = write_with_events(
+            es.clone(),
+            target.clone(),
+            create,
+            200,
+            false,
+            during,
+            after,
+        )
+        .await;
+        assert_eq!(
+            (woken.during, woken.after, woken.again),
+            (0, 0, 0),
+            "the event of our own write woke the ExternalSecret"
+        );
+        assert_eq!(action.unwrap(), Action::requeue(Duration::from_secs(3600)));
+    }
 }
 
-/// The watch cache of ExternalSecrets holding `count` copies of `external_secret` (reading from
-/// the store "fake").
-fn es_cache(count: usize) -> Store<triggers::Watched> {
-    let (reader, mut writer) = reflector::store();
-    for i in 0..count {
-        let mut es = serde_json::to_value(external_secret(None)).unwrap();
-        es["metadata"]["name"] = json!(format!("es-{i}"));
-        writer.apply_watcher_event(&watcher::Event::Apply(serde_json::from_value(es).unwrap()));
-    }
-    reader
+/// The watch events of `count` copies of `external_secret`, named `es-{i}`, each changed by
+/// `edit`.
+fn numbered(
+    count: usize,
+    edit: impl Fn(&mut Value, usize),
+) -> Vec<watcher::Event<triggers::Watched>> {
+    (0..count)
+        .map(|i| {
+            let mut es = serde_json::to_value(external_secret(None)).unwrap();
+            es["metadata"]["name"] = json!(format!("es-{i}"));
+            edit(&mut es, i);
+            watcher::Event::Apply(serde_json::from_value(es).unwrap())
+        })
+        .collect()
+}
+
+/// The index of stores' users holding `count` copies of `external_secret` (reading from the
+/// store "fake").
+fn es_cache(count: usize) -> triggers::StoreUsers {
+    store_users_after(numbered(count, |_, _| {}))
+}
+
+/// The index of stores' users the ExternalSecret watch keeps, after `events`.
+fn store_users_after(events: Vec<watcher::Event<triggers::Watched>>) -> triggers::StoreUsers {
+    let users = triggers::StoreUsers::default();
+    let mut keep = crate::index::kept(users.clone(), triggers::stores_read);
+    events.iter().for_each(&mut keep);
+    users
 }
 
 /// The SecretStore "fake" with the Fake provider inline serving `data`, with `spec` merged in.
@@ -417,6 +545,129 @@ async fn a_forced_refresh_of_many_is_spread_over_time() {
         "{in_first_second} of 1000 forced in the first second"
     );
     assert!(forced.iter().all(|(at, _)| *at <= Duration::from_secs(3)));
+}
+
+/// The users of each store follow the ExternalSecrets as the watch shows them: a store named in
+/// `secretStoreRef` or a `sourceRef`, a SecretStore only in its own namespace, a move to another
+/// store, a delete, and a delete missed while the watch was down (gone at the re-list).
+#[test]
+fn store_users_follow_specs_deletes_and_relists() {
+    let es = |name: &str, namespace: &str, spec: Value| -> triggers::Watched {
+        let mut es = serde_json::to_value(external_secret(None)).unwrap();
+        es["metadata"]["name"] = json!(name);
+        es["metadata"]["namespace"] = json!(namespace);
+        for (k, v) in spec.as_object().unwrap() {
+            es["spec"][k] = v.clone();
+        }
+        serde_json::from_value(es).unwrap()
+    };
+    let a = es("a", NS, json!({}));
+    let moved = es("a", NS, json!({"secretStoreRef": {"name": "other"}}));
+    let b = es(
+        "b",
+        NS,
+        json!({
+            "secretStoreRef": {"name": "shared", "kind": "ClusterSecretStore"},
+            "data": [{"secretKey": "k", "remoteRef": {"key": "k"},
+                      "sourceRef": {"storeRef": {"name": "fake", "kind": "SecretStore"}}}],
+        }),
+    );
+    let c = es("c", "team-b", json!({}));
+    let users = triggers::StoreUsers::default();
+    let mut keep = crate::index::kept(users.clone(), triggers::stores_read);
+    let names = |kind, name: &str, namespace: Option<&str>| {
+        let mut found: Vec<_> = triggers::users(&users, kind, name, namespace)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        found.sort();
+        found
+    };
+    use clientmanager::StoreKind::{ClusterSecretStore, SecretStore};
+    for e in [&a, &b, &c] {
+        keep(&watcher::Event::Apply(e.clone()));
+    }
+    assert_eq!(names(SecretStore, "fake", Some(NS)), ["a", "b"]);
+    assert_eq!(names(SecretStore, "fake", Some("team-b")), ["c"]);
+    assert_eq!(names(ClusterSecretStore, "shared", None), ["b"]);
+    assert!(
+        names(ClusterSecretStore, "fake", None).is_empty(),
+        "another kind"
+    );
+
+    keep(&watcher::Event::Apply(moved.clone()));
+    assert_eq!(names(SecretStore, "fake", Some(NS)), ["b"]);
+    assert_eq!(names(SecretStore, "other", Some(NS)), ["a"]);
+
+    keep(&watcher::Event::Delete(b));
+    assert!(names(ClusterSecretStore, "shared", None).is_empty());
+    assert!(names(SecretStore, "fake", Some(NS)).is_empty());
+
+    // c was deleted while the watch was down.
+    keep(&watcher::Event::Init);
+    keep(&watcher::Event::InitApply(moved));
+    keep(&watcher::Event::InitDone);
+    assert!(names(SecretStore, "fake", Some("team-b")).is_empty());
+    assert_eq!(names(SecretStore, "other", Some(NS)), ["a"]);
+}
+
+/// However many ExternalSecrets one store change forces, they are all refreshed within a window
+/// of bounded length: at 3 ms each, 100k would take five minutes to see the change.
+#[tokio::test(start_paused = true)]
+async fn a_forced_refresh_of_very_many_ends_within_a_bounded_window() {
+    const COUNT: usize = 20_000;
+    let forced = forced_by(
+        COUNT,
+        vec![
+            (false, ref_store("a", json!({}))),
+            (true, ref_store("b", json!({}))),
+        ],
+    )
+    .await;
+    assert_eq!(forced.len(), COUNT);
+    let last = forced.iter().map(|(at, _)| *at).max().unwrap();
+    assert!(
+        last <= Duration::from_secs(30),
+        "the last forced after {last:?}"
+    );
+    assert!(
+        last >= Duration::from_secs(25),
+        "still spread: the last after {last:?}"
+    );
+}
+
+/// The users of a store that changed are found without a scan of every ExternalSecret: with
+/// each of 10k ExternalSecrets reading from a store of its own, a change of every store is 10⁸
+/// comparisons by a scan (here 5000: 2.5·10⁷).
+#[tokio::test(start_paused = true)]
+async fn store_changes_find_their_users_without_a_scan() {
+    const COUNT: usize = 5_000;
+    let events = numbered(COUNT, |es, i| {
+        es["spec"]["secretStoreRef"]["name"] = json!(format!("store-{i}"));
+    });
+    let stores = (0..COUNT).map(|i| {
+        let mut store = ref_store("a", json!({}));
+        store.metadata.name = Some(format!("store-{i}"));
+        store.metadata.uid = Some(format!("uid-{i}"));
+        (true, clientmanager::LoadedStore::from_secret_store(&store))
+    });
+    let users = store_users_after(events);
+    let started = std::time::Instant::now();
+    let forced: Vec<_> = triggers::store_changes(
+        users,
+        triggers::Forced::default(),
+        triggers::ProviderSpecs::default(),
+        futures::stream::iter(stores),
+    )
+    .map(|r| r.name)
+    .collect()
+    .await;
+    let took = started.elapsed();
+    assert_eq!(forced.len(), COUNT);
+    assert!(
+        took < Duration::from_secs(2),
+        "{COUNT} store changes took {took:?}"
+    );
 }
 
 /// The object converted from an inline store forces its users when the store reconciler

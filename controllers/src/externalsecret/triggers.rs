@@ -16,7 +16,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::controller::Controller;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::utils::{PredicateConfig, predicates};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
@@ -42,20 +42,20 @@ pub(crate) struct ExternalSecretTriggers {
     forced: Forced,
     provider_changes: UnboundedReceiver<ProviderIdentity>,
     ready_stores: UnboundedReceiver<ReadyStore>,
-    generic_target_changes: UnboundedReceiver<TargetChange>,
+    target_changes: UnboundedReceiver<TargetChange>,
 }
 
 impl ExternalSecretTriggers {
     pub(crate) fn new(
         provider_changes: UnboundedReceiver<ProviderIdentity>,
         ready_stores: UnboundedReceiver<ReadyStore>,
-        generic_target_changes: UnboundedReceiver<TargetChange>,
+        target_changes: UnboundedReceiver<TargetChange>,
     ) -> Self {
         Self {
             forced: Forced::default(),
             provider_changes,
             ready_stores,
-            generic_target_changes,
+            target_changes,
         }
     }
 
@@ -75,6 +75,7 @@ impl ExternalSecretTriggers {
         let template_users = SharedIndex::<Watched, TemplateSource>::default();
         let (templates_needed, template_watch_needed) = tokio::sync::watch::channel(false);
         let writers = Writers::default();
+        let store_users = StoreUsers::default();
         let es_stream = watcher(es_api, watcher::Config::default())
             .default_backoff()
             // managedFields are often the larger part of an object and nothing here reads them.
@@ -90,6 +91,7 @@ impl ExternalSecretTriggers {
                 templates_needed,
             ))
             .inspect_ok(index::kept(writers.clone(), written_targets))
+            .inspect_ok(index::kept(store_users.clone(), stores_read))
             .inspect_ok(on_departure(reader.clone(), move |es| {
                 departed(&gone_ctx, &gone_forced, &es)
             }))
@@ -134,21 +136,16 @@ impl ExternalSecretTriggers {
         ctx.manager.use_store_caches(ss_reader, css_reader);
         let provider_triggers = provider_changes(
             ctx.clone(),
-            reader.clone(),
+            store_users.clone(),
             self.forced.clone(),
             self.provider_changes,
         );
-        let woken = wakes(reader.clone(), self.ready_stores);
+        let woken = wakes(store_users.clone(), self.ready_stores);
         // A generic target edited by hand: reconciled (not forced), so its data-hash decides.
-        let generic_ctx = ctx.clone();
-        let generic_changes = self.generic_target_changes.flat_map(move |change| {
-            let version = change.resource_version.as_deref();
-            futures::stream::iter(target_users(
-                &generic_ctx,
-                &writers,
-                &change.target,
-                version,
-            ))
+        // Also someone else's change of any target that came during our write of it.
+        let changes_ctx = ctx.clone();
+        let target_changes = self.target_changes.flat_map(move |change| {
+            futures::stream::iter(target_users(&changes_ctx, &writers, &change))
         });
         let template_changes = template_source_changes(
             &client,
@@ -158,7 +155,7 @@ impl ExternalSecretTriggers {
             template_watch_needed,
         );
         let store_forced = store_changes(
-            reader.clone(),
+            store_users.clone(),
             self.forced.clone(),
             specs.clone(),
             ss_changes,
@@ -172,12 +169,15 @@ impl ExternalSecretTriggers {
             .watches_stream(
                 secrets,
                 queue.mapper(move |secret: PartialObjectMeta<Secret>| {
-                    let target = TargetRef::secret(
-                        secret.namespace().as_deref().unwrap_or_default(),
-                        &secret.name_any(),
-                    );
-                    let version = secret.resource_version();
-                    target_users(&secrets_ctx, &writers_secrets, &target, version.as_deref())
+                    let change = TargetChange {
+                        target: TargetRef::secret(
+                            secret.namespace().as_deref().unwrap_or_default(),
+                            &secret.name_any(),
+                        ),
+                        resource_version: secret.resource_version(),
+                        uid: secret.uid(),
+                    };
+                    target_users(&secrets_ctx, &writers_secrets, &change)
                 }),
             )
             .reconcile_on(queue.triggers(store_forced));
@@ -204,7 +204,7 @@ impl ExternalSecretTriggers {
                 }))
             });
             controller = controller.reconcile_on(queue.triggers(store_changes(
-                reader,
+                store_users,
                 self.forced.clone(),
                 specs,
                 css_changes,
@@ -214,7 +214,7 @@ impl ExternalSecretTriggers {
         controller
             .reconcile_on(queue.triggers(provider_triggers))
             .reconcile_on(queue.triggers(woken))
-            .reconcile_on(queue.triggers(generic_changes))
+            .reconcile_on(queue.triggers(target_changes))
             .reconcile_on(queue.triggers(template_changes))
             .graceful_shutdown_on(shutdown)
             .run(
@@ -261,25 +261,27 @@ pub(crate) fn written_targets(es: &Watched) -> Vec<TargetRef> {
     es.0.as_ref().map(TargetRef::of).into_iter().collect()
 }
 
-/// The ExternalSecrets that write `target`, which a watch event showed at `resource_version`:
-/// none for the event of our own write.
+/// The ExternalSecrets that write the target a watch event showed: none for the event of our
+/// own write.
 pub(crate) fn target_users(
     ctx: &Context,
     writers: &Writers,
-    target: &TargetRef,
-    resource_version: Option<&str>,
+    seen: &TargetChange,
 ) -> Vec<ObjectRef<Watched>> {
-    if ctx.own_writes.own_write_seen(target, resource_version) {
+    if ctx.own_writes.own_write_seen(seen) {
         return Vec::new();
     }
-    writers.lock().expect("watch index poisoned").get(target)
+    writers
+        .lock()
+        .expect("watch index poisoned")
+        .get(&seen.target)
 }
 
 /// ExternalSecrets to resync when a provider object changes: those reading from a store that
 /// references it, directly or as the object converted from its inline provider.
 pub(crate) fn provider_changes(
     ctx: Arc<Context>,
-    externalsecrets: Store<Watched>,
+    externalsecrets: StoreUsers,
     forced: Forced,
     changes: UnboundedReceiver<ProviderIdentity>,
 ) -> impl Stream<Item = ObjectRef<Watched>> + Send + 'static {
@@ -309,7 +311,7 @@ pub(crate) fn provider_changes(
 /// Each store comes with whether it is news (a new generation, not a first sight after a
 /// restart).
 pub(crate) fn store_changes(
-    externalsecrets: Store<Watched>,
+    externalsecrets: StoreUsers,
     forced: Forced,
     specs: ProviderSpecs,
     stores: impl Stream<Item = (bool, LoadedStore)> + Send + 'static,
@@ -443,7 +445,7 @@ fn template_sources(es: &Watched) -> Vec<TemplateSource> {
 /// ExternalSecrets that read from a store that turned Ready: they may have been waiting on it
 /// with a long backoff.
 fn wakes(
-    externalsecrets: Store<Watched>,
+    externalsecrets: StoreUsers,
     ready_stores: UnboundedReceiver<ReadyStore>,
 ) -> impl Stream<Item = ObjectRef<Watched>> + Send + 'static {
     ready_stores.flat_map(move |store| {
@@ -456,36 +458,82 @@ fn wakes(
     })
 }
 
+/// A store as ExternalSecrets name it; a ClusterSecretStore has no namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct StoreKey {
+    kind: StoreKind,
+    namespace: Option<String>,
+    name: String,
+}
+
+impl StoreKey {
+    fn new(kind: StoreKind, name: &str, namespace: Option<&str>) -> Self {
+        Self {
+            kind,
+            namespace: namespace
+                .filter(|_| kind == StoreKind::SecretStore)
+                .map(str::to_owned),
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// The ExternalSecrets by the stores they read from: a store's change costs its users, not a
+/// scan of every ExternalSecret.
+pub(crate) type StoreUsers = SharedIndex<Watched, StoreKey>;
+
+/// The stores an ExternalSecret reads from, directly or through a `sourceRef`.
+pub(crate) fn stores_read(es: &Watched) -> Vec<StoreKey> {
+    let Ok(valid) = &es.0 else {
+        return Vec::new();
+    };
+    let namespace = es.namespace();
+    let mut keys: Vec<_> = super::store_refs(valid)
+        .map(|r| {
+            let kind = StoreKind::parse(r.kind.map(|k| k.as_str()));
+            StoreKey::new(kind, &r.name, namespace.as_deref())
+        })
+        .collect();
+    keys.sort_by(|a, b| (&a.name, &a.namespace).cmp(&(&b.name, &b.namespace)));
+    keys.dedup();
+    keys
+}
+
 /// The ExternalSecrets that read from a store.
-fn users(
-    reader: &Store<Watched>,
+pub(crate) fn users(
+    index: &StoreUsers,
     kind: StoreKind,
     name: &str,
     namespace: Option<&str>,
 ) -> Vec<ObjectRef<Watched>> {
-    reader
-        .state()
-        .iter()
-        .filter(|es| namespace.is_none_or(|ns| es.namespace().as_deref() == Some(ns)))
-        .filter(|es| {
-            es.0.as_ref()
-                .is_ok_and(|es| super::uses_store(es, kind, name))
-        })
-        .map(|es| ObjectRef::from(es.as_ref()))
-        .collect()
+    index
+        .lock()
+        .expect("watch index poisoned")
+        .get(&StoreKey::new(kind, name, namespace))
 }
 
 /// How long a forced refresh is spread over, per ExternalSecret: thousands that one change
 /// forces must not all fetch from the backend at once.
 const SPREAD_PER_OBJECT: Duration = Duration::from_millis(3);
 
+/// The longest a forced refresh is spread over: a store edit must show in every user within
+/// half a minute, however many there are (100k at 3 ms each would take five minutes). The
+/// backend then sees at most count/30 fetches a second, which the request limiter and the
+/// workers' concurrency pace further.
+const MAX_SPREAD: Duration = Duration::from_secs(30);
+
+/// The window `count` forced refreshes are spread over.
+fn spread(count: usize) -> Duration {
+    (SPREAD_PER_OBJECT * u32::try_from(count).unwrap_or(u32::MAX)).min(MAX_SPREAD)
+}
+
 /// `refs`, each marked for a refresh regardless of its interval at a random moment within a
-/// window that grows with their number.
+/// window that grows with their number, up to [`MAX_SPREAD`].
 fn force(
     forced: &Forced,
     refs: Vec<ObjectRef<Watched>>,
 ) -> futures::stream::BoxStream<'static, ObjectRef<Watched>> {
-    let window = SPREAD_PER_OBJECT * u32::try_from(refs.len()).unwrap_or(u32::MAX);
+    let window = spread(refs.len());
     let mut rng = rand::rng();
     let mut due: Vec<_> = refs
         .into_iter()

@@ -4,7 +4,6 @@
 
 pub(crate) mod plan;
 pub(crate) mod triggers;
-pub(crate) mod unrecorded;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,7 +107,7 @@ async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
         Api::namespaced(ctx.client.clone(), &ps.namespace().unwrap_or_default());
     let delete_policy = ps.spec.deletion_policy() == PushSecretDeletionPolicy::Delete;
     let has_finalizer = ps.finalizers().iter().any(|f| f == FINALIZER);
-    let previous = synced_before(ps, ctx);
+    let previous = synced_before(ps);
     if ps.meta().deletion_timestamp.is_some() {
         if has_finalizer {
             let mut recorded = previous.clone();
@@ -136,6 +135,7 @@ async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
         Ok(plans) => plans,
         Err(e) => return failed(ctx, &api, ps, e, Some(plan::merged(&now, &previous))).await,
     };
+    record_ahead(ctx, &api, ps, &plans, &previous).await?;
     if let Err(e) = push(
         ps,
         ctx,
@@ -172,6 +172,40 @@ async fn sync(ps: &PushSecret, ctx: &Context) -> Result<Action, Error> {
     } else {
         Action::requeue(interval)
     })
+}
+
+/// Puts what `plans` push on record before it is pushed: a push is recorded nowhere else, so a
+/// status write that fails after it, followed by a restart of the operator (or a stop between
+/// the two), would otherwise leave at the provider what no record names, and deletionPolicy
+/// Delete would never remove it. An ESO user expects what the PushSecret pushed to go with it;
+/// an entry on record that was not pushed after all costs a delete of nothing at the provider.
+/// Only a push that adds entries costs this write: a refresh of what is on record, the usual
+/// reconcile, goes without. The Ready condition stays as it is until the push is done.
+async fn record_ahead(
+    ctx: &Context,
+    api: &Api<PushSecret>,
+    ps: &PushSecret,
+    plans: &[StorePlan],
+    previous: &Synced,
+) -> Result<(), Error> {
+    let mut ahead = previous.clone();
+    for (_, key, pushes) in plans {
+        let entries = ahead.entry(key.clone()).or_default();
+        for p in pushes {
+            entries
+                .entry(plan::status_key(&p.entry))
+                .or_insert_with(|| p.entry.clone());
+        }
+    }
+    if on_record(ahead.clone()) == on_record(previous.clone()) {
+        return Ok(());
+    }
+    let cached = ps.status.clone().unwrap_or_default();
+    let new = PushSecretStatus {
+        synced_push_secrets: on_record(ahead),
+        ..cached.clone()
+    };
+    update_status(ctx, api, ps, &cached, &new).await
 }
 
 /// Ready=False with `e`, a Warning event, and what is on record if that changed. Bad input
@@ -267,17 +301,12 @@ fn refresh_interval(ps: &PushSecret) -> Option<Duration> {
         .and_then(|s| crate::duration::parse(s).ok())
 }
 
-/// What is on record: in status, and what a status write that failed could not put there.
-fn synced_before(ps: &PushSecret, ctx: &Context) -> Synced {
-    let recorded = ps
-        .status
+/// What is on record in status: everything pushed ([`record_ahead`]).
+fn synced_before(ps: &PushSecret) -> Synced {
+    ps.status
         .as_ref()
         .and_then(|s| s.synced_push_secrets.clone())
-        .unwrap_or_default();
-    match ctx.unrecorded_pushes.get(ps.meta().uid.as_deref()) {
-        Some(unrecorded) => plan::merged(&unrecorded, &recorded),
-        None => recorded,
-    }
+        .unwrap_or_default()
 }
 
 /// The source Secrets, sorted by name: the one named, or every one the label selector matches.
@@ -638,31 +667,29 @@ async fn write_status(
         new.refresh_time = Some(Time(Timestamp::now()));
         new.synced_resource_version = Some(format!("{}", ps.meta().generation.unwrap_or_default()));
     }
-    let uid = ps.meta().uid.as_deref();
-    if let Some(synced) = &report.synced {
-        new.synced_push_secrets = on_record(synced.clone());
+    if let Some(synced) = report.synced {
+        new.synced_push_secrets = on_record(synced);
     }
-    match ctx
-        .status
-        .update(api, &(), ps.meta(), &previous, &new)
+    // A failure loses nothing: what was pushed went on record before the push.
+    update_status(ctx, api, ps, &previous, &new).await
+}
+
+/// Writes `new` as the status of `ps`, whose status in the watch cache is `cached`.
+async fn update_status(
+    ctx: &Context,
+    api: &Api<PushSecret>,
+    ps: &PushSecret,
+    cached: &PushSecretStatus,
+    new: &PushSecretStatus,
+) -> Result<(), Error> {
+    ctx.status
+        .update(api, &(), ps.meta(), cached, new)
         .await
-    {
-        Ok(_) => {
-            ctx.unrecorded_pushes.forget(uid);
-            Ok(())
-        }
-        Err(source) => {
-            // What was pushed must still reach a later deletion: kept here until a status
-            // write takes it.
-            if let Some(synced) = report.synced {
-                ctx.unrecorded_pushes.keep(uid, synced);
-            }
-            Err(Error::Write {
-                what: "status".into(),
-                source,
-            })
-        }
-    }
+        .map(drop)
+        .map_err(|source| Error::Write {
+            what: "status".into(),
+            source,
+        })
 }
 
 /// `status.syncedPushSecrets` for `synced`. Server-side apply turns a map emptied of our entries

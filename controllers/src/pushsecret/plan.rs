@@ -53,7 +53,7 @@ impl<'a> Store<'a> {
 
     /// ESO's key of `status.syncedPushSecrets`.
     pub fn status_key(&self) -> String {
-        format!("{}/{}", self.kind, self.name)
+        store_key(self.kind, self.name)
     }
 
     /// Whether `r` names this store, or selects it by its labels (of `r`'s kind either way).
@@ -71,7 +71,12 @@ impl<'a> Store<'a> {
     }
 }
 
-fn ref_kind(r: &PushSecretStoreRef) -> StoreKind {
+/// ESO's key of `status.syncedPushSecrets` for the store `kind`/`name`.
+pub fn store_key(kind: StoreKind, name: &str) -> String {
+    format!("{kind}/{name}")
+}
+
+pub(crate) fn ref_kind(r: &PushSecretStoreRef) -> StoreKind {
     StoreKind::parse(r.kind.map(SecretStoreKind::as_str))
 }
 

@@ -46,7 +46,8 @@ async fn remote_has(ctx: &Context, key: &str) -> bool {
 }
 
 /// The status write after a push fails once; the PushSecret is then deleted (deletionPolicy
-/// Delete) as the cache shows it, with every status write that did land.
+/// Delete) as the cache shows it, with every status write that did land. Nothing of the push is
+/// kept in memory, which a restart would lose: the record written ahead of the push names it.
 #[tokio::test]
 async fn pushed_key_is_deleted_even_when_the_status_write_after_the_push_failed() {
     let failed_once = Arc::new(Mutex::new(false));

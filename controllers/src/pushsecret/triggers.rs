@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use api::push_secret::{PushSecret, PushSecretSecret};
+use clientmanager::StoreKind;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
@@ -40,6 +41,7 @@ where
         kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
     let (ps_reader, ps_writer) = reflector::store::<Watched>();
     let sources = SharedIndex::<Watched, Source>::default();
+    let stores = StoreUsers::default();
     let (needed, needed_by_sources) = tokio::sync::watch::channel(false);
     let _ = ctx.pushsecrets.set(ps_reader.clone());
     ctx.cluster_children.push.use_cache(ps_reader.clone());
@@ -56,6 +58,7 @@ where
     })
     .inspect(store_use_changes(store_users))
     .inspect_ok(index::kept(sources.clone(), sources_of))
+    .inspect_ok(index::kept(stores.clone(), stores_used))
     .inspect_ok(index::needed_once_filled(sources.clone(), needed))
     .inspect_ok(on_departure(ps_reader.clone(), {
         let ctx = ctx.clone();
@@ -75,7 +78,7 @@ where
         .touched_objects()
     });
     let ps_by_source = ps_reader.clone();
-    let woken = wakes(ps_reader.clone(), ready_stores);
+    let woken = wakes(ps_reader.clone(), stores.clone(), ready_stores);
     let queue = ctx.metrics.workqueues.queue("pushsecret");
     Controller::for_stream(queue.watched(ps_stream), ps_reader.clone())
         .with_config(ctrl_config)
@@ -128,7 +131,6 @@ where
 /// Forgets what is kept of a PushSecret that left the watch.
 fn departed(ctx: &Context, ps: &ObjectRef<Watched>) {
     ctx.status.forget(ps.extra.uid.as_deref());
-    ctx.unrecorded_pushes.forget(ps.extra.uid.as_deref());
     let m = &ctx.metrics;
     crate::metrics::forget(
         &m.ps_condition,
@@ -230,20 +232,81 @@ fn store_use_changes(
     }
 }
 
+/// What a store's event finds PushSecrets by: the store by name (named in `secretStoreRefs`, or
+/// holding entries on record: its status key), or a kind of store a label selector picks from;
+/// with the namespace of a SecretStore.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum StoreUse {
+    Named(String, Option<String>),
+    Selecting(StoreKind, Option<String>),
+}
+
+/// The PushSecrets by the stores they push to or pushed to.
+type StoreUsers = SharedIndex<Watched, StoreUse>;
+
+/// A SecretStore serves its own namespace; a ClusterSecretStore, every one.
+fn scope(kind: StoreKind, namespace: Option<&str>) -> Option<String> {
+    namespace
+        .filter(|_| kind == StoreKind::SecretStore)
+        .map(str::to_owned)
+}
+
+fn stores_used(ps: &Watched) -> Vec<StoreUse> {
+    let Ok(valid) = &ps.0 else {
+        return Vec::new();
+    };
+    let namespace = ps.namespace();
+    let uses = Uses::of(valid);
+    let named = uses.refs.iter().map(|r| {
+        let kind = plan::ref_kind(r);
+        let scope = scope(kind, namespace.as_deref());
+        match r.name.as_deref().filter(|n| !n.is_empty()) {
+            Some(name) => StoreUse::Named(plan::store_key(kind, name), scope),
+            None => StoreUse::Selecting(kind, scope),
+        }
+    });
+    let pushed = uses.synced.iter().map(|key| {
+        let kind = StoreKind::parse(key.split_once('/').map(|(kind, _)| kind));
+        StoreUse::Named(key.clone(), scope(kind, namespace.as_deref()))
+    });
+    named.chain(pushed).collect()
+}
+
+/// The PushSecrets that push to, or pushed to, `store`: those the index names, checked.
+fn pushers(
+    pushsecrets: &Store<Watched>,
+    users: &StoreUsers,
+    store: &ReadyStore,
+) -> Vec<ObjectRef<Watched>> {
+    let scope = scope(store.kind, store.namespace.as_deref());
+    let mut candidates = {
+        let users = users.lock().expect("watch index poisoned");
+        let mut found = users.get(&StoreUse::Named(
+            plan::store_key(store.kind, &store.name),
+            scope.clone(),
+        ));
+        found.extend(users.get(&StoreUse::Selecting(store.kind, scope)));
+        found
+    };
+    candidates.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    candidates.dedup();
+    candidates
+        .into_iter()
+        .filter(|candidate| {
+            pushsecrets
+                .get(candidate)
+                .is_some_and(|ps| ps.0.as_ref().is_ok_and(|ps| pushes_to(ps, store)))
+        })
+        .collect()
+}
+
 /// The PushSecrets that push to, or pushed to, a store that turned Ready or is being deleted.
 fn wakes(
     pushsecrets: Store<Watched>,
+    users: StoreUsers,
     ready_stores: UnboundedReceiver<ReadyStore>,
 ) -> impl Stream<Item = ObjectRef<Watched>> + Send + 'static {
-    ready_stores.flat_map(move |store| {
-        let refs: Vec<_> = pushsecrets
-            .state()
-            .iter()
-            .filter(|ps| ps.0.as_ref().is_ok_and(|ps| pushes_to(ps, &store)))
-            .map(|ps| ObjectRef::from(ps.as_ref()))
-            .collect();
-        futures::stream::iter(refs)
-    })
+    ready_stores.flat_map(move |store| futures::stream::iter(pushers(&pushsecrets, &users, &store)))
 }
 
 /// Whether `ps` names or selects `store`, or has entries recorded there.
@@ -262,7 +325,6 @@ fn pushes_to(ps: &PushSecret, store: &ReadyStore) -> bool {
 mod tests {
     use std::collections::BTreeMap;
 
-    use clientmanager::StoreKind;
     use serde_json::json;
 
     use super::*;
@@ -334,6 +396,90 @@ mod tests {
             &moved,
             &ready(StoreKind::SecretStore, "old", Some("team-b"), "x")
         ));
+    }
+
+    /// A store's event finds the PushSecrets to wake through the index, which follows them as
+    /// the watch shows them: by name, by selector, by entries on record, a move to another
+    /// store, a delete, and a delete missed while the watch was down.
+    #[test]
+    fn a_store_finds_its_push_secrets_through_the_index() {
+        let (reader, mut writer) = reflector::store::<Watched>();
+        let users = StoreUsers::default();
+        let mut keep = index::kept(users.clone(), stores_used);
+        let mut event = |e: watcher::Event<Watched>| {
+            writer.apply_watcher_event(&e);
+            keep(&e);
+        };
+        let named = |name: &str, refs: serde_json::Value| {
+            let mut ps = push_secret(refs);
+            ps.metadata.name = Some(name.into());
+            DeserializeGuard(Ok(ps))
+        };
+        let by_name = named("by-name", json!([{"name": "vault"}]));
+        let selecting = named(
+            "selecting",
+            json!([{"labelSelector": {"matchLabels": {"tier": "prod"}}}]),
+        );
+        let mut pushed = push_secret(json!([{"name": "new"}]));
+        pushed.metadata.name = Some("pushed".into());
+        pushed.status = serde_json::from_value(json!({
+            "syncedPushSecrets": {"SecretStore/vault": {"k": {"match": {"remoteRef": {"remoteKey": "k"}}}}},
+        }))
+        .unwrap();
+        let pushed = DeserializeGuard(Ok(pushed));
+        let cluster = named(
+            "cluster",
+            json!([{"name": "vault", "kind": "ClusterSecretStore"}]),
+        );
+        for ps in [&by_name, &selecting, &pushed, &cluster] {
+            event(watcher::Event::Apply(ps.clone()));
+        }
+        let woken = |kind, name: &str, namespace: Option<&str>, tier: &str| {
+            let mut names: Vec<_> = pushers(&reader, &users, &ready(kind, name, namespace, tier))
+                .into_iter()
+                .map(|r| r.name)
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            woken(StoreKind::SecretStore, "vault", Some("team-a"), "prod"),
+            ["by-name", "pushed", "selecting"]
+        );
+        assert_eq!(
+            woken(StoreKind::SecretStore, "vault", Some("team-a"), "dev"),
+            ["by-name", "pushed"]
+        );
+        assert!(woken(StoreKind::SecretStore, "vault", Some("team-b"), "prod").is_empty());
+        assert_eq!(
+            woken(StoreKind::ClusterSecretStore, "vault", None, "dev"),
+            ["cluster"]
+        );
+
+        event(watcher::Event::Apply(named(
+            "by-name",
+            json!([{"name": "other"}]),
+        )));
+        assert_eq!(
+            woken(StoreKind::SecretStore, "vault", Some("team-a"), "dev"),
+            ["pushed"]
+        );
+        assert_eq!(
+            woken(StoreKind::SecretStore, "other", Some("team-a"), "dev"),
+            ["by-name"]
+        );
+        event(watcher::Event::Delete(pushed));
+        assert!(woken(StoreKind::SecretStore, "vault", Some("team-a"), "dev").is_empty());
+
+        // "cluster" was deleted while the watch was down.
+        event(watcher::Event::Init);
+        event(watcher::Event::InitApply(selecting));
+        event(watcher::Event::InitDone);
+        assert!(woken(StoreKind::ClusterSecretStore, "vault", None, "dev").is_empty());
+        assert_eq!(
+            woken(StoreKind::SecretStore, "any", Some("team-a"), "prod"),
+            ["selecting"]
+        );
     }
 
     fn secret(name: &str, labels: &[(&str, &str)]) -> PartialObjectMeta<Secret> {

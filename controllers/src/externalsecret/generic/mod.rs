@@ -5,8 +5,6 @@
 pub mod desired;
 pub mod targets;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use api::external_secret::{CreationPolicy, DeletionPolicy, ExternalSecret, ManifestReference};
 use jiff::Timestamp;
 use kube::api::{DeleteParams, DynamicObject, PostParams};
@@ -85,8 +83,8 @@ pub(super) async fn sync(
     if deleting {
         return super::release(es, ctx, || async {
             match existing.as_ref().filter(|o| owned(es, o)) {
-                Some(_) if es.spec.deletion_policy() == DeletionPolicy::Delete => {
-                    delete(&api, &manifest.kind, &name).await
+                Some(object) if es.spec.deletion_policy() == DeletionPolicy::Delete => {
+                    delete(es, ctx, &api, &manifest.kind, object).await
                 }
                 _ => Ok(()),
             }
@@ -110,7 +108,6 @@ pub(super) async fn sync(
     let owners = existing.as_ref().map(|o| o.owner_references());
     let step = super::desired::plan(es, fetched.is_empty(), owners, &manifest.kind, &name)
         .map_err(|(field, message)| Error::Invalid { field, message })?;
-    let interleaved = AtomicBool::new(false);
     let write = async {
         let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
         let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
@@ -121,18 +118,15 @@ pub(super) async fn sync(
             })
             .await?
         };
-        write(
-            es,
-            ctx,
-            &api,
-            manifest,
-            existing.as_ref(),
-            object,
-            &interleaved,
-        )
-        .await
+        write(es, ctx, &api, manifest, existing.as_ref(), object).await
     };
-    let written = carry_out(step, delete(&api, &manifest.kind, &name), write).await?;
+    let delete = async {
+        match &existing {
+            Some(object) => delete(es, ctx, &api, &manifest.kind, object).await,
+            None => Ok(()),
+        }
+    };
+    let written = carry_out(step, delete, write).await?;
     let what = format!("{} {name:?}", manifest.kind);
     let target = Target {
         what: what.into(),
@@ -140,10 +134,6 @@ pub(super) async fn sync(
         generic: true,
     };
     report(es, ctx, &written, &target, None).await?;
-    // Someone else wrote the target while we did: its watch event was held, so look again now.
-    if interleaved.load(Ordering::Relaxed) {
-        return Ok(Action::requeue(std::time::Duration::ZERO));
-    }
     Ok(requeue(es, now))
 }
 
@@ -154,7 +144,6 @@ async fn write(
     manifest: &ManifestReference,
     existing: Option<&DynamicObject>,
     mut object: DynamicObject,
-    interleaved: &AtomicBool,
 ) -> Result<Written, Error> {
     let name = target_name(es);
     let params = PostParams {
@@ -181,9 +170,7 @@ async fn write(
         }
     };
     writing.wrote(written.map_err(failed)?.resource_version());
-    if writing.finish() {
-        interleaved.store(true, Ordering::Relaxed);
-    }
+    writing.finish();
     Ok(done)
 }
 
@@ -191,15 +178,29 @@ fn owned(es: &ExternalSecret, object: &DynamicObject) -> bool {
     super::desired::controlled_by(es, object.owner_references())
 }
 
-async fn delete(api: &Api<DynamicObject>, kind: &str, name: &str) -> Result<(), Error> {
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
+/// Deletes the target `object`, as an own write: its watch event wakes nobody.
+async fn delete(
+    es: &ExternalSecret,
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+    kind: &str,
+    object: &DynamicObject,
+) -> Result<(), Error> {
+    let name = object.name_any();
+    let mut writing = ctx.own_writes.writing(TargetRef::of(es));
+    match api.delete(&name, &DeleteParams::default()).await {
+        Ok(answer) => {
+            writing.wrote(answer.left().and_then(|o| o.resource_version()));
+            writing.deleted(object.uid());
+            writing.finish();
+            Ok(())
+        }
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(source) => {
-            warn!(kind, name, error = %source, "could not delete the generic target");
+            warn!(kind, name = name.as_str(), error = %source, "could not delete the generic target");
             Err(Error::WriteTarget {
                 kind: kind.to_owned(),
-                name: name.to_owned(),
+                name,
                 source: source.into(),
             })
         }

@@ -14,6 +14,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
 use crate::externalsecret::desired::MANAGED_LABEL;
+pub use crate::own_writes::TargetChange;
 use crate::own_writes::TargetRef;
 
 /// Why a manifest's kind cannot hold a target.
@@ -25,13 +26,6 @@ pub(super) enum KindError {
         message: String,
     },
     ClusterScoped(String),
-}
-
-/// A generic target as a watch event showed it.
-#[derive(Clone, Debug)]
-pub struct TargetChange {
-    pub target: TargetRef,
-    pub resource_version: Option<String>,
 }
 
 /// The kinds generic targets use: found once through discovery, and watched once any target of
@@ -128,6 +122,7 @@ impl GenericTargets {
                             name: object.name_any(),
                         },
                         resource_version: object.resource_version(),
+                        uid: object.uid(),
                     });
                 }
                 futures::future::ready(())
