@@ -5,7 +5,12 @@
 //! reconciles. An entry is keyed by the provider object and the caller, and fingerprinted by the
 //! provider object's uid and generation and by the resourceVersions of the objects its
 //! credentials come from (watched, not read per call), so any of those changing yields a fresh
-//! client and closes the old one.
+//! client; the old one is closed once no reconcile holds it (shared.rs).
+//!
+//! One identity, one client, one login: a SecretStore's check, its provider object's own check
+//! and the ExternalSecrets reading through it resolve the same spec with the same credentials,
+//! so they share an entry. Callers differ only in whether they are bound to their namespace,
+//! which is all a provider's `apply_referent` and the credentials reader may look at.
 
 mod breaker;
 mod cache;
@@ -15,6 +20,7 @@ mod credentials;
 mod metrics;
 mod resolve;
 mod runtime;
+mod shared;
 mod store;
 
 use std::collections::{BTreeMap, HashMap};
@@ -197,7 +203,9 @@ pub const IDLE_CLIENT: std::time::Duration = std::time::Duration::from_secs(15 *
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Slot {
     provider: ProviderIdentity,
-    caller: Caller,
+    /// `Caller::is_namespaced`: a SecretStore and its namespaced provider object (or a
+    /// ClusterSecretStore and its cluster-scoped one) resolve the same credentials.
+    namespaced: bool,
     namespace: String,
 }
 
@@ -211,10 +219,22 @@ struct Fingerprint {
     runtime: Option<runtime::RuntimeFingerprint>,
 }
 
+impl Fingerprint {
+    /// Whether this was read from an older generation of the provider object `cached` was
+    /// built from: a reconcile whose watch cache lags behind another's (the store's check
+    /// right after writing its converted object, say) uses the newer client rather than
+    /// replacing it with an older one, which the other would replace again.
+    fn behind(&self, cached: &Fingerprint) -> bool {
+        self.uid.is_some()
+            && self.uid == cached.uid
+            && matches!((self.generation, cached.generation), (Some(mine), Some(theirs)) if mine < theirs)
+    }
+}
+
 #[derive(Clone)]
 struct Cached {
     fingerprint: Fingerprint,
-    client: Arc<dyn SecretsClient>,
+    client: Arc<shared::Shared>,
     capabilities: Capabilities,
     /// When a reconcile last asked for it; see [`ClientManager::evict_idle`].
     used: tokio::time::Instant,
@@ -574,7 +594,7 @@ impl ClientManager {
         };
         let slot = Slot {
             provider: object.identity.clone(),
-            caller,
+            namespaced: caller.is_namespaced(),
             namespace: namespace.to_owned(),
         };
         let client = self
@@ -648,7 +668,7 @@ impl ClientManager {
         };
         let slot = Slot {
             provider: identity.clone(),
-            caller,
+            namespaced: caller.is_namespaced(),
             namespace: namespace.to_owned(),
         };
         let client = self
@@ -671,8 +691,9 @@ impl ClientManager {
         })
     }
 
-    /// The cached client of `slot` while its fingerprint holds, else a new one from `build`,
-    /// guarded by the breaker, replacing and closing the old.
+    /// The cached client of `slot` while its fingerprint holds (or is behind the cached one's),
+    /// else a new one from `build`, guarded by the breaker, replacing the old, which is closed
+    /// when its last user lets go.
     async fn cached_or_build(
         &self,
         slot: Slot,
@@ -683,7 +704,7 @@ impl ClientManager {
         let stale = {
             let mut cache = self.cache.lock().expect("client cache lock poisoned");
             match cache.get_mut(&slot) {
-                Some(c) if c.fingerprint == fingerprint => {
+                Some(c) if c.fingerprint == fingerprint || fingerprint.behind(&c.fingerprint) => {
                     self.metrics.hit(&kind);
                     c.used = tokio::time::Instant::now();
                     return Ok(c.clone());
@@ -695,15 +716,15 @@ impl ClientManager {
         self.metrics.miss(&kind);
         if let Some(old) = stale {
             self.metrics.evicted(&kind, "changed");
-            close(old).await;
+            shared::Shared::retire(old).await;
         }
         debug!(provider = %kind, name = %slot.provider.name, namespace = %slot.namespace, "building secrets client");
         let built = build().await?;
         // Held back while its provider is unavailable (breaker.rs): one question per wait
         // instead of one per ExternalSecret retry.
         let (recovered, identity) = (self.recovered.clone(), slot.provider.clone());
-        let client: Arc<dyn SecretsClient> = if self.breaker {
-            Arc::new(breaker::Guarded::new(
+        let client: Box<dyn SecretsClient> = if self.breaker {
+            Box::new(breaker::Guarded::new(
                 built.client,
                 self.metrics.breaker(&kind),
                 move || {
@@ -713,21 +734,24 @@ impl ClientManager {
                 },
             ))
         } else {
-            Arc::from(built.client)
+            built.client
         };
         let cached = Cached {
             fingerprint,
-            client,
+            client: Arc::new(shared::Shared::new(client)),
             capabilities: built.capabilities,
             used: tokio::time::Instant::now(),
         };
         // Another reconcile may have built this client concurrently. The one already handed
         // out stays: its calls carry state (a Vault token, read-your-writes indexes) that a
-        // replacement would lose, and closing it revoked the token under its users.
+        // replacement would lose.
         let (cached, surplus) = {
             let mut cache = self.cache.lock().expect("client cache lock poisoned");
             match cache.get(&slot) {
-                Some(first) if first.fingerprint == cached.fingerprint => {
+                Some(first)
+                    if first.fingerprint == cached.fingerprint
+                        || cached.fingerprint.behind(&first.fingerprint) =>
+                {
                     (first.clone(), Some(cached.client))
                 }
                 _ => {
@@ -738,7 +762,7 @@ impl ClientManager {
         };
         if let Some(surplus) = surplus {
             self.metrics.evicted(&kind, "replaced");
-            close(surplus).await;
+            shared::Shared::retire(surplus).await;
         }
         Ok(cached)
     }
@@ -773,7 +797,7 @@ impl ClientManager {
         for (slot, c) in evicted {
             debug!(provider = %slot.provider.kind, name = %slot.provider.name, namespace = %slot.namespace, "closing an idle secrets client");
             self.metrics.evicted(&slot.provider.kind, "idle");
-            close(c.client).await;
+            shared::Shared::retire(c.client).await;
         }
     }
 
@@ -803,7 +827,7 @@ impl ClientManager {
         self.prune_credentials();
         for c in evicted {
             self.metrics.evicted(&identity.kind, "deleted");
-            close(c.client).await;
+            shared::Shared::retire(c.client).await;
         }
     }
 
@@ -893,12 +917,6 @@ enum Build {
     Local(serde_json::Value),
     /// Through a provider class's server at the address.
     Remote(runtime::RuntimeFingerprint, String),
-}
-
-async fn close(client: Arc<dyn SecretsClient>) {
-    if let Err(e) = client.close().await {
-        debug!(error = %e, "closing an evicted secrets client failed");
-    }
 }
 
 #[cfg(test)]

@@ -43,9 +43,9 @@ impl ProviderSchema for Recording {
             .lock()
             .unwrap()
             .push((caller, namespace.to_owned()));
-        if caller == Caller::ClusterSecretStore || caller == Caller::SecretStore {
-            spec["resolvedNamespace"] = json!(namespace);
-        }
+        // As every provider's: the caller does not change what is resolved, only whether a
+        // reference may leave `namespace` (refused by the client manager).
+        spec["resolvedNamespace"] = json!(namespace);
         Ok(spec)
     }
     fn validate_spec(&self, _: &Value) -> provider::Result<SpecReport> {
@@ -263,9 +263,12 @@ async fn clients_are_reused_until_their_inputs_change() {
             .contains(&(Caller::ClusterSecretStore, "team-b".into()))
     );
 
-    // A new generation of the provider object replaces the client and closes the old one.
+    // A new generation of the provider object replaces the client; the old one is closed once
+    // its users let go.
     let newer = get(2, "team-a").await;
     assert!(!Arc::ptr_eq(&first.client, &newer.client));
+    drop((first, again));
+    settle().await;
     assert_eq!(recorder.closed.load(Ordering::SeqCst), 1);
 
     // The credential Secret was read once per namespace, not once per call.
@@ -283,6 +286,8 @@ async fn clients_are_reused_until_their_inputs_change() {
     );
     let rotated = get(2, "team-a").await;
     assert!(!Arc::ptr_eq(&newer.client, &rotated.client));
+    drop(newer);
+    settle().await;
     assert_eq!(recorder.closed.load(Ordering::SeqCst), 2);
     assert_eq!(recorder.built.load(Ordering::SeqCst), 4);
     assert_eq!(
@@ -292,8 +297,128 @@ async fn clients_are_reused_until_their_inputs_change() {
     );
 
     // Forgetting the provider object closes every client built from it.
-    m.forget(&rotated.identity).await;
+    let identity = rotated.identity.clone();
+    drop((rotated, other));
+    m.forget(&identity).await;
     assert_eq!(recorder.closed.load(Ordering::SeqCst), 4);
+}
+
+/// Lets the tasks that close clients let go of (shared.rs) run.
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn namespaced_object(registry: &ProviderRegistry, generation: i64) -> ProviderObject {
+    let mut o = object(registry, generation, json!({"credentials": "token"}));
+    o.identity.namespace = Some("team-a".into());
+    o
+}
+
+/// A store's check, its provider object's own check (the store reconciler and the provider
+/// reconciler) and its ExternalSecrets use one client: for Vault, one login rather than two.
+#[tokio::test]
+async fn callers_of_one_scope_share_a_client() {
+    let recorder = Arc::new(Recorder::default());
+    let m = manager(&recorder, Arc::default());
+    let get = |caller, ns: &'static str| {
+        let o = namespaced_object(m.registry(), 1);
+        let m = &m;
+        async move { m.client(o, caller, ns).await.unwrap() }
+    };
+    let store = get(Caller::SecretStore, "team-a").await;
+    let own = get(Caller::Provider, "team-a").await;
+    assert!(Arc::ptr_eq(&store.client, &own.client));
+    // A ClusterSecretStore naming the namespaced object works in the object's namespace.
+    let through_cluster_store = get(Caller::ClusterSecretStore, "team-b").await;
+    assert!(Arc::ptr_eq(&store.client, &through_cluster_store.client));
+    assert_eq!(recorder.built.load(Ordering::SeqCst), 1);
+
+    // Cluster-scoped: a ClusterSecretStore's check and the object's own share one too, but
+    // not with a namespaced caller, whose credentials follow other rules.
+    let cluster = |caller, ns: &'static str| {
+        let o = object(m.registry(), 1, json!({"credentials": "token"}));
+        let m = &m;
+        async move { m.client(o, caller, ns).await.unwrap() }
+    };
+    let cluster_store = cluster(Caller::ClusterSecretStore, "").await;
+    let cluster_own = cluster(Caller::ClusterProvider, "").await;
+    assert!(Arc::ptr_eq(&cluster_store.client, &cluster_own.client));
+    assert!(!Arc::ptr_eq(&store.client, &cluster_store.client));
+    assert_eq!(recorder.built.load(Ordering::SeqCst), 2);
+}
+
+/// The rule the reverted attempt at one shared client broke: a client replaced while a
+/// reconcile holds it (its provider object changed) keeps working for that reconcile, its
+/// token not revoked, and is closed when the last holder lets go.
+#[tokio::test]
+async fn a_replaced_client_is_closed_on_its_last_drop() {
+    let recorder = Arc::new(Recorder::default());
+    let m = manager(&recorder, Arc::default());
+    let held = m
+        .client(
+            namespaced_object(m.registry(), 1),
+            Caller::SecretStore,
+            "team-a",
+        )
+        .await
+        .unwrap();
+    let also_held = held.clone();
+    let newer = m
+        .client(
+            namespaced_object(m.registry(), 2),
+            Caller::SecretStore,
+            "team-a",
+        )
+        .await
+        .unwrap();
+    assert!(!Arc::ptr_eq(&held.client, &newer.client));
+    settle().await;
+    assert_eq!(recorder.closed.load(Ordering::SeqCst), 0, "still held");
+    assert!(held.client.get_secret(&RemoteRef::default()).await.is_ok());
+    drop(held);
+    settle().await;
+    assert_eq!(recorder.closed.load(Ordering::SeqCst), 0, "one holder left");
+    drop(also_held);
+    settle().await;
+    assert_eq!(recorder.closed.load(Ordering::SeqCst), 1);
+
+    // Evicted while held (its object deleted): closed when let go, not before.
+    m.forget(&newer.identity).await;
+    assert_eq!(recorder.closed.load(Ordering::SeqCst), 1);
+    drop(newer);
+    settle().await;
+    assert_eq!(recorder.closed.load(Ordering::SeqCst), 2);
+}
+
+/// Two reconciles whose watch caches hold different generations of the provider object (the
+/// store's check reads the object it just wrote before its cache has it) do not replace each
+/// other's client back and forth, a login each time: the one behind uses the newer client.
+#[tokio::test]
+async fn a_caller_behind_by_a_generation_uses_the_newer_client() {
+    let recorder = Arc::new(Recorder::default());
+    let m = manager(&recorder, Arc::default());
+    let get = |generation, caller| {
+        let o = namespaced_object(m.registry(), generation);
+        let m = &m;
+        async move { m.client(o, caller, "team-a").await.unwrap() }
+    };
+    let newer = get(2, Caller::Provider).await;
+    let behind = get(1, Caller::SecretStore).await;
+    assert!(Arc::ptr_eq(&newer.client, &behind.client));
+    let again = get(2, Caller::Provider).await;
+    assert!(Arc::ptr_eq(&newer.client, &again.client));
+    assert_eq!(recorder.built.load(Ordering::SeqCst), 1);
+    // A recreated object (another uid) is not behind, whatever its generation.
+    let mut recreated = namespaced_object(m.registry(), 1);
+    recreated.uid = Some("uid-2".into());
+    let fresh = m
+        .client(recreated, Caller::SecretStore, "team-a")
+        .await
+        .unwrap();
+    assert!(!Arc::ptr_eq(&newer.client, &fresh.client));
+    assert_eq!(recorder.built.load(Ordering::SeqCst), 2);
 }
 
 /// A store deleted (or no longer used) leaves no client behind: its token is revoked and its

@@ -24,8 +24,16 @@ pub(crate) mod cost {
     pub const BCRYPT: u64 = 100 * STEPS_PER_MS;
     /// `derivePassword`'s scrypt (N = 32768, r = 8, p = 2: 32 MiB).
     pub const SCRYPT: u64 = 250 * STEPS_PER_MS;
-    /// Reading a PKCS#12 archive: its key derivations run as many iterations as it names.
-    pub const PKCS12_READ: u64 = 50 * STEPS_PER_MS;
+    /// Reading a PKCS#12 archive, besides its key derivations: parsing keys and certificates.
+    pub const PKCS12_READ: u64 = 5 * STEPS_PER_MS;
+    /// One iteration of a PKCS#12 key derivation (PBKDF2-HMAC or PKCS#12's own SHA-1 one):
+    /// about a microsecond, for the up to three hash blocks a derived key and IV take.
+    pub const PKCS12_ITERATION: u64 = 2;
+
+    /// Reading a PKCS#12 archive whose key derivations run `iterations` in all.
+    pub fn pkcs12_read(iterations: u64) -> u64 {
+        PKCS12_READ.saturating_add(iterations.saturating_mul(PKCS12_ITERATION))
+    }
     /// Writing a PKCS#12 archive: two key derivations and a MAC of 2048 iterations each.
     pub const PKCS12_WRITE: u64 = 10 * STEPS_PER_MS;
 }

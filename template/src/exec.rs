@@ -202,8 +202,13 @@ impl<'t> State<'t, '_> {
             self.at = call_at;
             return Err(self.fail(format!("value nested deeper than {MAX_NESTING} levels")));
         }
-        if let Err(exceeded) = self.budget.spend(size.bytes / 16) {
-            self.at = call_at;
+        self.charge_bytes(size.bytes, call_at)
+    }
+
+    /// A step for every 16 bytes a value holds: what building or copying it costs.
+    fn charge_bytes(&mut self, bytes: u64, at: At<'t>) -> Exec<()> {
+        if let Err(exceeded) = self.budget.spend(bytes / 16) {
+            self.at = at;
             return Err(self.over_budget(exceeded));
         }
         Ok(())
@@ -457,14 +462,14 @@ impl<'t> State<'t, '_> {
     fn eval_command(&mut self, dot: Dot<'_>, cmd: &'t Command, last: Option<Value>) -> Exec<Value> {
         let first = &cmd.args[0];
         let has_args = cmd.args.len() > 1 || last.is_some();
-        match first {
+        // A copy of data, a variable or a literal, charged as arguments are (`eval_arg_boxed`).
+        let copied = match first {
             Arg::Field { idents, .. } => {
                 self.at = At::Arg(first);
-                return Ok(self
-                    .eval_field_chain(dot.value, dot.boxed, idents, has_args)?
-                    .0);
+                self.eval_field_chain(dot.value, dot.boxed, idents, has_args)?
+                    .0
             }
-            Arg::Chain { .. } => return Ok(self.eval_chain(dot, first, has_args)?.0),
+            Arg::Chain { .. } => self.eval_chain(dot, first, has_args)?.0,
             Arg::Identifier { .. } => {
                 return self.eval_function(dot, first, At::Command(cmd), &cmd.args[1..], last);
             }
@@ -472,22 +477,27 @@ impl<'t> State<'t, '_> {
                 self.not_a_function(&cmd.args, &last)?;
                 return with_stack(|| self.eval_pipeline(dot, pipe));
             }
-            Arg::Variable { .. } => return Ok(self.eval_variable(first, &cmd.args, last)?.0),
-            _ => {}
-        }
-        self.at = At::Arg(first);
-        self.not_a_function(&cmd.args, &last)?;
-        match first {
-            Arg::Bool { value, .. } => Ok(Value::Bool(*value)),
-            Arg::Dot { .. } => Ok(dot.value.clone()),
-            Arg::Nil { .. } => Err(self.fail("nil is not a command")),
-            Arg::Number { .. } => self.ideal_constant(first),
-            Arg::String { text, .. } => Ok(Value::String(text.clone())),
-            _ => Err(self.fail(format!(
-                "can't evaluate command {}",
-                gofmt::quote(&first.to_string())
-            ))),
-        }
+            Arg::Variable { .. } => self.eval_variable(first, &cmd.args, last)?.0,
+            _ => {
+                self.at = At::Arg(first);
+                self.not_a_function(&cmd.args, &last)?;
+                match first {
+                    Arg::Bool { value, .. } => return Ok(Value::Bool(*value)),
+                    Arg::Dot { .. } => dot.value.clone(),
+                    Arg::Nil { .. } => return Err(self.fail("nil is not a command")),
+                    Arg::Number { .. } => return self.ideal_constant(first),
+                    Arg::String { text, .. } => Value::String(text.clone()),
+                    _ => {
+                        return Err(self.fail(format!(
+                            "can't evaluate command {}",
+                            gofmt::quote(&first.to_string())
+                        )));
+                    }
+                }
+            }
+        };
+        self.charge_bytes(copied.size().bytes, At::Arg(first))?;
+        Ok(copied)
     }
 
     fn ideal_constant(&mut self, arg: &'t Arg) -> Exec<Value> {
@@ -610,20 +620,27 @@ impl<'t> State<'t, '_> {
     fn eval_arg_boxed(&mut self, dot: Dot<'_>, arg: &'t Arg) -> Exec<(Value, bool)> {
         self.at = At::Arg(arg);
         let plain = |v| Ok((v, false));
-        match arg {
-            Arg::Dot { .. } => Ok((dot.value.clone(), dot.boxed)),
-            Arg::Nil { .. } => plain(Value::Nil),
-            Arg::Field { idents, .. } => self.eval_field_chain(dot.value, dot.boxed, idents, false),
-            Arg::Variable { .. } => self.eval_variable(arg, &[], None),
-            Arg::Pipe(pipe) => plain(with_stack(|| self.eval_pipeline(dot, pipe))?),
-            Arg::Identifier { .. } => {
-                plain(self.eval_function(dot, arg, At::Arg(arg), &[], None)?)
+        // What a function returns was charged when it returned; an argument read from data or
+        // a variable is a copy of it (Go passes a reference), charged like a result so that a
+        // loop cannot copy a large value many times for a few steps each.
+        let copied = match arg {
+            Arg::Dot { .. } => (dot.value.clone(), dot.boxed),
+            Arg::Field { idents, .. } => {
+                self.eval_field_chain(dot.value, dot.boxed, idents, false)?
             }
-            Arg::Chain { .. } => self.eval_chain(dot, arg, false),
-            Arg::Bool { value, .. } => plain(Value::Bool(*value)),
-            Arg::String { text, .. } => plain(Value::String(text.clone())),
-            Arg::Number { .. } => plain(self.ideal_constant(arg)?),
-        }
+            Arg::Variable { .. } => self.eval_variable(arg, &[], None)?,
+            Arg::Chain { .. } => self.eval_chain(dot, arg, false)?,
+            Arg::String { text, .. } => (Value::String(text.clone()), false),
+            Arg::Nil { .. } => return plain(Value::Nil),
+            Arg::Pipe(pipe) => return plain(with_stack(|| self.eval_pipeline(dot, pipe))?),
+            Arg::Identifier { .. } => {
+                return plain(self.eval_function(dot, arg, At::Arg(arg), &[], None)?);
+            }
+            Arg::Bool { value, .. } => return plain(Value::Bool(*value)),
+            Arg::Number { .. } => return plain(self.ideal_constant(arg)?),
+        };
+        self.charge_bytes(copied.0.size().bytes, At::Arg(arg))?;
+        Ok(copied)
     }
 
     /// An argument for a Go `string` parameter (the format of `printf`).

@@ -295,3 +295,43 @@ fn a_render_can_move_to_another_thread() {
     send(&out);
     assert_eq!(out.as_deref(), Ok("x"));
 }
+
+/// A variable, a field or dot passed to a function is copied into its arguments: copies are
+/// charged by size as results are, so a loop copying a large value ends at the step budget
+/// (with its error), long before the clock would stop it.
+#[test]
+fn copies_of_a_large_value_into_arguments_are_charged() {
+    let big = "x".repeat(1 << 20);
+    let data = Value::Map(BTreeMap::from([(
+        "big".to_owned(),
+        Value::from(big.as_str()),
+    )]));
+    let fields = format!(
+        r#"{{{{ define "f" }}}}{}{{{{ end }}}}{{{{ range until 1000 }}}}{{{{ template "f" $ }}}}{{{{ end }}}}"#,
+        "{{ $_ := len .big }}".repeat(100)
+    );
+    for text in [
+        r#"{{ $big := repeat 1048576 "x" }}{{ range until 100000 }}{{ $_ := len $big }}{{ end }}"#,
+        fields.as_str(),
+        "{{ range until 100000 }}{{ $_ := len $.big }}{{ end }}",
+        r#"{{ define "c" }}{{ $_ := len . }}{{ end }}{{ range until 100000 }}{{ template "c" $.big }}{{ end }}"#,
+        "{{ range until 100000 }}{{ $_ := $.big }}{{ end }}",
+    ] {
+        let t = parse(text);
+        let mut budget = Budget::new(Budget::DEFAULT_STEPS, Duration::from_secs(3));
+        let started = Instant::now();
+        let err = t
+            .execute_within(&data, 1024, &mut budget)
+            .expect_err("over its budget");
+        assert!(
+            matches!(&err, Error::OverBudget { exceeded, .. } if matches!(**exceeded, Exceeded::Steps { .. })),
+            "{text}: {err}"
+        );
+        assert!(
+            err.to_string()
+                .ends_with("template exceeded its budget of 10000000 steps"),
+            "{text}: {err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(3), "{text}");
+    }
+}

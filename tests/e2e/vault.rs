@@ -69,6 +69,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             outside_namespace,
         ),
         trial("vault::one_login_per_identity", env, one_login_per_identity),
+        trial(
+            "vault::an_inline_store_logs_in_once",
+            env,
+            inline_store_logs_in_once,
+        ),
         trial("vault::outage_keeps_every_secret", env, outage),
     ]
 }
@@ -1666,6 +1671,67 @@ async fn one_login_per_identity(env: Arc<Env>) -> Result<()> {
         }
     })
     .await
+}
+
+/// An inline SecretStore is checked twice (the store's check, and its converted provider
+/// object's own check) and read by several ExternalSecrets: all of them are one identity, the
+/// provider object in one namespace with one set of credentials, so Vault sees one login. An
+/// AppRole mount of its own, so that no other trial's logins count.
+async fn inline_store_logs_in_once(env: Arc<Env>) -> Result<()> {
+    const COUNT: usize = 5;
+    let vault = env.vault()?;
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "vault-inline-once").await?;
+    let mount = format!("approle-{ns}");
+    vault.enable_auth(&mount, "approle").await?;
+    policy_for(vault, &ns).await?;
+    vault
+        .create_approle_role(&mount, &ns, &TokenOptions::policies(&[ns.as_str()]))
+        .await?;
+    let role_id = vault.approle_role_id(&mount, &ns).await?;
+    let secret_id = vault.approle_secret_id(&mount, &ns).await?;
+    vault
+        .write_kv_v2(KV2, &format!("{ns}/shared"), &json!({"v": "1"}))
+        .await?;
+    let mut yaml = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: approle}}\nstringData: {{secret-id: {secret_id}}}\n---\n{store}",
+        store = approle_store(vault, "vault", &role_id, "v2")
+            .replace("path: approle\n", &format!("path: {mount}\n")),
+    );
+    for i in 0..COUNT {
+        yaml.push_str(&format!(
+            "---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: vault}}\n  data: [{{secretKey: v, remoteRef: {{key: {ns}/shared, property: v}}}}]\n"
+        ));
+    }
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    for i in 0..COUNT {
+        let name = format!("es-{i}");
+        if let Err(e) = wait_secret(&client, &ns, &name, &bytes(&[("v", "1")])).await {
+            let es = externalsecrets.get(&name).await?;
+            let condition = ready(&serde_json::to_value(&es)?);
+            return Err(e.context(format!("ExternalSecret {name}: {condition:?}")));
+        }
+    }
+    store_ready(&client, &ns, "vault").await?;
+    // The converted object was validated on its own, with a client of its own until now.
+    let resource =
+        api::providers::vault::DESCRIPTOR.storage_resource(api::provider_kinds::Scope::Namespaced);
+    let objects: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &resource);
+    wait_ready("Vault vault", "True", "Valid", || async {
+        Ok(serde_json::to_value(objects.get("vault").await?)?)
+    })
+    .await?;
+    // Room for a late second login to reach the audit log.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let path = format!("auth/{mount}/login");
+    let logins = vault.count_audit_responses(|r| !r.failed && r.path == path)?;
+    ensure!(
+        logins == 1,
+        "{logins} logins for one inline store, its provider object and {COUNT} ExternalSecrets"
+    );
+    Ok(())
 }
 
 /// Vault stops: every Secret stays byte for byte, the ExternalSecrets say so; Vault comes back:

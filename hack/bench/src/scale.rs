@@ -110,6 +110,9 @@ struct OperatorRun {
     requests_per_es: f64,
     /// Seconds from create to Ready of the ExternalSecrets created while the backlog drained.
     probes: Vec<f64>,
+    /// The operator's requests from the first create until all were Ready, by verb and
+    /// resource.
+    sync: BTreeMap<String, f64>,
     /// The restarted operator's requests in its first minute, by verb and resource.
     restart: BTreeMap<String, f64>,
 }
@@ -163,10 +166,7 @@ async fn operator(
     }];
     tokio::time::sleep(Duration::from_secs(args.warm_up)).await;
     alive(&watched)?;
-    let requests_before = crate::sum_of(
-        &scrape(metrics_port).await?,
-        "external_secrets_api_requests_total",
-    );
+    let requests_before = requests(&scrape(metrics_port).await?);
 
     let spec = spec()?;
     let ready = ready_times(client, &ns);
@@ -222,10 +222,14 @@ async fn operator(
     };
     let ((), all_ready) = tokio::try_join!(creating, waiting)?;
     let peak_rss_mib = rss_mib(pid, "VmHWM")?;
-    let requests = crate::sum_of(
-        &scrape(metrics_port).await?,
-        "external_secrets_api_requests_total",
-    ) - requests_before;
+    let sync: BTreeMap<String, f64> = requests(&scrape(metrics_port).await?)
+        .into_iter()
+        .map(|(series, n)| {
+            let before = requests_before.get(&series).copied().unwrap_or_default();
+            (series, n - before)
+        })
+        .filter(|(_, n)| *n > 0.0)
+        .collect();
 
     // The probes created last may still be on their way.
     let probe_deadline = Instant::now() + Duration::from_secs(30);
@@ -247,8 +251,9 @@ async fn operator(
     Ok(OperatorRun {
         all_ready,
         peak_rss_mib,
-        requests_per_es: requests / count as f64,
+        requests_per_es: sync.values().sum::<f64>() / count as f64,
         probes,
+        sync,
         restart,
     })
 }
@@ -280,8 +285,12 @@ async fn restart(cp: &ControlPlane, args: &Args, pid: u32) -> Result<BTreeMap<St
         pid,
         name: "the restarted operator",
     }])?;
-    let metrics = scrape(metrics_port).await?;
-    Ok(metrics
+    Ok(requests(&scrape(metrics_port).await?))
+}
+
+/// The operator's own `external_secrets_api_requests_total`, by its labels (verb, resource).
+fn requests(metrics: &str) -> BTreeMap<String, f64> {
+    metrics
         .lines()
         .filter_map(|l| l.strip_prefix("external_secrets_api_requests_total{"))
         .filter_map(|l| {
@@ -289,7 +298,7 @@ async fn restart(cp: &ControlPlane, args: &Args, pid: u32) -> Result<BTreeMap<St
             Some((labels.trim_end_matches('}').to_owned(), value.parse().ok()?))
         })
         .filter(|(_, v): &(String, f64)| *v > 0.0)
-        .collect())
+        .collect()
 }
 
 fn print(run: &OperatorRun, bare: Duration, count: usize, args: &Args) {
@@ -320,6 +329,11 @@ fn print(run: &OperatorRun, bare: Duration, count: usize, args: &Args) {
         crate::quantile(&probes, 0.99),
         probes.len(),
     );
+    println!("\nThe operator's requests during the sync, per ExternalSecret:\n");
+    println!("| request (verb, resource) | per ExternalSecret |\n|---|---:|");
+    for (series, n) in &run.sync {
+        println!("| {series} | {:.3} |", n / count as f64);
+    }
     let is_write = |s: &str| {
         ["create", "patch", "update", "delete"]
             .iter()

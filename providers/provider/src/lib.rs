@@ -210,7 +210,9 @@ pub trait ProviderSchema: Send + Sync {
         Ok(inline.clone())
     }
 
-    /// Resolves namespaces of credential references for `caller` working in `namespace`.
+    /// Resolves namespaces of credential references for `caller` working in `namespace`. The
+    /// result may depend on the caller only through `Caller::is_namespaced`: the client manager
+    /// shares one client (one login) between callers of the same scope.
     fn apply_referent(&self, spec: Value, caller: Caller, namespace: &str) -> Result<Value>;
 
     /// Static checks; errors name the offending field.

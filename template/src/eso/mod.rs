@@ -19,7 +19,11 @@ use crate::value::Value;
 
 pub fn register(funcs: &mut Funcs) {
     let exact = Arity::Exact;
-    let reads = |_: &[Value]| cost::PKCS12_READ;
+    // The archive is the last argument.
+    let reads = |args: &[Value]| {
+        let archive = args.last().and_then(|a| args::expect_binary(a).ok());
+        cost::pkcs12_read(archive.map_or(0, |a| pkcs12::planned_iterations(&a)))
+    };
     funcs.insert_costly("pkcs12key", exact(1), reads, pkcs12::key);
     funcs.insert_costly("pkcs12keyPass", exact(2), reads, pkcs12::key_pass);
     funcs.insert_costly("pkcs12cert", exact(1), reads, pkcs12::cert);

@@ -38,6 +38,10 @@ const X509_CERT: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549
 const LOCAL_KEY_ID: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.21");
 const FRIENDLY_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.20");
 const PBES2: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.5.13");
+/// PKCS#12's own password-based schemes (SHA-1 key derivation), which older tools write.
+const PBE_SHA1_3DES: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.12.1.3");
+const PBE_SHA1_RC2_40: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.12.1.6");
+const KEY_BAG: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.12.10.1.1");
 const SHA256: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.4.2.1");
 /// Java's trust-anchor attribute, holding the usages the anchor is trusted for.
 const JAVA_TRUST_STORE: ObjectIdentifier =
@@ -60,27 +64,35 @@ fn p12_error(e: p12_keystore::error::Error) -> String {
         E::UnpadError | E::Pkcs5Error(_) => {
             "pkcs12: decryption error, incorrect padding".to_owned()
         }
-        E::UnsupportedEncryptionScheme | E::UnsupportedMacAlgorithm => {
-            "pkcs12: unknown digest algorithm or encryption scheme".to_owned()
-        }
+        E::UnsupportedEncryptionScheme | E::UnsupportedMacAlgorithm => UNSUPPORTED.to_owned(),
         E::X509Error(_) => "x509: malformed certificate".to_owned(),
         _ => "pkcs12: error reading P12 data".to_owned(),
     }
 }
 
+const READ_ERROR: &str = "pkcs12: error reading P12 data";
+
+/// The safes of a PFX whose content is plain data (the only kind readers accept).
+fn safes_of(pfx: &Pfx) -> Option<Result<pkcs12::AuthenticatedSafe<'_>, String>> {
+    if pfx.auth_safe.content_type != DATA {
+        return None;
+    }
+    let read = || {
+        let content = OctetString::from_der(&pfx.auth_safe.content.to_der().ok()?).ok()?;
+        pkcs12::AuthenticatedSafe::from_der(content.as_bytes()).ok()
+    };
+    Some(read().ok_or_else(|| READ_ERROR.to_owned()))
+}
+
 /// go-pkcs12 insists on a MAC (unless the password is empty) and on one or two safes, which
 /// p12-keystore does not check.
 fn check_shape(data: &[u8], password: &str) -> Result<(), String> {
-    let pfx = Pfx::from_der(data).map_err(|_| "pkcs12: error reading P12 data".to_owned())?;
+    let pfx = Pfx::from_der(data).map_err(|_| READ_ERROR.to_owned())?;
     if pfx.mac_data.is_none() && !password.is_empty() {
         return Err("pkcs12: no MAC in data".to_owned());
     }
-    if pfx.auth_safe.content_type == DATA {
-        let content =
-            OctetString::from_der(&pfx.auth_safe.content.to_der().map_err(|e| e.to_string())?)
-                .map_err(|_| "pkcs12: error reading P12 data".to_owned())?;
-        let safes = pkcs12::AuthenticatedSafe::from_der(content.as_bytes())
-            .map_err(|_| "pkcs12: error reading P12 data".to_owned())?;
+    if let Some(safes) = safes_of(&pfx) {
+        let safes = safes?;
         if !(1..=2).contains(&safes.len()) {
             return Err(format!(
                 "pkcs12: expected between 1 and 2 items in the authenticated safe, but this file has {}",
@@ -91,8 +103,219 @@ fn check_shape(data: &[u8], password: &str) -> Result<(), String> {
     Ok(())
 }
 
+// Every key derivation of a read runs as many iterations as the archive names (p12-keystore
+// accepts up to a million each), so a read is charged by them before it runs. What can be seen
+// without deriving a key: the MAC's count, each encrypted safe's, and each key bag's in a
+// plain safe. A key bag inside an encrypted safe is seen only once that safe is decrypted;
+// the charge holds room for one there at the safe's own count (tools encrypt keys and
+// certificates alike, and put keys in a plain safe anyway), and `check_hidden` refuses more.
+
+/// The iteration count of a password-based encryption scheme p12-keystore reads.
+fn iterations_of(alg: &AlgorithmIdentifierOwned) -> Option<u64> {
+    let params = alg.parameters.as_ref()?.to_der().ok()?;
+    match alg.oid {
+        PBES2 => match pkcs5::pbes2::Parameters::from_der(&params).ok()?.kdf {
+            pkcs5::pbes2::Kdf::Pbkdf2(kdf) => Some(kdf.iteration_count.into()),
+            // Priced by memory rather than iterations; go-pkcs12 does not read it either.
+            _ => None,
+        },
+        PBE_SHA1_3DES | PBE_SHA1_RC2_40 => {
+            let params = pkcs12::pbe_params::Pkcs12PbeParams::from_der(&params).ok()?;
+            u64::try_from(params.iterations).ok()
+        }
+        _ => None,
+    }
+}
+
+/// A shrouded key bag's encryption scheme.
+fn shrouded_scheme(bag: &SafeBag) -> Option<AlgorithmIdentifierOwned> {
+    (bag.bag_id == SHROUDED_KEY_BAG).then_some(())?;
+    let explicit =
+        der::asn1::ContextSpecific::<EncryptedPrivateKeyInfo>::from_der(&bag.bag_value).ok()?;
+    Some(explicit.value.encryption_algorithm)
+}
+
+/// A shrouded key bag's iteration count; `Some(0)` for a plain key bag, `None` for another.
+fn key_bag_iterations(bag: &SafeBag) -> Option<u64> {
+    match bag.bag_id {
+        KEY_BAG => Some(0),
+        _ => iterations_of(&shrouded_scheme(bag)?),
+    }
+}
+
+/// PBES2 with scrypt: priced by memory rather than iterations, and go-pkcs12 does not read it
+/// (p12-keystore does, up to a limit that still takes a second a key), so it is refused before
+/// any key is derived.
+fn unpriced(alg: &AlgorithmIdentifierOwned) -> bool {
+    alg.oid == PBES2 && iterations_of(alg).is_none()
+}
+
+const UNSUPPORTED: &str = "pkcs12: unknown digest algorithm or encryption scheme";
+
+/// An encrypted safe's content and scheme; `None` for a plain one.
+fn encrypted(safe: &ContentInfo) -> Option<EncryptedContentInfo> {
+    if safe.content_type != ENCRYPTED_DATA {
+        return None;
+    }
+    Some(
+        EncryptedData::from_der(&safe.content.to_der().ok()?)
+            .ok()?
+            .enc_content_info,
+    )
+}
+
+fn plain_bags(safe: &ContentInfo) -> Vec<SafeBag> {
+    if safe.content_type != DATA {
+        return Vec::new();
+    }
+    let read = || {
+        let content = OctetString::from_der(&safe.content.to_der().ok()?).ok()?;
+        Vec::<SafeBag>::from_der(content.as_bytes()).ok()
+    };
+    read().unwrap_or_default()
+}
+
+/// The key-derivation iterations reading `data` runs at most, counted without running one:
+/// what a read is charged. Unreadable input is refused before any derivation.
+pub(super) fn planned_iterations(data: &[u8]) -> u64 {
+    let Ok(pfx) = Pfx::from_der(data) else {
+        return 0;
+    };
+    let mac = pfx
+        .mac_data
+        .as_ref()
+        .and_then(|m| u64::try_from(m.iterations).ok())
+        .unwrap_or(0);
+    let Some(Ok(safes)) = safes_of(&pfx) else {
+        return mac;
+    };
+    safes.iter().fold(mac, |sum, safe| {
+        let safe_cost = match encrypted(safe) {
+            // Decrypted here to look inside, then by p12-keystore, and one key bag in it.
+            Some(info) => iterations_of(&info.content_enc_alg).map_or(0, |n| n.saturating_mul(3)),
+            None => plain_bags(safe)
+                .iter()
+                .filter_map(key_bag_iterations)
+                .fold(0, u64::saturating_add),
+        };
+        sum.saturating_add(safe_cost)
+    })
+}
+
+/// Decrypts what `alg` encrypted under `password`, for the schemes p12-keystore reads; `None`
+/// when that fails (p12-keystore then says why).
+fn decrypt(alg: &AlgorithmIdentifierOwned, data: &[u8], password: &str) -> Option<Vec<u8>> {
+    let params = alg.parameters.as_ref()?.to_der().ok()?;
+    match alg.oid {
+        PBES2 => {
+            let params = pkcs5::pbes2::Parameters::from_der(&params).ok()?;
+            matches!(params.kdf, pkcs5::pbes2::Kdf::Pbkdf2(_)).then_some(())?;
+            params.decrypt(password.as_bytes(), data).ok()
+        }
+        PBE_SHA1_3DES => decrypt_pbes1::<des::TdesEde3>(&params, data, password, 24),
+        PBE_SHA1_RC2_40 => decrypt_pbes1::<rc2::Rc2>(&params, data, password, 5),
+        _ => None,
+    }
+}
+
+/// PKCS#12's SHA-1 scheme (RFC 7292 appendix B): key and IV derived from the password, then
+/// CBC with PKCS#7 padding.
+fn decrypt_pbes1<C>(params: &[u8], data: &[u8], password: &str, key_len: usize) -> Option<Vec<u8>>
+where
+    C: cbc::cipher::BlockCipherDecrypt + cbc::cipher::KeyInit,
+{
+    use cbc::cipher::{BlockModeDecrypt as _, KeyIvInit as _, block_padding::Pkcs7};
+    use pkcs12::kdf::{Pkcs12KeyType, derive_key_utf8};
+    let params = pkcs12::pbe_params::Pkcs12PbeParams::from_der(params).ok()?;
+    let derive = |kind, len| {
+        derive_key_utf8::<sha1::Sha1>(
+            password,
+            params.salt.as_bytes(),
+            kind,
+            params.iterations,
+            len,
+        )
+        .ok()
+    };
+    let key = derive(Pkcs12KeyType::EncryptionKey, key_len)?;
+    let iv = derive(Pkcs12KeyType::Iv, 8)?;
+    cbc::Decryptor::<C>::new_from_slices(&key, &iv)
+        .ok()?
+        .decrypt_padded_vec::<Pkcs7>(data)
+        .ok()
+}
+
+/// Looks inside the encrypted safes for key bags before p12-keystore decrypts each: more key
+/// bags than the one Go reads, or one that names more iterations than the charge held room
+/// for, are refused without deriving their keys.
+fn check_hidden(data: &[u8], password: &str) -> Result<(), String> {
+    let Ok(pfx) = Pfx::from_der(data) else {
+        return Ok(());
+    };
+    let Some(Ok(safes)) = safes_of(&pfx) else {
+        return Ok(());
+    };
+    let (mut keys, mut hidden) = (0usize, 0usize);
+    // The first key naming more iterations than the charge held room for, and that room.
+    let mut over = None;
+    for safe in &safes {
+        let Some(info) = encrypted(safe) else {
+            let bags = plain_bags(safe);
+            if bags
+                .iter()
+                .filter_map(shrouded_scheme)
+                .any(|a| unpriced(&a))
+            {
+                return Err(UNSUPPORTED.to_owned());
+            }
+            keys += bags
+                .iter()
+                .filter(|b| key_bag_iterations(b).is_some())
+                .count();
+            continue;
+        };
+        if unpriced(&info.content_enc_alg) {
+            return Err(UNSUPPORTED.to_owned());
+        }
+        let (Some(room), Some(content)) = (
+            iterations_of(&info.content_enc_alg),
+            info.encrypted_content.as_ref(),
+        ) else {
+            continue;
+        };
+        let Some(bags) = decrypt(&info.content_enc_alg, content.as_bytes(), password)
+            .and_then(|plain| Vec::<SafeBag>::from_der(&plain).ok())
+        else {
+            continue;
+        };
+        if bags
+            .iter()
+            .filter_map(shrouded_scheme)
+            .any(|a| unpriced(&a))
+        {
+            return Err(UNSUPPORTED.to_owned());
+        }
+        for iterations in bags.iter().filter_map(key_bag_iterations) {
+            hidden += 1;
+            if iterations > room {
+                over = over.or(Some((iterations, room)));
+            }
+        }
+    }
+    if hidden > 0 && keys + hidden > 1 {
+        return Err("pkcs12: expected exactly one key bag".to_owned());
+    }
+    match over {
+        Some((iterations, room)) => Err(format!(
+            "pkcs12: a key inside an encrypted safe asks for {iterations} key-derivation iterations, more than the {room} of its safe"
+        )),
+        None => Ok(()),
+    }
+}
+
 fn decode_chain(data: &[u8], password: &str) -> Result<Decoded, String> {
     check_shape(data, password)?;
+    check_hidden(data, password)?;
     let archive = p12_keystore::Pkcs12Archive::from_pkcs12(data, password).map_err(p12_error)?;
     if archive.keys.len() > 1 {
         return Err("pkcs12: expected exactly one key bag".to_owned());
@@ -417,6 +640,154 @@ mod tests {
             panic!("not text: {v:?}")
         };
         Value::Bytes(STANDARD.decode(b64).unwrap())
+    }
+
+    /// PBES2 naming `iterations`: nothing is derived to write it.
+    fn pbes2_naming(iterations: u32) -> AlgorithmIdentifierOwned {
+        let params = pkcs5::pbes2::Parameters::generate_pbkdf2_sha256_aes256cbc(
+            iterations,
+            &[7; SALT_LEN],
+            [9; 16],
+        )
+        .unwrap();
+        AlgorithmIdentifierOwned {
+            oid: PBES2,
+            parameters: Some(Any::from_der(&params.to_der().unwrap()).unwrap()),
+        }
+    }
+
+    /// A shrouded key bag naming `iterations` around noise: reading it derives a key for
+    /// nothing.
+    fn hostile_key_bag(iterations: u32) -> SafeBag {
+        let info = EncryptedPrivateKeyInfo {
+            encryption_algorithm: pbes2_naming(iterations),
+            encrypted_data: OctetString::new(vec![0u8; 48]).unwrap(),
+        };
+        SafeBag {
+            bag_id: SHROUDED_KEY_BAG,
+            bag_value: info.to_der().unwrap(),
+            bag_attributes: None,
+        }
+    }
+
+    /// Runs `call` on `archive` (with password `pass`) within `steps`: the error and how long
+    /// it took.
+    fn read_within(archive: &[u8], pass: &str, steps: u64) -> (String, std::time::Duration) {
+        let funcs = crate::Funcs::eso();
+        let t = crate::Template::parse("t", "{{ pkcs12keyPass .pass .p12 }}", &funcs).unwrap();
+        let data = Value::Map(
+            [
+                ("pass".to_owned(), Value::from(pass)),
+                ("p12".to_owned(), Value::Bytes(archive.to_vec())),
+            ]
+            .into(),
+        );
+        let mut budget = crate::Budget::new(steps, std::time::Duration::from_secs(600));
+        let started = std::time::Instant::now();
+        let err = t
+            .execute_within(&data, 1 << 20, &mut budget)
+            .expect_err("refused");
+        (err.to_string(), started.elapsed())
+    }
+
+    /// The key derivations of a read run as many iterations as the archive names: a read is
+    /// charged by them before any runs, so an archive naming a million for its MAC is refused
+    /// by a budget that cannot pay, without running them.
+    #[test]
+    fn a_hostile_iteration_count_is_charged_before_the_work() {
+        let Value::String(b64) = call_values(
+            "pemToPkcs12Pass",
+            &[
+                Value::from(fixture_text("leaf.crt")),
+                Value::from(fixture_text("leaf.key")),
+                Value::from("pw"),
+            ],
+        )
+        .unwrap() else {
+            unreachable!()
+        };
+        let mut pfx = Pfx::from_der(&STANDARD.decode(b64).unwrap()).unwrap();
+        // What it costs as written: two derivations of 2048 iterations and the MAC's.
+        assert_eq!(planned_iterations(&pfx.to_der().unwrap()), 2048 * 5);
+        pfx.mac_data.as_mut().unwrap().iterations = 1_000_000;
+        let hostile = pfx.to_der().unwrap();
+        assert_eq!(planned_iterations(&hostile), 1_000_000 + 2048 * 4);
+        let (err, took) = read_within(&hostile, "pw", 1_000_000);
+        assert!(
+            err.contains(
+                "template exceeded its budget of 1000000 steps: pkcs12keyPass costs 2026384 steps"
+            ),
+            "{err}"
+        );
+        assert!(took < std::time::Duration::from_millis(500), "{took:?}");
+    }
+
+    /// Key bags inside an encrypted safe are seen only once it is decrypted: each would cost a
+    /// derivation of up to a million iterations. More than the one key Go reads is refused
+    /// before their keys are derived, and so is one naming more iterations than its safe.
+    #[test]
+    fn key_bags_hidden_in_an_encrypted_safe_cost_no_derivation() {
+        let hostile = |bags: Vec<SafeBag>| {
+            let safe = encrypted_safe(&bags, "pw").unwrap();
+            STANDARD.decode(pfx(vec![safe], "pw").unwrap()).unwrap()
+        };
+        let many = hostile((0..20).map(|_| hostile_key_bag(1_000_000)).collect());
+        // The charge holds the safe twice and room for one key in it.
+        assert_eq!(planned_iterations(&many), 2048 + 2048 * 3);
+        let (err, took) = read_within(&many, "pw", crate::Budget::DEFAULT_STEPS);
+        assert!(
+            err.ends_with("error calling pkcs12keyPass: unable to decode pkcs12 with password: pkcs12: expected exactly one key bag"),
+            "{err}"
+        );
+        assert!(took < std::time::Duration::from_millis(500), "{took:?}");
+        let one = hostile(vec![hostile_key_bag(1_000_000)]);
+        let (err, took) = read_within(&one, "pw", crate::Budget::DEFAULT_STEPS);
+        assert!(
+            err.ends_with("pkcs12: a key inside an encrypted safe asks for 1000000 key-derivation iterations, more than the 2048 of its safe"),
+            "{err}"
+        );
+        assert!(took < std::time::Duration::from_millis(500), "{took:?}");
+    }
+
+    /// A key encrypted with scrypt (which p12-keystore would run, and go-pkcs12 does not read)
+    /// is refused before its key is derived, in a plain safe or an encrypted one.
+    #[test]
+    fn a_key_derived_with_scrypt_is_refused_unread() {
+        let mut scheme = pkcs5::pbes2::Parameters::generate_pbkdf2_sha256_aes256cbc(
+            2048,
+            &[7; SALT_LEN],
+            [9; 16],
+        )
+        .unwrap();
+        scheme.kdf = pkcs5::pbes2::Kdf::Scrypt(pkcs5::pbes2::ScryptParams {
+            salt: pkcs5::pbes2::Salt::new([7; SALT_LEN]).unwrap(),
+            cost_parameter: 1 << 20,
+            block_size: 8,
+            parallelization: 1,
+            key_length: None,
+        });
+        let bag = || {
+            let info = EncryptedPrivateKeyInfo {
+                encryption_algorithm: AlgorithmIdentifierOwned {
+                    oid: PBES2,
+                    parameters: Some(Any::from_der(&scheme.to_der().unwrap()).unwrap()),
+                },
+                encrypted_data: OctetString::new(vec![0u8; 48]).unwrap(),
+            };
+            SafeBag {
+                bag_id: SHROUDED_KEY_BAG,
+                bag_value: info.to_der().unwrap(),
+                bag_attributes: None,
+            }
+        };
+        let plain = data_content(vec![bag()].to_der().unwrap()).unwrap();
+        let hidden = encrypted_safe(&vec![bag()], "pw").unwrap();
+        for safe in [plain, hidden] {
+            let archive = STANDARD.decode(pfx(vec![safe], "pw").unwrap()).unwrap();
+            let (err, took) = read_within(&archive, "pw", crate::Budget::DEFAULT_STEPS);
+            assert!(err.ends_with(UNSUPPORTED), "{err}");
+            assert!(took < std::time::Duration::from_millis(500), "{took:?}");
+        }
     }
 
     // The expected outputs were printed by ESO's own functions (see testdata/make.sh).

@@ -241,6 +241,41 @@ mod tests {
         }
     }
 
+    /// Nesting limits: block collections nest as deep as any value may (1000), flow collections
+    /// only 255 deep (see `parse::FLOW_NESTING` for why not Go's 10000); beyond either, the
+    /// error says which limit was met.
+    #[test]
+    fn nesting_limits() {
+        let error = |yaml: &str| match call("fromYaml", &[yaml]).unwrap() {
+            Value::Map(map) => match map.get("Error") {
+                Some(Value::String(e)) => Some(e.clone()),
+                _ => None,
+            },
+            other => panic!("{other:?}"),
+        };
+        let flow = |depth: usize| format!("a: {}x{}", "[".repeat(depth), "]".repeat(depth));
+        assert_eq!(error(&flow(255)), None);
+        assert_eq!(
+            error(&flow(256)).as_deref(),
+            Some(
+                "error converting YAML to JSON: yaml: line 1: exceeded max depth of 255 in flow style ([...] and {...}); block style nests up to 1000"
+            )
+        );
+        let mapping = format!("a: {}x: 1{}", "{".repeat(256), "}".repeat(256));
+        assert!(error(&mapping).is_some_and(|e| e.contains("max depth of 255 in flow style")));
+        // Block mappings, one more level per line: the document's mapping and 999 in it.
+        let block = |depth: usize| -> String {
+            (0..depth)
+                .map(|i| format!("{}k:\n", " ".repeat(i)))
+                .collect()
+        };
+        assert_eq!(error(&block(1000)), None);
+        assert_eq!(
+            error(&block(1001)).as_deref(),
+            Some("error converting YAML to JSON: yaml: exceeded max depth of 1000")
+        );
+    }
+
     #[test]
     fn go_float_formatting() {
         assert_eq!(crate::gofmt::format_shortest(1e6, false), "1e+06");

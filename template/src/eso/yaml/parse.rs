@@ -45,6 +45,17 @@ fn too_deep() -> String {
     format!("yaml: exceeded max depth of {MAX_NESTING}")
 }
 
+/// How deep flow collections (`[...]`, `{...}`) may nest. Go's YAML readers (yaml.v2 under
+/// sigs.k8s.io/yaml, and yaml.v3) allow 10000 levels of either style; values here stop at
+/// [`MAX_NESTING`] (they are dropped and printed recursively on a worker's stack), and
+/// yaml-rust2's scanner counts flow levels in a `u8`, failing the 256th with "recursion limit
+/// exceeded". Matching Go up to `MAX_NESTING` would take another YAML reader; no real document
+/// nests flow collections 256 deep, so the limit stays and its error says what it is.
+const FLOW_NESTING: usize = u8::MAX as usize;
+
+/// The scanner's words when [`FLOW_NESTING`] is passed.
+const FLOW_LIMIT_MESSAGE: &str = "recursion limit exceeded";
+
 /// Builds the tree of the first document from the parser's events, pulled one at a time:
 /// the parser's own loader recurses once per level of nesting, with no limit.
 struct Builder<'a> {
@@ -117,6 +128,10 @@ impl Builder<'_> {
         match self.parser.next_token() {
             Ok((Event::StreamEnd, _)) => Ok(None),
             Ok((event, _)) => Ok(Some(event)),
+            Err(e) if e.info() == FLOW_LIMIT_MESSAGE => Err(format!(
+                "yaml: line {}: exceeded max depth of {FLOW_NESTING} in flow style ([...] and {{...}}); block style nests up to {MAX_NESTING}",
+                e.marker().line()
+            )),
             Err(e) => Err(format!("yaml: line {}: {}", e.marker().line(), e.info())),
         }
     }
