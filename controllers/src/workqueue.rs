@@ -388,7 +388,13 @@ mod tests {
             .unwrap()
     }
 
-    const DEPTH: &str = r#"workqueue_depth{name="secret",controller="secret"}"#;
+    /// The sample of `metric` of the test's queue.
+    fn series(text: &str, metric: &str) -> f64 {
+        value(
+            text,
+            &format!(r#"{metric}{{name="secret",controller="secret"}}"#),
+        )
+    }
 
     #[test]
     fn the_delay_of_every_action_is_read() {
@@ -431,59 +437,32 @@ mod tests {
         }
         // Two triggers of one object are one item, due from the first.
         queue.add(&ObjectRef::from_obj(secret("a").as_ref()));
-        assert_eq!(value(&text(&registry), DEPTH), 3.0);
+        assert_eq!(series(&text(&registry), "workqueue_depth"), 3.0);
 
         tokio::time::advance(Duration::from_secs(1)).await;
         let running = tokio::spawn(reconcile(secret("a"), Duration::from_secs(60)));
         tokio::task::yield_now().await;
         tokio::time::advance(Duration::from_secs(1)).await;
         let t = text(&registry);
-        assert_eq!(value(&t, DEPTH), 2.0);
+        assert_eq!(series(&t, "workqueue_depth"), 2.0);
         assert_eq!(
-            value(
-                &t,
-                r#"workqueue_longest_running_processor_seconds{name="secret",controller="secret"}"#
-            ),
+            series(&t, "workqueue_longest_running_processor_seconds"),
             1.0
         );
         running.await.unwrap().unwrap();
         let t = text(&registry);
-        assert_eq!(
-            value(
-                &t,
-                r#"workqueue_adds_total{name="secret",controller="secret"}"#
-            ),
-            4.0
-        );
-        assert_eq!(
-            value(
-                &t,
-                r#"workqueue_queue_duration_seconds_sum{name="secret",controller="secret"}"#
-            ),
-            1.0
-        );
-        assert_eq!(
-            value(
-                &t,
-                r#"workqueue_work_duration_seconds_sum{name="secret",controller="secret"}"#
-            ),
-            2.0
-        );
-        assert_eq!(
-            value(
-                &t,
-                r#"workqueue_unfinished_work_seconds{name="secret",controller="secret"}"#
-            ),
-            0.0
-        );
+        assert_eq!(series(&t, "workqueue_adds_total"), 4.0);
+        assert_eq!(series(&t, "workqueue_queue_duration_seconds_sum"), 1.0);
+        assert_eq!(series(&t, "workqueue_work_duration_seconds_sum"), 2.0);
+        assert_eq!(series(&t, "workqueue_unfinished_work_seconds"), 0.0);
 
         // Its requeue falls due in a minute; the gone object leaves without a reconcile.
         queue.outcome::<Secret, (), ()>(&Err(controller::Error::ObjectNotFound(Box::new(
             ObjectRef::from_obj(secret("b").as_ref()).erase(),
         ))));
-        assert_eq!(value(&text(&registry), DEPTH), 1.0);
+        assert_eq!(series(&text(&registry), "workqueue_depth"), 1.0);
         tokio::time::advance(Duration::from_secs(60)).await;
-        assert_eq!(value(&text(&registry), DEPTH), 2.0);
+        assert_eq!(series(&text(&registry), "workqueue_depth"), 2.0);
 
         // An error's retry is counted and falls due when the policy says.
         let policy = queue
@@ -493,15 +472,9 @@ mod tests {
             .unwrap();
         policy(secret("c"), &(), ());
         let t = text(&registry);
-        assert_eq!(value(&t, DEPTH), 1.0);
-        assert_eq!(
-            value(
-                &t,
-                r#"workqueue_retries_total{name="secret",controller="secret"}"#
-            ),
-            1.0
-        );
+        assert_eq!(series(&t, "workqueue_depth"), 1.0);
+        assert_eq!(series(&t, "workqueue_retries_total"), 1.0);
         tokio::time::advance(Duration::from_secs(5)).await;
-        assert_eq!(value(&text(&registry), DEPTH), 2.0);
+        assert_eq!(series(&text(&registry), "workqueue_depth"), 2.0);
     }
 }
