@@ -26,10 +26,9 @@ use rand::Rng;
 use crate::cluster::ClusterChildren;
 use crate::context::{Context, ReadyStore};
 use crate::externalsecret::desired::MANAGED_LABEL;
-use crate::externalsecret::generic::TargetChange;
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
-use crate::own_writes::TargetRef;
+use crate::own_writes::{OwnWriteLog, TargetChange, TargetRef};
 use crate::watch::{fingerprint, forgetting_departed, on_departure, once_needed, scoped};
 
 /// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
@@ -78,7 +77,7 @@ impl ExternalSecretTriggers {
         // Our own status writes must not trigger a reconcile: react to spec, labels and
         // annotations only, as ESO's predicate does.
         let (gone_ctx, gone_forced) = (ctx.clone(), self.forced.clone());
-        let ctx_css = ctx.clone();
+        let ctx_css = es_ctx.clone();
         let template_users = SharedIndex::<Watched, TemplateSource>::default();
         let (templates_needed, template_watch_needed) = tokio::sync::watch::channel(false);
         let writers = Writers::default();
@@ -120,7 +119,7 @@ impl ExternalSecretTriggers {
         let (ss_reader, ss_writer) = reflector::store::<SecretStore>();
         let (css_reader, css_writer) = reflector::store::<ClusterSecretStore>();
         let specs = ProviderSpecs::default();
-        let (ss_ctx, ss_specs) = (ctx.clone(), specs.clone());
+        let (ss_ctx, ss_specs) = (es_ctx.clone(), specs.clone());
         let ss_changes = watcher(
             scoped::<SecretStore>(&client, namespace.as_deref()),
             watcher::Config::default(),
@@ -135,14 +134,14 @@ impl ExternalSecretTriggers {
         .predicate_filter(predicates::generation, PredicateConfig::default())
         .filter_map(move |s| {
             futures::future::ready(s.ok().map(|s| {
-                let news = ss_ctx.generations.changed(&s);
+                let news = ss_ctx.store_generations.changed(&s);
                 (news, LoadedStore::from_secret_store(&s))
             }))
         });
         let css_reader_gone = css_reader.clone();
         let held = reader.clone();
         let writers_secrets = writers.clone();
-        let secrets_ctx = ctx.clone();
+        let secrets_ctx = es_ctx.clone();
         ctx.manager.use_store_caches(ss_reader, css_reader);
         let provider_triggers = provider_changes(
             ctx.clone(),
@@ -153,9 +152,9 @@ impl ExternalSecretTriggers {
         let woken = wakes(store_users.clone(), self.ready_stores);
         // A generic target edited by hand: reconciled (not forced), so its data-hash decides.
         // Also someone else's change of any target that came during our write of it.
-        let changes_ctx = ctx.clone();
+        let changes_ctx = es_ctx.clone();
         let target_changes = self.target_changes.flat_map(move |change| {
-            futures::stream::iter(target_users(&changes_ctx, &writers, &change))
+            futures::stream::iter(target_users(&changes_ctx.own_writes, &writers, &change))
         });
         let template_changes = template_source_changes(
             &client,
@@ -187,7 +186,7 @@ impl ExternalSecretTriggers {
                         resource_version: secret.resource_version(),
                         uid: secret.uid(),
                     };
-                    target_users(&secrets_ctx, &writers_secrets, &change)
+                    target_users(&secrets_ctx.own_writes, &writers_secrets, &change)
                 }),
             )
             .reconcile_on(queue.triggers(store_forced));
@@ -207,7 +206,7 @@ impl ExternalSecretTriggers {
             .predicate_filter(predicates::generation, PredicateConfig::default())
             .filter_map(move |s| {
                 futures::future::ready(s.ok().map(|s| {
-                    let news = ctx_css.generations.changed(&s);
+                    let news = ctx_css.store_generations.changed(&s);
                     // Its `conditions` may refuse or allow namespaces of cluster objects.
                     cluster_children.cluster_store_changed();
                     (news, LoadedStore::from_cluster_secret_store(&s))
@@ -274,11 +273,11 @@ pub(crate) fn written_targets(es: &Watched) -> Vec<TargetRef> {
 /// The ExternalSecrets that write the target a watch event showed: none for the event of our
 /// own write.
 pub(crate) fn target_users(
-    ctx: &Context,
+    own_writes: &OwnWriteLog,
     writers: &Writers,
     seen: &TargetChange,
 ) -> Vec<ObjectRef<Watched>> {
-    if ctx.own_writes.own_write_seen(seen) {
+    if own_writes.own_write_seen(seen) {
         return Vec::new();
     }
     writers
