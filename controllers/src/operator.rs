@@ -48,9 +48,10 @@ pub struct Addresses {
 
 pub struct Operator {
     shared: Arc<Context>,
-    /// Each reconciler's own context; built here, with the shared one, so that what they keep
-    /// (the generations seen, say) dates from the start rather than from taking the lead.
-    externalsecrets: Arc<ExternalSecretContext>,
+    /// The contexts of the other reconcilers; built here, with the shared one, so that the
+    /// generations seen date from the start rather than from taking the lead. The
+    /// ExternalSecrets' is built when the controllers start: its wait for the first list of
+    /// Secrets counts from then.
     stores: Arc<StoreContext>,
     classes: Arc<ProviderClassContext>,
     provider_objects: Arc<ProviderObjectContext>,
@@ -60,6 +61,9 @@ pub struct Operator {
     ready: Arc<AtomicBool>,
     externalsecret_triggers: ExternalSecretTriggers,
     pushsecret_wakes: mpsc::UnboundedReceiver<ReadyStore>,
+    /// Where generic targets' watch events, and foreign events held during our own writes, go
+    /// to the ExternalSecrets' trigger.
+    generic_changed: mpsc::UnboundedSender<crate::own_writes::TargetChange>,
     /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
     cluster_children: Arc<crate::cluster::ClusterChildren>,
     child_changes: crate::cluster::ChildChanges,
@@ -90,7 +94,6 @@ impl Operator {
         let shared = Context::new(client, manager, metrics, settings);
         let (pushsecrets, pushsecret_cache) = reflector::store();
         Self {
-            externalsecrets: ExternalSecretContext::new(shared.clone(), generic_changed),
             stores: StoreContext::new(shared.clone(), es_wake, ps_wake, pushsecrets),
             classes: ProviderClassContext::new(shared.clone()),
             provider_objects: ProviderObjectContext::new(shared.clone(), provider_changed),
@@ -104,6 +107,7 @@ impl Operator {
                 generic_changes,
             ),
             pushsecret_wakes,
+            generic_changed,
             cluster_children: Arc::new(cluster_children),
             child_changes,
         }
@@ -156,7 +160,7 @@ impl Operator {
         tokio::spawn(sweep_generations(
             ctx.clone(),
             [
-                self.externalsecrets.store_generations.clone(),
+                self.externalsecret_triggers.store_generations.clone(),
                 self.classes.generations.clone(),
                 self.provider_objects.generations.clone(),
             ],
@@ -214,7 +218,7 @@ impl Operator {
             shutdown.clone(),
         );
         let externalsecrets = self.externalsecret_triggers.controller(
-            self.externalsecrets,
+            ExternalSecretContext::new(ctx.clone(), self.generic_changed),
             self.cluster_children.clone(),
             shutdown.clone(),
         );

@@ -29,7 +29,6 @@ use serde_json::json;
 use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
-use crate::generations::Generations;
 use crate::metrics::labels;
 use crate::own_writes::{OwnWriteLog, TargetChange, TargetRef};
 use futures::channel::mpsc::UnboundedSender;
@@ -47,9 +46,6 @@ pub struct ExternalSecretContext {
     /// Targets this operator writes or wrote: the watch event of our own write needs no
     /// reconcile.
     pub own_writes: OwnWriteLog,
-    /// Spec changes of stores, as opposed to first sights after a start: a change forces the
-    /// ExternalSecrets reading from a store to refresh.
-    pub store_generations: Arc<Generations>,
 }
 
 impl ExternalSecretContext {
@@ -66,7 +62,6 @@ impl ExternalSecretContext {
             target_versions: Default::default(),
             generic_targets,
             own_writes: OwnWriteLog::new(target_changed),
-            store_generations: Default::default(),
         })
     }
 }

@@ -26,6 +26,7 @@ use rand::Rng;
 use crate::cluster::ClusterChildren;
 use crate::context::{Context, ReadyStore};
 use crate::externalsecret::desired::MANAGED_LABEL;
+use crate::generations::Generations;
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::own_writes::{OwnWriteLog, TargetChange, TargetRef};
@@ -40,6 +41,9 @@ pub(crate) type Forced = Arc<Mutex<HashSet<ObjectRef<Watched>>>>;
 
 pub(crate) struct ExternalSecretTriggers {
     forced: Forced,
+    /// Spec changes of stores, as opposed to first sights after a start: a change forces the
+    /// ExternalSecrets reading from a store to refresh.
+    pub(crate) store_generations: Arc<Generations>,
     provider_changes: UnboundedReceiver<ProviderIdentity>,
     ready_stores: UnboundedReceiver<ReadyStore>,
     target_changes: UnboundedReceiver<TargetChange>,
@@ -53,6 +57,7 @@ impl ExternalSecretTriggers {
     ) -> Self {
         Self {
             forced: Forced::default(),
+            store_generations: Default::default(),
             provider_changes,
             ready_stores,
             target_changes,
@@ -77,7 +82,7 @@ impl ExternalSecretTriggers {
         // Our own status writes must not trigger a reconcile: react to spec, labels and
         // annotations only, as ESO's predicate does.
         let (gone_ctx, gone_forced) = (ctx.clone(), self.forced.clone());
-        let ctx_css = es_ctx.clone();
+        let css_generations = self.store_generations.clone();
         let template_users = SharedIndex::<Watched, TemplateSource>::default();
         let (templates_needed, template_watch_needed) = tokio::sync::watch::channel(false);
         let writers = Writers::default();
@@ -119,7 +124,7 @@ impl ExternalSecretTriggers {
         let (ss_reader, ss_writer) = reflector::store::<SecretStore>();
         let (css_reader, css_writer) = reflector::store::<ClusterSecretStore>();
         let specs = ProviderSpecs::default();
-        let (ss_ctx, ss_specs) = (es_ctx.clone(), specs.clone());
+        let (ss_generations, ss_specs) = (self.store_generations.clone(), specs.clone());
         let ss_changes = watcher(
             scoped::<SecretStore>(&client, namespace.as_deref()),
             watcher::Config::default(),
@@ -134,7 +139,7 @@ impl ExternalSecretTriggers {
         .predicate_filter(predicates::generation, PredicateConfig::default())
         .filter_map(move |s| {
             futures::future::ready(s.ok().map(|s| {
-                let news = ss_ctx.store_generations.changed(&s);
+                let news = ss_generations.changed(&s);
                 (news, LoadedStore::from_secret_store(&s))
             }))
         });
@@ -206,7 +211,7 @@ impl ExternalSecretTriggers {
             .predicate_filter(predicates::generation, PredicateConfig::default())
             .filter_map(move |s| {
                 futures::future::ready(s.ok().map(|s| {
-                    let news = ctx_css.store_generations.changed(&s);
+                    let news = css_generations.changed(&s);
                     // Its `conditions` may refuse or allow namespaces of cluster objects.
                     cluster_children.cluster_store_changed();
                     (news, LoadedStore::from_cluster_secret_store(&s))
