@@ -1,14 +1,14 @@
-//! State shared by every reconciler.
+//! The handles every reconciler uses. What only some reconcilers keep (the ExternalSecrets'
+//! own-write log, the stores' wake-ups, the generations seen of stores and provider objects)
+//! lives in their own contexts, so that no reconciler reaches into another's state.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::events::{EventType, Recorder};
 use clientmanager::{ClientManager, StoreKind};
-use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::ObjectReference;
-use provider::ProviderIdentity;
 use tracing::warn;
 
 use kube::runtime::controller::Action;
@@ -16,7 +16,6 @@ use kube::runtime::controller::Action;
 use crate::backoff::Backoff;
 use crate::metrics::ErrorLabels;
 use crate::metrics::Metrics;
-use crate::own_writes::{OwnWriteLog, TargetChange};
 use crate::status::{FIELD_MANAGER, StatusWriter, apply_status};
 
 /// Operator settings that reconcilers read.
@@ -55,27 +54,10 @@ pub struct Context {
     pub metrics: Metrics,
     pub settings: Settings,
     pub backoff: Backoff,
-    /// Spec changes of stores and provider objects, as opposed to first sights after a start.
-    pub generations: crate::generations::Generations,
-    /// Provider objects whose spec changed: the ExternalSecrets reading through them resync.
-    pub provider_changed: UnboundedSender<ProviderIdentity>,
-    /// Where a store that turned Ready is announced to ExternalSecrets.
-    externalsecret_wake: UnboundedSender<ReadyStore>,
-    /// Where a store that turned Ready, or is being deleted, is announced to PushSecrets.
-    pushsecret_wake: UnboundedSender<ReadyStore>,
-    /// Every PushSecret, for the stores' finalizer; the PushSecret controller's watch cache.
-    pub pushsecrets: OnceLock<PushSecretCache>,
-    /// Targets this operator writes or wrote: the watch event of our own write needs no
-    /// reconcile.
-    pub own_writes: OwnWriteLog,
     /// Status writes, with what this operator last wrote of each object.
     pub status: StatusWriter,
     recorder: Recorder,
 }
-
-/// The PushSecret controller's watch cache.
-pub type PushSecretCache =
-    kube::runtime::reflector::Store<kube::core::DeserializeGuard<api::push_secret::PushSecret>>;
 
 /// A store whose Ready condition turned True (or, for PushSecrets, that is being deleted).
 #[derive(Clone, Debug)]
@@ -98,17 +80,11 @@ impl ReadyStore {
 }
 
 impl Context {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: kube::Client,
         manager: ClientManager,
         metrics: Metrics,
         settings: Settings,
-        provider_changed: UnboundedSender<ProviderIdentity>,
-        externalsecret_wake: UnboundedSender<ReadyStore>,
-        pushsecret_wake: UnboundedSender<ReadyStore>,
-        // Foreign events held during our own writes.
-        target_changed: UnboundedSender<TargetChange>,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -121,12 +97,6 @@ impl Context {
             metrics,
             settings,
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(420)),
-            generations: Default::default(),
-            provider_changed,
-            externalsecret_wake,
-            pushsecret_wake,
-            pushsecrets: OnceLock::new(),
-            own_writes: OwnWriteLog::new(target_changed),
             status: StatusWriter::default(),
             recorder,
         })
@@ -135,18 +105,6 @@ impl Context {
     /// Whether this operator handles an object with this controller class.
     pub fn owns_class(&self, class: Option<&str>) -> bool {
         class.is_none_or(|c| c.is_empty() || c == self.settings.controller_class)
-    }
-
-    /// Wakes the ExternalSecrets and PushSecrets that use `store`.
-    pub fn store_ready(&self, store: ReadyStore) {
-        let _ = self.externalsecret_wake.unbounded_send(store.clone());
-        let _ = self.pushsecret_wake.unbounded_send(store);
-    }
-
-    /// Wakes the PushSecrets that pushed to `store`, which is being deleted, so that they delete
-    /// what they pushed there (deletionPolicy Delete) while it still exists.
-    pub fn store_deleting(&self, store: ReadyStore) {
-        let _ = self.pushsecret_wake.unbounded_send(store);
     }
 
     /// Counts a failed reconcile of `object` (an `ObjectRef` display) and returns when to retry:

@@ -1,5 +1,5 @@
-//! The operator: builds the shared context, serves HTTP, and runs every controller until
-//! shutdown. What triggers each controller lives with its kind.
+//! The operator: builds the shared context and each reconciler's own, serves HTTP, and runs
+//! every controller until shutdown. What triggers each controller lives with its kind.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -25,10 +25,12 @@ use tracing::{error, info};
 use crate::context::{Context, ReadyStore, Settings};
 use crate::externalsecret::ExternalSecretContext;
 use crate::externalsecret::triggers::ExternalSecretTriggers;
+use crate::generations::Generations;
 use crate::metrics::Metrics;
 use crate::outcome::{after_reconcile, error_policy};
-use crate::provider_objects::StoreNudges;
-use crate::secretstore::StoreObject;
+use crate::provider_class::ProviderClassContext;
+use crate::provider_objects::{ProviderObjectContext, StoreNudges};
+use crate::secretstore::{StoreContext, StoreObject};
 use crate::watch::{on_departure, scoped};
 use crate::{provider_objects, pushsecret, secretstore};
 
@@ -45,12 +47,22 @@ pub struct Addresses {
 }
 
 pub struct Operator {
-    pub ctx: Arc<Context>,
+    shared: Arc<Context>,
+    /// The contexts of the other reconcilers; built here, with the shared one, so that the
+    /// generations seen date from the start rather than from taking the lead. The
+    /// ExternalSecrets' is built when the controllers start: its wait for the first list of
+    /// Secrets counts from then.
+    stores: Arc<StoreContext>,
+    classes: Arc<ProviderClassContext>,
+    provider_objects: Arc<ProviderObjectContext>,
+    /// Filled by the PushSecret controller's watch; the stores read it.
+    pushsecret_cache: reflector::store::Writer<pushsecret::Watched>,
     pub metrics_registry: Arc<MetricsRegistry>,
     ready: Arc<AtomicBool>,
     externalsecret_triggers: ExternalSecretTriggers,
     pushsecret_wakes: mpsc::UnboundedReceiver<ReadyStore>,
-    /// Where generic targets' watch events go to the ExternalSecrets' trigger.
+    /// Where generic targets' watch events, and foreign events held during our own writes, go
+    /// to the ExternalSecrets' trigger.
     generic_changed: mpsc::UnboundedSender<crate::own_writes::TargetChange>,
     /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
     cluster_children: Arc<crate::cluster::ClusterChildren>,
@@ -79,22 +91,27 @@ impl Operator {
         let (ps_wake, pushsecret_wakes) = mpsc::unbounded();
         let (generic_changed, generic_changes) = mpsc::unbounded();
         let (cluster_children, child_changes) = crate::cluster::children();
+        let shared = Context::new(client, manager, metrics, settings);
+        let (pushsecrets, pushsecret_cache) = reflector::store();
+        let store_ready: crate::externalsecret::triggers::StoreReady = Arc::new({
+            let (es_wake, ps_wake) = (es_wake.clone(), ps_wake.clone());
+            move |store: ReadyStore| {
+                let _ = es_wake.unbounded_send(store.clone());
+                let _ = ps_wake.unbounded_send(store);
+            }
+        });
         Self {
-            ctx: Context::new(
-                client,
-                manager,
-                metrics,
-                settings,
-                provider_changed,
-                es_wake,
-                ps_wake,
-                generic_changed.clone(),
-            ),
+            stores: StoreContext::new(shared.clone(), es_wake, ps_wake, pushsecrets),
+            classes: ProviderClassContext::new(shared.clone()),
+            provider_objects: ProviderObjectContext::new(shared.clone(), provider_changed),
+            pushsecret_cache,
+            shared,
             metrics_registry: Arc::new(registry),
             ready: Arc::default(),
             externalsecret_triggers: ExternalSecretTriggers::new(
                 provider_changes,
                 es_wakes,
+                store_ready,
                 generic_changes,
             ),
             pushsecret_wakes,
@@ -121,7 +138,7 @@ impl Operator {
         leadership: impl Future<Output = ()> + Send,
         shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     ) {
-        let ctx = self.ctx.clone();
+        let ctx = self.shared.clone();
         if let Some(addr) = addresses.metrics {
             let registry = self.metrics_registry.clone();
             tokio::spawn(async move {
@@ -148,16 +165,14 @@ impl Operator {
         ctx.metrics.leader.set(1);
         let sweeper = ctx.clone();
         tokio::spawn(async move { sweeper.manager.sweep_idle().await });
-        let sweeper = ctx.clone();
-        tokio::spawn(async move {
-            // Not at once: the caches are still filling.
-            let first = tokio::time::Instant::now() + GENERATIONS_SWEEP;
-            let mut every = tokio::time::interval_at(first, GENERATIONS_SWEEP);
-            loop {
-                every.tick().await;
-                sweeper.generations.retain(&sweeper.manager.watched_uids());
-            }
-        });
+        tokio::spawn(sweep_generations(
+            ctx.clone(),
+            [
+                self.externalsecret_triggers.store_generations.clone(),
+                self.classes.generations.clone(),
+                self.provider_objects.generations.clone(),
+            ],
+        ));
         let (ss_tx, ss_rx) = mpsc::unbounded();
         let (css_tx, css_rx) = mpsc::unbounded();
         let (ss_installed_tx, ss_installed_rx) = mpsc::unbounded();
@@ -174,7 +189,7 @@ impl Operator {
         let (css_users_tx, css_users_rx) = mpsc::unbounded();
 
         let stores = store_controller::<SecretStore>(
-            ctx.clone(),
+            self.stores.clone(),
             scoped(&client, namespace.as_deref()),
             ss_rx,
             ss_installed_rx,
@@ -190,7 +205,7 @@ impl Operator {
         let cluster_stores = async {
             if namespace.is_none() {
                 store_controller::<ClusterSecretStore>(
-                    ctx.clone(),
+                    self.stores.clone(),
                     Api::all(client.clone()),
                     css_rx,
                     css_installed_rx,
@@ -204,6 +219,7 @@ impl Operator {
 
         let pushsecrets = pushsecret::triggers::controller(
             ctx.clone(),
+            self.pushsecret_cache,
             self.pushsecret_wakes,
             store_users,
             self.cluster_children.clone(),
@@ -214,7 +230,7 @@ impl Operator {
             self.cluster_children.clone(),
             shutdown.clone(),
         );
-        let discovery = provider_objects::discover(ctx.clone(), nudges.clone());
+        let discovery = provider_objects::discover(self.provider_objects, nudges.clone());
         let (namespaces_cached, namespaces_writer) = reflector::store();
         let (ces_namespaces_tx, ces_namespaces) = mpsc::unbounded();
         let (cps_namespaces_tx, cps_namespaces) = mpsc::unbounded();
@@ -249,9 +265,9 @@ impl Operator {
                 .await;
             }
         };
-        let recoveries = recoveries(ctx.clone());
+        let recoveries = recoveries(self.stores.clone());
         let classes = crate::provider_class::controller::<ProviderClass>(
-            ctx.clone(),
+            self.classes.clone(),
             scoped(&client, namespace.as_deref()),
             nudges.clone(),
             shutdown.clone(),
@@ -261,7 +277,7 @@ impl Operator {
         let cluster_classes = match namespace {
             None => {
                 crate::provider_class::controller::<ClusterProviderClass>(
-                    ctx.clone(),
+                    self.classes,
                     Api::all(client.clone()),
                     nudges,
                     shutdown.clone(),
@@ -286,7 +302,8 @@ impl Operator {
 /// A provider reachable again after an outage wakes the ExternalSecrets and PushSecrets of the
 /// stores that read through it, as a store turning Ready does: held back, they may be deep in
 /// their backoff.
-async fn recoveries(ctx: Arc<Context>) {
+async fn recoveries(store_ctx: Arc<StoreContext>) {
+    let ctx = store_ctx.shared.as_ref();
     let (to, mut recovered) = mpsc::unbounded();
     ctx.manager.on_recovery(to);
     // The manager keeps the sender while it lives; should it not take this one, the loop ends
@@ -294,7 +311,7 @@ async fn recoveries(ctx: Arc<Context>) {
     while let Some(identity) = recovered.next().await {
         for store in ctx.manager.stores_using(&identity) {
             info!(store = %store.name, namespace = ?store.namespace, "provider reachable again");
-            ctx.store_ready(ReadyStore {
+            store_ctx.store_ready(ReadyStore {
                 kind: store.kind,
                 name: store.name,
                 namespace: store.namespace,
@@ -308,7 +325,7 @@ async fn recoveries(ctx: Arc<Context>) {
 /// The controller of one store kind: its own watch, stores nudged by provider objects, stores
 /// whose PushSecrets changed (their finalizer), and all of them when a provider CRD appears.
 fn store_controller<S: StoreObject>(
-    ctx: Arc<Context>,
+    store_ctx: Arc<StoreContext>,
     api: Api<S>,
     nudged: mpsc::UnboundedReceiver<ObjectRef<S>>,
     installed: mpsc::UnboundedReceiver<()>,
@@ -316,6 +333,7 @@ fn store_controller<S: StoreObject>(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     name: &'static str,
 ) -> impl Future<Output = ()> {
+    let ctx = store_ctx.shared.clone();
     let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
     let (cached, writer) = reflector::store::<S>();
     let gone_ctx = ctx.clone();
@@ -346,11 +364,28 @@ fn store_controller<S: StoreObject>(
         .reconcile_all_on(installed)
         .graceful_shutdown_on(shutdown)
         .run(
-            queue.reconciler(secretstore::reconcile::<S>),
+            // The controller's context is the shared one, which its error policy reads.
+            queue.reconciler(move |store, _: Arc<Context>| {
+                secretstore::reconcile::<S>(store, store_ctx.clone())
+            }),
             queue.error_policy(error_policy(name)),
             ctx.clone(),
         )
         .for_each(after_reconcile(ctx, queue))
+}
+
+/// Forgets, now and then, the generations seen of objects deleted since.
+async fn sweep_generations<const N: usize>(ctx: Arc<Context>, generations: [Arc<Generations>; N]) {
+    // Not at once: the caches are still filling.
+    let first = tokio::time::Instant::now() + GENERATIONS_SWEEP;
+    let mut every = tokio::time::interval_at(first, GENERATIONS_SWEEP);
+    loop {
+        every.tick().await;
+        let live = ctx.manager.watched_uids();
+        for seen in &generations {
+            seen.retain(&live);
+        }
+    }
 }
 
 /// Namespaces' labels, one watch for all who read them: ClusterSecretStore `conditions`, so

@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use tracing::instrument;
 
 use crate::context::Context;
+use crate::generations::Generations;
 use crate::outcome::{after_reconcile, error_policy};
 use crate::provider_objects::StoreNudges;
 use crate::readiness::StatusError;
@@ -103,14 +104,32 @@ fn assess(
     }
 }
 
+/// What the class reconcilers work with: the handles every reconciler shares, and the
+/// generations seen of the classes.
+pub struct ProviderClassContext {
+    pub shared: Arc<Context>,
+    /// Spec changes of classes, as opposed to first sights after a start.
+    pub generations: Arc<Generations>,
+}
+
+impl ProviderClassContext {
+    pub fn new(shared: Arc<Context>) -> Arc<Self> {
+        Arc::new(Self {
+            shared,
+            generations: Default::default(),
+        })
+    }
+}
+
 #[instrument(skip_all, fields(kind = %C::kind(&()), namespace = class.namespace(), name = class.name_any()))]
 pub async fn reconcile<C: ClassObject>(
     class: Arc<C>,
-    ctx: Arc<Context>,
+    class_ctx: &ProviderClassContext,
     nudges: &StoreNudges,
 ) -> Result<Action, StatusError> {
+    let ctx = class_ctx.shared.as_ref();
     let reference = class.class_ref();
-    let changed = ctx.generations.changed(class.as_ref());
+    let changed = class_ctx.generations.changed(class.as_ref());
     let health = ctx.manager.check_class(&reference).await;
     let (status, why, message, methods, recheck) = assess(health, class.address());
     let previous = class.class_status().cloned().unwrap_or_default();
@@ -248,21 +267,23 @@ pub async fn keep_declared(client: kube::Client, declared: DeclaredClass, interv
 /// The controller of one class kind; its watch cache is the client manager's class lookup. A
 /// class that changes or turns Ready has its stores nudged.
 pub async fn controller<C: ClassObject>(
-    ctx: Arc<Context>,
+    class_ctx: Arc<ProviderClassContext>,
     api: Api<C>,
     nudges: StoreNudges,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
     name: &'static str,
 ) -> kube::runtime::reflector::Store<C> {
+    let ctx = class_ctx.shared.clone();
     let (store, writer) = kube::runtime::reflector::store();
     let queue = ctx.metrics.workqueues.queue(name);
     let classes = watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
         .applied_objects();
-    let reconcile = move |class, ctx| {
-        let nudges = nudges.clone();
-        async move { reconcile::<C>(class, ctx, &nudges).await }
+    // The controller's context is the shared one, which its error policy reads.
+    let reconcile = move |class, _: Arc<Context>| {
+        let (class_ctx, nudges) = (class_ctx.clone(), nudges.clone());
+        async move { reconcile::<C>(class, &class_ctx, &nudges).await }
     };
     tokio::spawn(
         Controller::for_stream(queue.watched(classes), store.clone())

@@ -20,11 +20,35 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
-use provider::Caller;
+use provider::{Caller, ProviderIdentity};
 use tracing::{info, instrument, warn};
 
 use crate::context::Context;
+use crate::generations::Generations;
 use crate::readiness::{self, StatusError, Subject};
+
+/// What the provider reconcilers of every kind work with: the handles every reconciler shares,
+/// the generations seen of provider objects, and where a changed one is announced.
+pub struct ProviderObjectContext {
+    pub shared: Arc<Context>,
+    /// Spec changes of provider objects, as opposed to first sights after a start.
+    pub generations: Arc<Generations>,
+    /// Provider objects whose spec changed: the ExternalSecrets reading through them resync.
+    provider_changed: UnboundedSender<ProviderIdentity>,
+}
+
+impl ProviderObjectContext {
+    pub fn new(
+        shared: Arc<Context>,
+        provider_changed: UnboundedSender<ProviderIdentity>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            shared,
+            generations: Default::default(),
+            provider_changed,
+        })
+    }
+}
 
 /// Where a provider reconciler sends the stores that read through an object it saw change.
 #[derive(Clone)]
@@ -57,7 +81,7 @@ impl StoreNudges {
 }
 
 struct KindContext {
-    ctx: Arc<Context>,
+    objects: Arc<ProviderObjectContext>,
     provider: Arc<dyn provider::Provider>,
     resource: ApiResource,
     cluster: bool,
@@ -65,7 +89,8 @@ struct KindContext {
 }
 
 /// Watches CRDs and starts a controller for each provider kind this operator knows, once.
-pub async fn discover(ctx: Arc<Context>, nudges: StoreNudges) {
+pub async fn discover(objects_ctx: Arc<ProviderObjectContext>, nudges: StoreNudges) {
+    let ctx = objects_ctx.shared.clone();
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let mut started = HashSet::new();
     let mut events = watcher(crds, watcher::Config::default())
@@ -128,7 +153,7 @@ pub async fn discover(ctx: Arc<Context>, nudges: StoreNudges) {
         };
         let resource = descriptor.resource(scope, &version.name);
         let kind_ctx = Arc::new(KindContext {
-            ctx: ctx.clone(),
+            objects: objects_ctx.clone(),
             provider,
             resource,
             cluster,
@@ -142,7 +167,8 @@ pub async fn discover(ctx: Arc<Context>, nudges: StoreNudges) {
 /// applies its CRD before the ClusterRole that grants it, and a watch started in between would
 /// only be refused and retried.
 async fn wait_for_permission(kctx: &KindContext) {
-    let namespace = match (&kctx.ctx.settings.namespace, kctx.cluster) {
+    let ctx = kctx.objects.shared.as_ref();
+    let namespace = match (&ctx.settings.namespace, kctx.cluster) {
         (Some(ns), false) => Some(ns.clone()),
         _ => None,
     };
@@ -155,7 +181,7 @@ async fn wait_for_permission(kctx: &KindContext) {
             ..Default::default()
         };
         async move {
-            access_review::allowed(&kctx.ctx.client, attributes)
+            access_review::allowed(&ctx.client, attributes)
                 .await
                 // Cannot ask: start, and let the watch report what it meets.
                 .unwrap_or_else(|e| {
@@ -182,14 +208,14 @@ const PERMISSION_POLL: Duration = Duration::from_secs(2);
 
 async fn run_kind(kctx: Arc<KindContext>) {
     wait_for_permission(&kctx).await;
-    let api: Api<DynamicObject> = match (&kctx.ctx.settings.namespace, kctx.cluster) {
-        (Some(ns), false) => Api::namespaced_with(kctx.ctx.client.clone(), ns, &kctx.resource),
-        _ => Api::all_with(kctx.ctx.client.clone(), &kctx.resource),
+    let ctx = kctx.objects.shared.clone();
+    let api: Api<DynamicObject> = match (&ctx.settings.namespace, kctx.cluster) {
+        (Some(ns), false) => Api::namespaced_with(ctx.client.clone(), ns, &kctx.resource),
+        _ => Api::all_with(ctx.client.clone(), &kctx.resource),
     };
     let writer = kube::runtime::reflector::store::Writer::new(kctx.resource.clone());
     let store = writer.as_reader();
-    let queue = kctx
-        .ctx
+    let queue = ctx
         .metrics
         .workqueues
         .queue(format!("{}.{}", kctx.resource.plural, kctx.resource.group));
@@ -199,35 +225,35 @@ async fn run_kind(kctx: Arc<KindContext>) {
         .applied_objects();
     let controller =
         Controller::for_stream_with(queue.watched(objects), store.clone(), kctx.resource.clone());
-    kctx.ctx
-        .manager
-        .use_provider_cache(kctx.resource.clone(), store);
+    ctx.manager.use_provider_cache(kctx.resource.clone(), store);
     // Stores waiting for this kind resolve it now.
     for tx in &kctx.nudges.installed {
         let _ = tx.unbounded_send(());
     }
     controller
         .with_config(
-            kube::runtime::controller::Config::default().concurrency(kctx.ctx.settings.concurrency),
+            kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency),
         )
         .run(
             queue.reconciler(reconcile),
             queue.error_policy(error_policy),
             kctx.clone(),
         )
-        .for_each(crate::outcome::after_reconcile(kctx.ctx.clone(), queue))
+        .for_each(crate::outcome::after_reconcile(ctx.clone(), queue))
         .await;
 }
 
 fn error_policy(obj: Arc<DynamicObject>, error: &StatusError, kctx: Arc<KindContext>) -> Action {
     use crate::outcome::ErrorKind;
     let object = ObjectRef::from_obj_with(obj.as_ref(), kctx.resource.clone());
-    kctx.ctx
+    kctx.objects
+        .shared
         .failed("provider", error.kind(), &object.to_string())
 }
 
 #[instrument(skip_all, fields(kind = %kctx.resource.kind, group = %kctx.resource.group, namespace = obj.namespace(), name = obj.name_any()))]
 async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Action, StatusError> {
+    let ctx = kctx.objects.shared.as_ref();
     let started = Instant::now();
     let object = ProviderObject::from_dynamic(kctx.provider.clone(), &obj);
     let identity = object.identity.clone();
@@ -237,20 +263,23 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     // ESO, which made none.
     let converted_just_now = obj.labels().contains_key(api::store::LABEL_CONVERTED_FROM)
         && obj.metadata.generation == Some(1);
-    let changed = kctx.ctx.generations.changed(obj.as_ref()) && !converted_just_now;
+    let changed = kctx.objects.generations.changed(obj.as_ref()) && !converted_just_now;
     if changed {
-        let _ = kctx.ctx.provider_changed.unbounded_send(identity.clone());
+        let _ = kctx
+            .objects
+            .provider_changed
+            .unbounded_send(identity.clone());
     }
     let (caller, namespace) = match &identity.namespace {
         Some(ns) => (Caller::Provider, ns.clone()),
         None => (Caller::ClusterProvider, String::new()),
     };
     let readiness = readiness::check(
-        &kctx.ctx,
+        ctx,
         Subject::Provider,
         object,
         (caller, &namespace),
-        kctx.ctx.manager.class_of_kind(&identity.kind),
+        ctx.manager.class_of_kind(&identity.kind),
     )
     .await;
     let (status, reason, message) = (readiness.status, readiness.reason, readiness.message);
@@ -275,14 +304,13 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     if changed || (status == ConditionStatus::True && !was_ready) {
         // The stores reading through it revalidate now rather than at their interval; a hand
         // edit of a converted object is put back by its store.
-        kctx.nudges.send(kctx.ctx.manager.stores_using(&identity));
+        kctx.nudges.send(ctx.manager.stores_using(&identity));
     }
     let api: Api<DynamicObject> = match obj.namespace() {
-        Some(ns) => Api::namespaced_with(kctx.ctx.client.clone(), &ns, &kctx.resource),
-        None => Api::all_with(kctx.ctx.client.clone(), &kctx.resource),
+        Some(ns) => Api::namespaced_with(ctx.client.clone(), &ns, &kctx.resource),
+        None => Api::all_with(ctx.client.clone(), &kctx.resource),
     };
-    let written = kctx
-        .ctx
+    let written = ctx
         .status
         .update(&api, &kctx.resource, &obj.metadata, &previous, &new)
         .await
@@ -300,11 +328,10 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
             } else {
                 EventType::Normal
             };
-            kctx.ctx
-                .event(&obj.object_ref(&kctx.resource), type_, reason, message)
+            ctx.event(&obj.object_ref(&kctx.resource), type_, reason, message)
                 .await;
         }
     }
     tracing::debug!(elapsed = ?started.elapsed(), "provider reconciled");
-    Ok(Action::requeue(kctx.ctx.settings.store_requeue_interval))
+    Ok(Action::requeue(ctx.settings.store_requeue_interval))
 }

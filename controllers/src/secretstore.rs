@@ -8,6 +8,7 @@ use std::time::Instant;
 use api::conditions::{Condition, READY, set_condition};
 use api::store::{ClusterSecretStore, LABEL_CONVERTED_FROM, SecretStore, SecretStoreStatus};
 use clientmanager::{Converted, Generated, LoadedStore, StoreKind, convert};
+use futures::channel::mpsc::UnboundedSender;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
@@ -20,7 +21,49 @@ use tracing::{info, instrument};
 
 use crate::context::{Context, ReadyStore};
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels, labels};
+use crate::pushsecret::PushSecretCache;
 use crate::readiness::{self, Readiness, StatusError, Subject, reason};
+
+/// What the store reconcilers work with: the handles every reconciler shares, where they tell
+/// the ExternalSecrets and PushSecrets of a store's changes, and the PushSecrets that may hold a
+/// store's finalizer.
+pub struct StoreContext {
+    pub shared: Arc<Context>,
+    /// Where a store that turned Ready is announced to ExternalSecrets.
+    externalsecret_wake: UnboundedSender<ReadyStore>,
+    /// Where a store that turned Ready, or is being deleted, is announced to PushSecrets.
+    pushsecret_wake: UnboundedSender<ReadyStore>,
+    /// Every PushSecret: the PushSecret controller's watch cache, read for the finalizer.
+    pushsecrets: PushSecretCache,
+}
+
+impl StoreContext {
+    pub fn new(
+        shared: Arc<Context>,
+        externalsecret_wake: UnboundedSender<ReadyStore>,
+        pushsecret_wake: UnboundedSender<ReadyStore>,
+        pushsecrets: PushSecretCache,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            shared,
+            externalsecret_wake,
+            pushsecret_wake,
+            pushsecrets,
+        })
+    }
+
+    /// Wakes the ExternalSecrets and PushSecrets that use `store`.
+    pub fn store_ready(&self, store: ReadyStore) {
+        let _ = self.externalsecret_wake.unbounded_send(store.clone());
+        let _ = self.pushsecret_wake.unbounded_send(store);
+    }
+
+    /// Wakes the PushSecrets that pushed to `store`, which is being deleted, so that they delete
+    /// what they pushed there (deletionPolicy Delete) while it still exists.
+    fn store_deleting(&self, store: ReadyStore) {
+        let _ = self.pushsecret_wake.unbounded_send(store);
+    }
+}
 
 /// Field manager of generated provider objects.
 const CONVERT_MANAGER: &str = "external-secrets-store-convert";
@@ -71,19 +114,20 @@ impl StoreObject for ClusterSecretStore {
 #[instrument(skip_all, fields(kind = %S::KIND, namespace = store.namespace(), name = store.name_any()))]
 pub async fn reconcile<S: StoreObject>(
     store: Arc<S>,
-    ctx: Arc<Context>,
+    store_ctx: Arc<StoreContext>,
 ) -> Result<Action, StatusError> {
+    let ctx = store_ctx.shared.as_ref();
     let started = Instant::now();
     let loaded = store.loaded();
     if !ctx.owns_class(loaded.spec.controller.as_deref()) {
         return Ok(Action::await_change());
     }
-    let held = crate::pushsecret::holding(&ctx, &loaded).await;
+    let held = crate::pushsecret::holding(&store_ctx.pushsecrets, &loaded).await;
     if store.meta().deletion_timestamp.is_some() {
-        return finalize(store.as_ref(), &loaded, &ctx, held).await;
+        return finalize(store.as_ref(), &loaded, &store_ctx, held).await;
     }
     if let Some(held) = held {
-        set_finalizer(store.as_ref(), &loaded, &ctx, held).await?;
+        set_finalizer(store.as_ref(), &loaded, ctx, held).await?;
     }
     let interval = match loaded
         .spec
@@ -104,10 +148,10 @@ pub async fn reconcile<S: StoreObject>(
             reason::INVALID_PROVIDER_CONFIG,
             format!("spec.refreshInterval: {e}"),
         ),
-        _ => evaluate(&loaded, &ctx).await,
+        _ => evaluate(&loaded, ctx).await,
     };
     let requeue = readiness.requeue.unwrap_or(interval).min(interval);
-    write_status(store.as_ref(), &loaded, &ctx, &readiness).await?;
+    write_status(store.as_ref(), &loaded, &store_ctx, &readiness).await?;
 
     let (gauge, duration) = S::gauges(&ctx.metrics);
     let ns = loaded.namespace.as_deref().unwrap_or_default();
@@ -273,16 +317,16 @@ fn provider_api(
 async fn finalize<S: StoreObject>(
     store: &S,
     loaded: &LoadedStore,
-    ctx: &Context,
+    store_ctx: &StoreContext,
     held: Option<bool>,
 ) -> Result<Action, StatusError> {
     match held {
         Some(false) => {
-            set_finalizer(store, loaded, ctx, false).await?;
+            set_finalizer(store, loaded, &store_ctx.shared, false).await?;
             Ok(Action::await_change())
         }
         Some(true) => {
-            ctx.store_deleting(ReadyStore {
+            store_ctx.store_deleting(ReadyStore {
                 kind: S::KIND,
                 name: loaded.name.clone(),
                 namespace: loaded.namespace.clone(),
@@ -368,9 +412,10 @@ pub(crate) fn used_by<S: StoreObject>(
 async fn write_status<S: StoreObject>(
     store: &S,
     loaded: &LoadedStore,
-    ctx: &Context,
+    store_ctx: &StoreContext,
     readiness: &Readiness,
 ) -> Result<(), StatusError> {
+    let ctx = store_ctx.shared.as_ref();
     let previous = store.store_status().cloned().unwrap_or_default();
     let mut conditions = previous.conditions.clone();
     let condition = Condition::ready(

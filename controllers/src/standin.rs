@@ -73,32 +73,6 @@ pub fn context(client: kube::Client) -> Arc<Context> {
 }
 
 pub fn context_with(client: kube::Client, settings: Settings) -> Arc<Context> {
-    shared_context(client, settings, sink())
-}
-
-/// The ExternalSecret reconciler's context, and the events of targets it delivers to the
-/// ExternalSecrets' trigger (generic targets' watch events and foreign events held during own
-/// writes).
-pub fn externalsecret_context(
-    client: kube::Client,
-    settings: Settings,
-) -> (
-    Arc<ExternalSecretContext>,
-    futures::channel::mpsc::UnboundedReceiver<crate::own_writes::TargetChange>,
-) {
-    let (target_changed, target_changes) = futures::channel::mpsc::unbounded();
-    let shared = shared_context(client, settings, target_changed.clone());
-    (
-        ExternalSecretContext::new(shared, target_changed),
-        target_changes,
-    )
-}
-
-fn shared_context(
-    client: kube::Client,
-    settings: Settings,
-    target_changed: futures::channel::mpsc::UnboundedSender<crate::own_writes::TargetChange>,
-) -> Arc<Context> {
     let mut registry = provider::ProviderRegistry::default();
     registry.register(Arc::new(provider_fake::Fake::default()));
     let mut metrics = prometheus_client::registry::Registry::default();
@@ -124,16 +98,24 @@ fn shared_context(
         manager,
         crate::metrics::Metrics::register(&mut metrics),
         settings,
-        sink(),
-        sink(),
-        sink(),
-        target_changed,
     )
 }
 
-/// A channel nobody listens to: the tests call reconcile themselves.
-fn sink<T>() -> futures::channel::mpsc::UnboundedSender<T> {
-    futures::channel::mpsc::unbounded().0
+/// The ExternalSecret reconciler's context, and the events of targets it delivers to the
+/// ExternalSecrets' trigger (generic targets' watch events and foreign events held during own
+/// writes).
+pub fn externalsecret_context(
+    client: kube::Client,
+    settings: Settings,
+) -> (
+    Arc<ExternalSecretContext>,
+    futures::channel::mpsc::UnboundedReceiver<crate::own_writes::TargetChange>,
+) {
+    let (target_changed, target_changes) = futures::channel::mpsc::unbounded();
+    (
+        ExternalSecretContext::new(context_with(client, settings), target_changed),
+        target_changes,
+    )
 }
 
 /// Serves a Ready SecretStore `fake` in `namespace` with the Fake provider inline, serving

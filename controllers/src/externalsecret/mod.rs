@@ -30,7 +30,7 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
 use crate::metrics::labels;
-use crate::own_writes::{TargetChange, TargetRef};
+use crate::own_writes::{OwnWriteLog, TargetChange, TargetRef};
 use futures::channel::mpsc::UnboundedSender;
 use generic::targets::GenericTargets;
 use versions::TargetVersions;
@@ -43,20 +43,25 @@ pub struct ExternalSecretContext {
     pub target_versions: TargetVersions,
     /// The kinds ExternalSecrets write besides Secrets.
     pub generic_targets: GenericTargets,
+    /// Targets this operator writes or wrote: the watch event of our own write needs no
+    /// reconcile.
+    pub own_writes: OwnWriteLog,
 }
 
 impl ExternalSecretContext {
-    /// `target_changed` takes generic targets' watch events to the ExternalSecrets' trigger.
+    /// `target_changed` takes generic targets' watch events, and foreign events held during our
+    /// own writes, to the ExternalSecrets' trigger.
     pub fn new(shared: Arc<Context>, target_changed: UnboundedSender<TargetChange>) -> Arc<Self> {
         let generic_targets = GenericTargets::new(
             shared.settings.allow_generic_targets,
             shared.settings.namespace.clone(),
-            target_changed,
+            target_changed.clone(),
         );
         Arc::new(Self {
             shared,
             target_versions: Default::default(),
             generic_targets,
+            own_writes: OwnWriteLog::new(target_changed),
         })
     }
 }
@@ -283,7 +288,7 @@ async fn sync(
         return release(es, ctx, || async {
             match existing.as_ref().filter(ours) {
                 Some(secret) if es.spec.deletion_policy() == DeletionPolicy::Delete => {
-                    delete_owned(es, ctx, &secrets, secret).await
+                    delete_owned(es, &es_ctx.own_writes, &secrets, secret).await
                 }
                 _ => Ok(()),
             }
@@ -310,7 +315,7 @@ async fn sync(
         .map_err(|(field, message)| Error::Invalid { field, message })?;
     let delete = async {
         match &existing {
-            Some(secret) => delete_owned(es, ctx, &secrets, secret).await,
+            Some(secret) => delete_owned(es, &es_ctx.own_writes, &secrets, secret).await,
             None => Ok(()),
         }
     };
@@ -331,7 +336,15 @@ async fn sync(
             )
         })
         .await?;
-        write_secret(es, ctx, &secrets, existing.as_ref(), &shaped, &notes).await
+        write_secret(
+            es,
+            &es_ctx.own_writes,
+            &secrets,
+            existing.as_ref(),
+            &shaped,
+            &notes,
+        )
+        .await
     };
     let written = carry_out(step, delete, write).await?;
     let version = match written {
@@ -483,7 +496,7 @@ struct WriteNotes {
 
 async fn write_secret(
     es: &ExternalSecret,
-    ctx: &Context,
+    own_writes: &OwnWriteLog,
     secrets: &Api<Secret>,
     existing: Option<&Secret>,
     shaped: &crate::templating::Shaped,
@@ -509,7 +522,7 @@ async fn write_secret(
         }
     }
     let manager = desired::field_manager(&es.name_any());
-    let mut writing = ctx.own_writes.writing(TargetRef::of(es));
+    let mut writing = own_writes.writing(TargetRef::of(es));
     let written = secrets
         .patch(
             &target,
@@ -549,7 +562,7 @@ async fn write_secret(
     if existing.is_some() {
         return Ok(Written::Updated);
     }
-    delete_renamed_targets(es, ctx, secrets, &target).await?;
+    delete_renamed_targets(es, own_writes, secrets, &target).await?;
     Ok(Written::Created)
 }
 
@@ -558,7 +571,7 @@ async fn write_secret(
 /// can the target have been renamed, so a new ExternalSecret costs no extra request.
 async fn delete_renamed_targets(
     es: &ExternalSecret,
-    ctx: &Context,
+    own_writes: &OwnWriteLog,
     secrets: &Api<Secret>,
     target: &str,
 ) -> Result<(), Error> {
@@ -585,7 +598,7 @@ async fn delete_renamed_targets(
             ..Secret::default()
         };
         // delete_owned refuses a Secret another object controls, label or not.
-        if let Err(e) = delete_owned(es, ctx, secrets, &old).await {
+        if let Err(e) = delete_owned(es, own_writes, secrets, &old).await {
             warn!(secret = old.name_any(), error = %e, "not deleting the former target");
         } else {
             info!(
@@ -667,7 +680,7 @@ where
 /// Deletes a Secret this ExternalSecret controls, as an own write: its watch event wakes nobody.
 async fn delete_owned(
     es: &ExternalSecret,
-    ctx: &Context,
+    own_writes: &OwnWriteLog,
     secrets: &Api<Secret>,
     secret: &Secret,
 ) -> Result<(), Error> {
@@ -680,7 +693,7 @@ async fn delete_owned(
     }
     let name = secret.name_any();
     let target = TargetRef::secret(&es.namespace().unwrap_or_default(), &name);
-    let mut writing = ctx.own_writes.writing(target);
+    let mut writing = own_writes.writing(target);
     match secrets.delete(&name, &DeleteParams::default()).await {
         // Held by a finalizer: the update that marked it is ours too.
         Ok(answer) => writing.wrote(answer.left().and_then(|s| s.resource_version())),

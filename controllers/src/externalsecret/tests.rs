@@ -109,7 +109,7 @@ async fn write_with_events(
     after: Option<&'static str>,
 ) -> (Woken, Result<Action, Error>) {
     let cache = writers_after(vec![watcher::Event::Apply(watched(&es))]);
-    let ctx_cell: Arc<OnceLock<Arc<Context>>> = Arc::default();
+    let ctx_cell: Arc<OnceLock<Arc<ExternalSecretContext>>> = Arc::default();
     let woken_during = Arc::new(Mutex::new(0));
     let (cell, woken, cached, written) = (
         ctx_cell.clone(),
@@ -120,8 +120,11 @@ async fn write_with_events(
     let (client, _) = standin::client(move |request| {
         if is_write(request) {
             if let Some(rv) = during {
-                let users =
-                    triggers::target_users(cell.get().unwrap(), &cached, &seen(&written, rv));
+                let users = triggers::target_users(
+                    &cell.get().unwrap().own_writes,
+                    &cached,
+                    &seen(&written, rv),
+                );
                 *woken.lock().unwrap() = users.len();
             }
             if code != 200 {
@@ -148,14 +151,14 @@ async fn write_with_events(
         ..Default::default()
     };
     let (ctx, mut released) = standin::externalsecret_context(client, settings);
-    ctx_cell.set(ctx.shared.clone()).ok().unwrap();
+    ctx_cell.set(ctx.clone()).ok().unwrap();
     let result = reconcile(Arc::new(es), ctx.clone(), false).await;
     let after = after.map_or(0, |rv| {
-        triggers::target_users(&ctx.shared, &cache, &seen(&target, rv)).len()
+        triggers::target_users(&ctx.own_writes, &cache, &seen(&target, rv)).len()
     });
     let mut again = 0;
     while let Ok(change) = released.try_recv() {
-        again += triggers::target_users(&ctx.shared, &cache, &change).len();
+        again += triggers::target_users(&ctx.own_writes, &cache, &change).len();
     }
     let during = *woken_during.lock().unwrap();
     (
@@ -345,11 +348,11 @@ async fn target_events_find_their_external_secret_without_a_scan() {
         es["spec"]["target"]["name"] = json!(format!("target-{i}"));
     }));
     let (client, _) = standin::client(common);
-    let ctx = standin::context(client);
+    let (ctx, _) = standin::externalsecret_context(client, Default::default());
     let started = std::time::Instant::now();
     for i in 0..COUNT {
         let target = TargetRef::secret(NS, &format!("target-{i}"));
-        let woken = triggers::target_users(&ctx, &writers, &seen(&target, "5"));
+        let woken = triggers::target_users(&ctx.own_writes, &writers, &seen(&target, "5"));
         assert_eq!(woken.len(), 1);
         assert_eq!(woken[0].name, format!("es-{i}"));
     }
@@ -373,8 +376,9 @@ async fn target_events_follow_renames_and_kinds() {
         watcher::Event::Apply(watched(&renamed)),
     ]);
     let (client, _) = standin::client(common);
-    let ctx = standin::context(client);
-    let users = |target| triggers::target_users(&ctx, &writers, &seen(&target, "5")).len();
+    let (ctx, _) = standin::externalsecret_context(client, Default::default());
+    let users =
+        |target| triggers::target_users(&ctx.own_writes, &writers, &seen(&target, "5")).len();
     assert_eq!(users(TargetRef::secret(NS, "target")), 0);
     assert_eq!(users(TargetRef::secret(NS, "other")), 1);
     let config_map = TargetRef {

@@ -26,10 +26,10 @@ use rand::Rng;
 use crate::cluster::ClusterChildren;
 use crate::context::{Context, ReadyStore};
 use crate::externalsecret::desired::MANAGED_LABEL;
-use crate::externalsecret::generic::TargetChange;
+use crate::generations::Generations;
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
-use crate::own_writes::TargetRef;
+use crate::own_writes::{OwnWriteLog, TargetChange, TargetRef};
 use crate::watch::{fingerprint, forgetting_departed, on_departure, once_needed, scoped};
 
 /// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
@@ -41,21 +41,32 @@ pub(crate) type Forced = Arc<Mutex<HashSet<ObjectRef<Watched>>>>;
 
 pub(crate) struct ExternalSecretTriggers {
     forced: Forced,
+    /// Spec changes of stores, as opposed to first sights after a start: a change forces the
+    /// ExternalSecrets reading from a store to refresh.
+    pub(crate) store_generations: Arc<Generations>,
     provider_changes: UnboundedReceiver<ProviderIdentity>,
     ready_stores: UnboundedReceiver<ReadyStore>,
+    /// Announces a store seen turning Ready (see [`on_turning_ready`]).
+    store_ready: StoreReady,
     target_changes: UnboundedReceiver<TargetChange>,
 }
+
+/// Announces a store that turned Ready to whatever waits on it.
+pub(crate) type StoreReady = Arc<dyn Fn(ReadyStore) + Send + Sync>;
 
 impl ExternalSecretTriggers {
     pub(crate) fn new(
         provider_changes: UnboundedReceiver<ProviderIdentity>,
         ready_stores: UnboundedReceiver<ReadyStore>,
+        store_ready: StoreReady,
         target_changes: UnboundedReceiver<TargetChange>,
     ) -> Self {
         Self {
             forced: Forced::default(),
+            store_generations: Default::default(),
             provider_changes,
             ready_stores,
+            store_ready,
             target_changes,
         }
     }
@@ -78,7 +89,7 @@ impl ExternalSecretTriggers {
         // Our own status writes must not trigger a reconcile: react to spec, labels and
         // annotations only, as ESO's predicate does.
         let (gone_ctx, gone_forced) = (ctx.clone(), self.forced.clone());
-        let ctx_css = ctx.clone();
+        let css_generations = self.store_generations.clone();
         let template_users = SharedIndex::<Watched, TemplateSource>::default();
         let (templates_needed, template_watch_needed) = tokio::sync::watch::channel(false);
         let writers = Writers::default();
@@ -120,7 +131,7 @@ impl ExternalSecretTriggers {
         let (ss_reader, ss_writer) = reflector::store::<SecretStore>();
         let (css_reader, css_writer) = reflector::store::<ClusterSecretStore>();
         let specs = ProviderSpecs::default();
-        let (ss_ctx, ss_specs) = (ctx.clone(), specs.clone());
+        let (ss_generations, ss_specs) = (self.store_generations.clone(), specs.clone());
         let ss_changes = watcher(
             scoped::<SecretStore>(&client, namespace.as_deref()),
             watcher::Config::default(),
@@ -130,7 +141,10 @@ impl ExternalSecretTriggers {
         .inspect_ok(on_turning_ready(
             ss_reader.clone(),
             LoadedStore::from_secret_store,
-            wake_ctx(&ctx),
+            {
+                let ready = self.store_ready.clone();
+                move |store| ready(store)
+            },
         ))
         .reflect(ss_writer)
         .inspect_ok(on_departure(ss_reader.clone(), move |s| {
@@ -140,14 +154,14 @@ impl ExternalSecretTriggers {
         .predicate_filter(predicates::generation, PredicateConfig::default())
         .filter_map(move |s| {
             futures::future::ready(s.ok().map(|s| {
-                let news = ss_ctx.generations.changed(&s);
+                let news = ss_generations.changed(&s);
                 (news, LoadedStore::from_secret_store(&s))
             }))
         });
         let (css_reader_gone, css_reader_ready) = (css_reader.clone(), css_reader.clone());
         let held = reader.clone();
         let writers_secrets = writers.clone();
-        let secrets_ctx = ctx.clone();
+        let secrets_ctx = es_ctx.clone();
         ctx.manager.use_store_caches(ss_reader, css_reader);
         let provider_triggers = provider_changes(
             ctx.clone(),
@@ -158,9 +172,9 @@ impl ExternalSecretTriggers {
         let woken = wakes(store_users.clone(), self.ready_stores);
         // A generic target edited by hand: reconciled (not forced), so its data-hash decides.
         // Also someone else's change of any target that came during our write of it.
-        let changes_ctx = ctx.clone();
+        let changes_ctx = es_ctx.clone();
         let target_changes = self.target_changes.flat_map(move |change| {
-            futures::stream::iter(target_users(&changes_ctx, &writers, &change))
+            futures::stream::iter(target_users(&changes_ctx.own_writes, &writers, &change))
         });
         let template_changes = template_source_changes(
             &client,
@@ -192,7 +206,7 @@ impl ExternalSecretTriggers {
                         resource_version: secret.resource_version(),
                         uid: secret.uid(),
                     };
-                    target_users(&secrets_ctx, &writers_secrets, &change)
+                    target_users(&secrets_ctx.own_writes, &writers_secrets, &change)
                 }),
             )
             .reconcile_on(queue.triggers(store_forced));
@@ -207,7 +221,10 @@ impl ExternalSecretTriggers {
             .inspect_ok(on_turning_ready(
                 css_reader_ready,
                 LoadedStore::from_cluster_secret_store,
-                wake_ctx(&ctx_css),
+                {
+                    let ready = self.store_ready.clone();
+                    move |store| ready(store)
+                },
             ))
             .reflect(css_writer)
             .inspect_ok(on_departure(css_reader_gone, move |s| {
@@ -217,7 +234,7 @@ impl ExternalSecretTriggers {
             .predicate_filter(predicates::generation, PredicateConfig::default())
             .filter_map(move |s| {
                 futures::future::ready(s.ok().map(|s| {
-                    let news = ctx_css.generations.changed(&s);
+                    let news = css_generations.changed(&s);
                     // Its `conditions` may refuse or allow namespaces of cluster objects.
                     cluster_children.cluster_store_changed();
                     (news, LoadedStore::from_cluster_secret_store(&s))
@@ -284,11 +301,11 @@ pub(crate) fn written_targets(es: &Watched) -> Vec<TargetRef> {
 /// The ExternalSecrets that write the target a watch event showed: none for the event of our
 /// own write.
 pub(crate) fn target_users(
-    ctx: &Context,
+    own_writes: &OwnWriteLog,
     writers: &Writers,
     seen: &TargetChange,
 ) -> Vec<ObjectRef<Watched>> {
-    if ctx.own_writes.own_write_seen(seen) {
+    if own_writes.own_write_seen(seen) {
         return Vec::new();
     }
     writers
@@ -494,11 +511,6 @@ where
             });
         }
     }
-}
-
-fn wake_ctx(ctx: &Arc<Context>) -> impl Fn(ReadyStore) + use<> {
-    let ctx = ctx.clone();
-    move |store| ctx.store_ready(store)
 }
 
 /// ExternalSecrets that read from a store that turned Ready: they may have been waiting on it

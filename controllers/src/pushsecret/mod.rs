@@ -67,6 +67,14 @@ impl crate::outcome::ErrorKind for Error {
     }
 }
 
+/// A PushSecret as watched: one that does not fit our types must not stall the watch for all
+/// others; it gets a status condition instead.
+pub(crate) type Watched = kube::core::DeserializeGuard<PushSecret>;
+
+/// Every PushSecret, as the PushSecret controller's watch sees it; the stores read it for their
+/// finalizer.
+pub type PushSecretCache = kube::runtime::reflector::Store<Watched>;
+
 #[instrument(skip_all, fields(namespace = ps.namespace(), name = ps.name_any()))]
 pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
@@ -703,8 +711,7 @@ fn on_record(mut synced: Synced) -> Option<Synced> {
 /// Whether PushSecrets with deletionPolicy Delete hold `store` (ESO's rule, `plan::Uses::holds`);
 /// `None` until every PushSecret is known, so that a store's finalizer is never removed on the
 /// strength of a cache still filling at start-up.
-pub(crate) async fn holding(ctx: &Context, store: &LoadedStore) -> Option<bool> {
-    let cache = ctx.pushsecrets.get()?;
+pub(crate) async fn holding(cache: &PushSecretCache, store: &LoadedStore) -> Option<bool> {
     tokio::time::timeout(CACHE_WAIT, cache.wait_until_ready())
         .await
         .ok()?

@@ -12,12 +12,13 @@ use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::core::{DeserializeGuard, PartialObjectMeta, Selector, SelectorExt};
+use kube::core::{PartialObjectMeta, Selector, SelectorExt};
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, watcher};
 
+use super::Watched;
 use super::plan::{self, Uses};
 use crate::cluster::ClusterChildren;
 use crate::context::{Context, ReadyStore};
@@ -25,10 +26,10 @@ use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::watch::{fingerprint, forgetting_departed, on_departure, once_needed, scoped};
 
-type Watched = DeserializeGuard<PushSecret>;
-
+/// `cache` is filled by this controller's watch; the stores read it.
 pub(crate) fn controller<F>(
     ctx: Arc<Context>,
+    cache: reflector::store::Writer<Watched>,
     ready_stores: UnboundedReceiver<ReadyStore>,
     store_users: Vec<UnboundedSender<Vec<Uses>>>,
     cluster_children: Arc<ClusterChildren>,
@@ -41,11 +42,10 @@ where
     let client = ctx.client.clone();
     let ctrl_config =
         kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
-    let (ps_reader, ps_writer) = reflector::store::<Watched>();
+    let (ps_reader, ps_writer) = (cache.as_reader(), cache);
     let sources = SharedIndex::<Watched, Source>::default();
     let stores = StoreUsers::default();
     let (needed, needed_by_sources) = tokio::sync::watch::channel(false);
-    let _ = ctx.pushsecrets.set(ps_reader.clone());
     cluster_children.push.use_cache(ps_reader.clone());
     let ps_stream = watcher(
         scoped::<Watched>(&client, namespace.as_deref()),
@@ -324,6 +324,7 @@ fn pushes_to(ps: &PushSecret, store: &ReadyStore) -> bool {
 mod tests {
     use std::collections::BTreeMap;
 
+    use kube::core::DeserializeGuard;
     use serde_json::json;
 
     use super::*;

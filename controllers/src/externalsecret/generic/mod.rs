@@ -14,11 +14,10 @@ use tracing::{debug, warn};
 
 pub use desired::manifest;
 use targets::KindError;
-pub use targets::{GenericTargets, TargetChange};
 
 use super::desired::{creation_policy, field_manager, target_name};
 use super::{Error, SyncStop, Target, TargetRef, Written, carry_out, report, requeue, validate};
-use crate::context::Context;
+use crate::own_writes::OwnWriteLog;
 
 impl From<KindError> for Error {
     fn from(e: KindError) -> Self {
@@ -84,7 +83,7 @@ pub(super) async fn sync(
         return super::release(es, ctx, || async {
             match existing.as_ref().filter(|o| owned(es, o)) {
                 Some(object) if es.spec.deletion_policy() == DeletionPolicy::Delete => {
-                    delete(es, ctx, &api, &manifest.kind, object).await
+                    delete(es, &es_ctx.own_writes, &api, &manifest.kind, object).await
                 }
                 _ => Ok(()),
             }
@@ -118,11 +117,19 @@ pub(super) async fn sync(
             })
             .await?
         };
-        write(es, ctx, &api, manifest, existing.as_ref(), object).await
+        write(
+            es,
+            &es_ctx.own_writes,
+            &api,
+            manifest,
+            existing.as_ref(),
+            object,
+        )
+        .await
     };
     let delete = async {
         match &existing {
-            Some(object) => delete(es, ctx, &api, &manifest.kind, object).await,
+            Some(object) => delete(es, &es_ctx.own_writes, &api, &manifest.kind, object).await,
             None => Ok(()),
         }
     };
@@ -139,7 +146,7 @@ pub(super) async fn sync(
 
 async fn write(
     es: &ExternalSecret,
-    ctx: &Context,
+    own_writes: &OwnWriteLog,
     api: &Api<DynamicObject>,
     manifest: &ManifestReference,
     existing: Option<&DynamicObject>,
@@ -158,7 +165,7 @@ async fn write(
     if existing.is_some_and(|existing| desired::unchanged(existing, &object)) {
         return Ok(Written::Unchanged);
     }
-    let mut writing = ctx.own_writes.writing(TargetRef::of(es));
+    let mut writing = own_writes.writing(TargetRef::of(es));
     let (written, done) = match existing {
         None => (api.create(&params, &object).await, Written::Created),
         Some(existing) => {
@@ -181,13 +188,13 @@ fn owned(es: &ExternalSecret, object: &DynamicObject) -> bool {
 /// Deletes the target `object`, as an own write: its watch event wakes nobody.
 async fn delete(
     es: &ExternalSecret,
-    ctx: &Context,
+    own_writes: &OwnWriteLog,
     api: &Api<DynamicObject>,
     kind: &str,
     object: &DynamicObject,
 ) -> Result<(), Error> {
     let name = object.name_any();
-    let mut writing = ctx.own_writes.writing(TargetRef::of(es));
+    let mut writing = own_writes.writing(TargetRef::of(es));
     match api.delete(&name, &DeleteParams::default()).await {
         Ok(answer) => {
             writing.wrote(answer.left().and_then(|o| o.resource_version()));

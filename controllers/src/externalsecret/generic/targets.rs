@@ -14,8 +14,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
 use crate::externalsecret::desired::MANAGED_LABEL;
-pub use crate::own_writes::TargetChange;
-use crate::own_writes::TargetRef;
+use crate::own_writes::{TargetChange, TargetRef};
 
 /// Why a manifest's kind cannot hold a target.
 #[derive(Debug)]
