@@ -77,6 +77,11 @@ impl Operator {
         Ok(Self { child, metrics })
     }
 
+    /// Where it serves `/metrics`.
+    pub fn metrics(&self) -> SocketAddr {
+        self.metrics
+    }
+
     /// As Kubernetes stops a pod: SIGTERM, then wait.
     pub fn stop(mut self) {
         if let Err(e) = testenv::terminate(&mut self.child, std::time::Duration::from_secs(30)) {
