@@ -9,12 +9,15 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
-use kube::Api;
-use kube::api::ListParams;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, ResourceExt};
 use libtest_mimic::Trial;
+use serde_json::json;
 
-use crate::operator::{TIMEOUT, ready};
+use crate::operator::{TIMEOUT, event_reasons, ready, wait_ready};
 use crate::restart::Operator;
+use crate::sync::{bytes, data_of, value, wait_secret};
 use crate::{Env, trial};
 
 /// Enough that a request made for some of them only (a conflict, a retry) shows, few enough for
@@ -22,11 +25,18 @@ use crate::{Env, trial};
 const COUNT: usize = 100;
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
-    vec![trial(
-        "first_sync::requests_per_new_externalsecret",
-        env,
-        requests_per_new_externalsecret,
-    )]
+    vec![
+        trial(
+            "first_sync::requests_per_new_externalsecret",
+            env,
+            requests_per_new_externalsecret,
+        ),
+        trial(
+            "first_sync::a_target_already_there_is_adopted_or_refused",
+            env,
+            target_already_there,
+        ),
+    ]
 }
 
 /// `external_secrets_api_requests_total` by `verb resource`.
@@ -137,5 +147,85 @@ async fn requests_per_new_externalsecret(env: Arc<Env>) -> Result<()> {
          {per_es:?}); expected one Secret apply, one status apply and one Created event each"
     );
     operator.stop();
+    Ok(())
+}
+
+/// A new ExternalSecret whose target someone else made: the first sync finds it (it is not
+/// created over), adopts it as before (creationPolicy Owner: only the fetched keys, controlled by
+/// the ExternalSecret, an `Updated` event) or, when another object controls it, refuses it and
+/// leaves it as it was.
+async fn target_already_there(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "firstsync-there").await?;
+    testenv::apply_yaml_in(&client, &ns, crate::sync::STORE, true).await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let made = |name: &str, owners: serde_json::Value| -> Result<Secret> {
+        Ok(serde_json::from_value(json!({
+            "metadata": {"name": name, "ownerReferences": owners},
+            "stringData": {"stray": "someone else's"},
+        }))?)
+    };
+    secrets
+        .create(&PostParams::default(), &made("taken", json!([]))?)
+        .await?;
+    let holder = Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "holder"}}))?,
+        )
+        .await?;
+    let held = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "holder",
+        "uid": holder.uid(), "controller": true}]);
+    secrets
+        .create(&PostParams::default(), &made("held", held)?)
+        .await?;
+    for (es, target) in [("adopts", "taken"), ("refused", "held")] {
+        let es = format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: {es}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: fake}}\n  target: {{name: {target}}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+        );
+        testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    }
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+
+    wait_ready("ExternalSecret adopts", "True", "SecretSynced", || {
+        value(&externalsecrets, "adopts")
+    })
+    .await?;
+    let taken = wait_secret(&client, &ns, "taken", &bytes(&[("user", "alice")])).await?;
+    let adopter = externalsecrets.get("adopts").await?;
+    ensure!(
+        taken
+            .owner_references()
+            .iter()
+            .any(|o| o.uid == adopter.uid().unwrap_or_default() && o.controller == Some(true)),
+        "the adopted Secret is not controlled by its ExternalSecret: {:?}",
+        taken.owner_references()
+    );
+    let reasons = event_reasons(&client, &ns, "adopts").await?;
+    ensure!(
+        reasons.contains(&"Updated".to_owned()) && !reasons.contains(&"Created".to_owned()),
+        "an existing target is updated, not created: events {reasons:?}"
+    );
+
+    let refused = wait_ready(
+        "ExternalSecret refused",
+        "False",
+        "SecretSyncedError",
+        || value(&externalsecrets, "refused"),
+    )
+    .await?;
+    let message = ready(&refused).and_then(|c| c.message).unwrap_or_default();
+    ensure!(
+        message.contains("spec.target.name")
+            && message.contains("is controlled by ConfigMap \"holder\""),
+        "the refusal names the field and the owner: {message:?}"
+    );
+    let held = secrets.get("held").await?;
+    ensure!(
+        data_of(&held) == bytes(&[("stray", "someone else's")]) && held.labels().is_empty(),
+        "a Secret another object controls was changed: {:?}, labels {:?}",
+        data_of(&held).keys().collect::<Vec<_>>(),
+        held.labels()
+    );
     Ok(())
 }
