@@ -98,7 +98,7 @@ async fn requests_per_new_externalsecret(env: Arc<Env>) -> Result<()> {
     testenv::wait_for(TIMEOUT, "the store Ready", || async {
         let store = serde_json::to_value(stores.get("fake").await?)?;
         ensure!(
-            ready(&store).is_some_and(|c| c.status == "True"),
+            ready(&store).is_some_and(|c| c.status.as_str() == "True"),
             "not Ready yet"
         );
         anyhow::Ok(())
