@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use libtest_mimic::Trial;
 use serde_json::json;
@@ -113,21 +113,7 @@ async fn requests_per_new_externalsecret(env: Arc<Env>) -> Result<()> {
         testenv::apply_yaml_in(&client, &ns, &es, true).await?;
     }
     let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
-    testenv::wait_for(TIMEOUT, "every ExternalSecret Ready", || async {
-        let not_ready = externalsecrets
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|es| {
-                let value = serde_json::to_value(es).unwrap_or_default();
-                ready(&value).is_none_or(|c| c.status.as_str() != "True")
-            })
-            .count();
-        ensure!(not_ready == 0, "{not_ready} not Ready");
-        anyhow::Ok(())
-    })
-    .await?;
+    crate::restart::every_one_ready(&externalsecrets).await?;
     let made = since(&before, &settled(&operator).await?);
 
     // One of each per ExternalSecret: the Secret applied, its Ready status applied, and ESO's
