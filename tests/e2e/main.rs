@@ -11,6 +11,7 @@ mod dashboard;
 mod eso_docs;
 mod eso_swap;
 mod examples;
+mod first_sync;
 mod generic;
 mod gitlab;
 mod images;
@@ -170,6 +171,7 @@ fn main() -> ExitCode {
         eso_docs::trials,
         eso_swap::trials,
         examples::trials,
+        first_sync::trials,
         generic::trials,
         gitlab::trials,
         images::trials,

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use anyhow::{Context, Result, anyhow, ensure};
+use anyhow::{Context, Result, ensure};
 use api::external_secret::ExternalSecret;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -77,6 +77,11 @@ impl Operator {
         Ok(Self { child, metrics })
     }
 
+    /// Where it serves `/metrics`.
+    pub fn metrics(&self) -> SocketAddr {
+        self.metrics
+    }
+
     /// As Kubernetes stops a pod: SIGTERM, then wait.
     pub fn stop(mut self) {
         if let Err(e) = testenv::terminate(&mut self.child, std::time::Duration::from_secs(30)) {
@@ -125,6 +130,25 @@ pub async fn secret_versions(secrets: &Api<Secret>) -> Result<BTreeMap<String, S
         .collect())
 }
 
+/// Waits until every ExternalSecret `externalsecrets` lists is Ready=True.
+pub async fn every_one_ready(externalsecrets: &Api<ExternalSecret>) -> Result<()> {
+    testenv::wait_for(TIMEOUT, "every ExternalSecret Ready", || async {
+        let not_ready = externalsecrets
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|es| {
+                let value = serde_json::to_value(es).unwrap_or_default();
+                ready(&value).is_none_or(|c| c.status.as_str() != "True")
+            })
+            .count();
+        ensure!(not_ready == 0, "{not_ready} not Ready");
+        anyhow::Ok(())
+    })
+    .await
+}
+
 async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "restart").await?;
@@ -153,24 +177,7 @@ async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
     }
     let first = Operator::start_with(&env, &ns, &class, ARGS)?;
     let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
-    testenv::wait_for(TIMEOUT, "every ExternalSecret Ready", || async {
-        let not_ready = externalsecrets
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|es| {
-                let value = serde_json::to_value(es).unwrap_or_default();
-                ready(&value).is_none_or(|c| c.status.as_str() != "True")
-            })
-            .count();
-        if not_ready == 0 {
-            Ok(())
-        } else {
-            Err(anyhow!("{not_ready} not Ready"))
-        }
-    })
-    .await?;
+    every_one_ready(&externalsecrets).await?;
     ensure!(
         first.reads().await? >= COUNT as f64,
         "the first operator read them all"

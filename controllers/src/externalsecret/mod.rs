@@ -117,6 +117,9 @@ pub enum Error {
         kind: String,
         message: String,
     },
+    /// An apply meant to create the target found one: read it and go on as for any target.
+    #[error("the target exists already")]
+    TargetExists,
     #[error("target Secret {name:?} is immutable and its data would change")]
     Immutable { name: String },
     #[error("could not write status: {0}")]
@@ -138,6 +141,7 @@ impl crate::outcome::ErrorKind for Error {
             Self::ReadTarget { .. } => "ReadTarget",
             Self::WriteTarget { .. } => "WriteTarget",
             Self::TargetKind { .. } => "TargetKind",
+            Self::TargetExists => "TargetExists",
             Self::Immutable { .. } => "Immutable",
             Self::Status(_) => "Status",
             Self::Finalizer(_) => "Finalizer",
@@ -261,28 +265,40 @@ async fn sync(
     let target = desired::target_name(es);
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
     let forced = force && desired::follows_store_changes(es, now);
+    let refresh = forced || desired::should_refresh(es, now);
     if es.meta().deletion_timestamp.is_none()
-        && !forced
-        && !desired::should_refresh(es, now)
+        && !refresh
         && let Some(synced) = es
             .status
             .as_ref()
             .and_then(|s| s.target_resource_version.as_deref())
-        && es_ctx
-            .target_versions
-            .unchanged_since(&namespace, &target, synced)
-            .await
     {
-        debug!("nothing to refresh, and the target is as last synced");
-        return Ok(requeue(es, now));
+        let versions = &es_ctx.target_versions;
+        match versions.unchanged_since((&namespace, &es.name_any()), &namespace, &target, synced) {
+            Some(true) => {
+                debug!("nothing to refresh, and the target is as last synced");
+                return Ok(requeue(es, now));
+            }
+            // Woken when the first list of Secrets is in, rather than holding a worker for it.
+            None => return Ok(Action::await_change()),
+            Some(false) => {}
+        }
     }
-    let existing = secrets
-        .get_opt(&target)
-        .await
-        .map_err(|source| Error::ReadSecret {
-            name: target.clone(),
-            source,
-        })?;
+    // A target the watch of managed Secrets does not know is most likely not there yet (a new
+    // ExternalSecret): it is not read, but created by an apply that fails if it exists after all,
+    // and read then. Merge needs the target as it is; None writes nothing.
+    let mut unread = es.meta().deletion_timestamp.is_none()
+        && refresh
+        && matches!(
+            desired::creation_policy(es),
+            CreationPolicy::Owner | CreationPolicy::Orphan
+        )
+        && es_ctx.target_versions.unknown(&namespace, &target);
+    let mut existing = if unread {
+        None
+    } else {
+        read_secret(&secrets, &target).await?
+    };
     if es.meta().deletion_timestamp.is_some() {
         let ours = |s: &&Secret| desired::controlled_by(es, s.owner_references());
         return release(es, ctx, || async {
@@ -310,43 +326,39 @@ async fn sync(
     }
 
     let fetched = fetch::fetch(es, ctx).await?;
-    let owners = existing.as_ref().map(|s| s.owner_references());
-    let step = desired::plan(es, fetched.is_empty(), owners, "Secret", &target)
-        .map_err(|(field, message)| Error::Invalid { field, message })?;
-    let delete = async {
-        match &existing {
-            Some(secret) => delete_owned(es, &es_ctx.own_writes, &secrets, secret).await,
-            None => Ok(()),
-        }
+    let fetched_nothing = fetched.is_empty();
+    let plan = |existing: Option<&Secret>| {
+        let owners = existing.map(|s| s.owner_references());
+        desired::plan(es, fetched_nothing, owners, "Secret", &target)
+            .map_err(|(field, message)| Error::Invalid { field, message })
     };
+    let mut step = plan(existing.as_ref());
+    if unread && !matches!(step, Ok(Step::Write)) {
+        // Only a write learns whether the target exists; any other step needs to know first.
+        unread = false;
+        existing = read_secret(&secrets, &target).await?;
+        step = plan(existing.as_ref());
+    }
+    let step = step?;
     let notes = WriteNotes::default();
-    let write = async {
-        let template = es.spec.target.as_ref().and_then(|t| t.template.clone());
-        let sources =
-            crate::templating::read_sources(&ctx.client, &namespace, template.as_ref()).await?;
-        let (labels, annotations) = (es.labels().clone(), es.annotations().clone());
-        let shaped = crate::templating::off_async(template.is_some(), move || {
-            crate::templating::shape(
-                "spec.target.template",
-                template.as_ref(),
-                fetched,
-                &sources,
-                &labels,
-                &annotations,
-            )
-        })
-        .await?;
-        write_secret(
-            es,
-            &es_ctx.own_writes,
-            &secrets,
-            existing.as_ref(),
-            &shaped,
-            &notes,
-        )
-        .await
+    let own = &es_ctx.own_writes;
+    let written = if step == Step::Write {
+        let shaped = shape(es, ctx, &namespace, fetched).await?;
+        let secrets = &secrets;
+        match write_secret(es, own, secrets, existing.as_ref(), &shaped, &notes, unread).await {
+            // Someone else's Secret by that name: as for any target that exists.
+            Err(Error::TargetExists) => {
+                existing = read_secret(secrets, &target).await?;
+                let delete = delete_target(es, own, secrets, existing.as_ref());
+                let write =
+                    write_secret(es, own, secrets, existing.as_ref(), &shaped, &notes, false);
+                carry_out(plan(existing.as_ref())?, delete, write).await?
+            }
+            written => written?,
+        }
+    } else {
+        carry_out_unwritten(step, delete_target(es, own, &secrets, existing.as_ref())).await?
     };
-    let written = carry_out(step, delete, write).await?;
     let version = match written {
         Written::Created | Written::Updated => notes.version.lock().expect("poisoned").take(),
         Written::Unchanged => existing
@@ -359,11 +371,68 @@ async fn sync(
     Ok(requeue(es, now))
 }
 
+async fn read_secret(secrets: &Api<Secret>, target: &str) -> Result<Option<Secret>, Error> {
+    secrets
+        .get_opt(target)
+        .await
+        .map_err(|source| Error::ReadSecret {
+            name: target.to_owned(),
+            source,
+        })
+}
+
+async fn delete_target(
+    es: &ExternalSecret,
+    own_writes: &OwnWriteLog,
+    secrets: &Api<Secret>,
+    existing: Option<&Secret>,
+) -> Result<(), Error> {
+    match existing {
+        Some(secret) => delete_owned(es, own_writes, secrets, secret).await,
+        None => Ok(()),
+    }
+}
+
+/// The Secret's data, labels and annotations from the fetched data and the template.
+async fn shape(
+    es: &ExternalSecret,
+    ctx: &Context,
+    namespace: &str,
+    fetched: BTreeMap<String, Vec<u8>>,
+) -> Result<crate::templating::Shaped, Error> {
+    let template = es.spec.target.as_ref().and_then(|t| t.template.clone());
+    let sources =
+        crate::templating::read_sources(&ctx.client, namespace, template.as_ref()).await?;
+    let (labels, annotations) = (es.labels().clone(), es.annotations().clone());
+    Ok(crate::templating::off_async(template.is_some(), move || {
+        crate::templating::shape(
+            "spec.target.template",
+            template.as_ref(),
+            fetched,
+            &sources,
+            &labels,
+            &annotations,
+        )
+    })
+    .await?)
+}
+
 /// Does what `step` says: `delete` and `write` run only for their step.
 async fn carry_out(
     step: Step,
     delete: impl std::future::Future<Output = Result<(), Error>>,
     write: impl std::future::Future<Output = Result<Written, Error>>,
+) -> Result<Written, Error> {
+    match step {
+        Step::Write => write.await,
+        step => carry_out_unwritten(step, delete).await,
+    }
+}
+
+/// Does what a step other than Write says: `delete` runs only for Delete.
+async fn carry_out_unwritten(
+    step: Step,
+    delete: impl std::future::Future<Output = Result<(), Error>>,
 ) -> Result<Written, Error> {
     Ok(match step {
         Step::Delete => {
@@ -374,7 +443,7 @@ async fn carry_out(
         Step::Retain => Written::Retained,
         Step::WaitForTarget => Written::MissingForMerge,
         Step::Nothing => Written::Unchanged,
-        Step::Write => write.await?,
+        Step::Write => unreachable!("a write is carried out by carry_out"),
     })
 }
 
@@ -487,6 +556,9 @@ fn requeue(es: &ExternalSecret, now: Timestamp) -> Action {
     }
 }
 
+/// The resourceVersion of no object: see `write_secret`.
+const NO_OBJECT_VERSION: &str = "1";
+
 /// What a write of the target leaves behind besides its outcome.
 #[derive(Default)]
 struct WriteNotes {
@@ -494,6 +566,8 @@ struct WriteNotes {
     version: std::sync::Mutex<Option<String>>,
 }
 
+/// Applies the Secret `shaped` describes over `existing`; with `create_only`, the target was not
+/// read and the apply fails with `TargetExists` rather than change a Secret that exists.
 async fn write_secret(
     es: &ExternalSecret,
     own_writes: &OwnWriteLog,
@@ -501,12 +575,19 @@ async fn write_secret(
     existing: Option<&Secret>,
     shaped: &crate::templating::Shaped,
     notes: &WriteNotes,
+    create_only: bool,
 ) -> Result<Written, Error> {
     let target = desired::target_name(es);
     let data = &shaped.data;
-    let Some(body) = desired::desired_secret(es, shaped, existing) else {
+    let Some(mut body) = desired::desired_secret(es, shaped, existing) else {
         return Ok(Written::Unchanged);
     };
+    if create_only {
+        // A precondition no object meets: a Secret's resourceVersion is the etcd revision of
+        // its last write, and revision 1 is etcd's empty start. An apply that creates the
+        // object is not held to it.
+        body["metadata"]["resourceVersion"] = json!(NO_OBJECT_VERSION);
+    }
     if let Some(existing) = existing {
         let current = desired::secret_data(existing);
         let data_changes = !desired::stale_keys(es, existing, data).is_empty()
@@ -530,9 +611,12 @@ async fn write_secret(
             &Patch::Apply(&body),
         )
         .await
-        .map_err(|source| Error::WriteSecret {
-            name: target.clone(),
-            source: source.into(),
+        .map_err(|source| match source {
+            kube::Error::Api(s) if create_only && s.code == 409 => Error::TargetExists,
+            source => Error::WriteSecret {
+                name: target.clone(),
+                source: source.into(),
+            },
         })?;
     writing.wrote(written.resource_version());
     if existing.is_some() {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use api::store::SecretStore;
 use futures::StreamExt;
 use http::Method;
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -771,4 +772,117 @@ fn a_store_wakes_its_users_when_the_gates_cache_sees_it_turn_ready() {
         ]),
         ["fake"]
     );
+}
+
+/// `external_secret` as synced a minute ago, its target recorded at version 5.
+fn in_sync() -> ExternalSecret {
+    let es = external_secret(None);
+    let synced = desired::synced_resource_version(&es);
+    let refreshed = Timestamp::now() - jiff::SignedDuration::from_secs(60);
+    external_secret(Some(json!({
+        "refreshTime": refreshed.to_string(),
+        "syncedResourceVersion": synced,
+        "targetResourceVersion": "5",
+        "conditions": [{"type": "Ready", "status": "True", "reason": "SecretSynced",
+                        "message": "secret synced", "lastTransitionTime": refreshed.to_string()}],
+    })))
+}
+
+/// While the first list of Secrets hangs, an ExternalSecret that needs it to skip a read holds
+/// no worker: its reconcile returns at once without a request and it is woken once the list is
+/// in; a new ExternalSecret is synced meanwhile. Before, the reconcile waited up to a minute.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_first_list_of_secrets_holds_no_worker() {
+    let (client, requests) = standin::client(|request| {
+        if request.is(Method::PATCH, TARGET_PATH) {
+            return (200, applied(request, "10"));
+        }
+        common(request)
+    });
+    let ctx = standin::externalsecret_context(client, Default::default()).0;
+    let mut woken = Box::pin(ctx.target_versions.first_listed());
+    let started = tokio::time::Instant::now();
+    let action = reconcile(Arc::new(in_sync()), ctx.clone(), false).await;
+    assert_eq!(action.unwrap(), Action::await_change());
+    assert_eq!(started.elapsed(), Duration::ZERO, "the reconcile waited");
+    assert!(
+        requests.lock().unwrap().is_empty(),
+        "it asked the API server"
+    );
+
+    let new = reconcile(Arc::new(external_secret(None)), ctx.clone(), false).await;
+    assert_eq!(new.unwrap(), Action::requeue(Duration::from_secs(3600)));
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert!(
+        requests.lock().unwrap().iter().any(secret_write),
+        "the new ExternalSecret was not synced"
+    );
+    assert!(futures::poll!(woken.next()).is_pending());
+
+    let target: PartialObjectMeta<Secret> = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "target", "namespace": NS, "resourceVersion": "5"},
+    }))
+    .unwrap();
+    let versions = &ctx.target_versions;
+    versions.apply(&watcher::Event::Init);
+    versions.apply(&watcher::Event::InitApply(target));
+    versions.apply(&watcher::Event::InitDone);
+    assert_eq!(woken.next().await, Some((NS.to_owned(), "db".to_owned())));
+    let count = requests.lock().unwrap().len();
+    let action = reconcile(Arc::new(in_sync()), ctx.clone(), false).await;
+    assert_ne!(action.unwrap(), Action::await_change(), "set aside again");
+    assert_eq!(
+        requests.lock().unwrap().len(),
+        count,
+        "the listed target was read"
+    );
+}
+
+/// A new ExternalSecret whose target the listed watch does not know: its Secret is created by
+/// one apply that no existing Secret would meet, without a read first. When a Secret by that
+/// name exists after all (the apiserver answers 409), it is read and written as any existing one.
+#[tokio::test]
+async fn a_new_target_is_applied_without_a_read_and_read_when_it_exists() {
+    for exists in [false, true] {
+        let (client, requests) = standin::client(move |request| {
+            if request.is(Method::PATCH, TARGET_PATH) {
+                if exists && request.body["metadata"]["resourceVersion"] == "1" {
+                    return standin::status(409, "Conflict");
+                }
+                return (200, applied(request, "10"));
+            }
+            if exists && request.is(Method::GET, TARGET_PATH) {
+                return (200, owned_target());
+            }
+            common(request)
+        });
+        let ctx = standin::externalsecret_context(client, Default::default()).0;
+        ctx.target_versions.apply(&watcher::Event::Init);
+        ctx.target_versions.apply(&watcher::Event::InitDone);
+        let action = reconcile(Arc::new(external_secret(None)), ctx, false).await;
+        assert_eq!(action.unwrap(), Action::requeue(Duration::from_secs(3600)));
+        let to_target: Vec<(Method, Value)> = requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.path.ends_with(TARGET_PATH))
+            .map(|r| {
+                (
+                    r.method.clone(),
+                    r.body["metadata"]["resourceVersion"].clone(),
+                )
+            })
+            .collect();
+        let expected = if exists {
+            vec![
+                (Method::PATCH, json!("1")),
+                (Method::GET, Value::Null),
+                (Method::PATCH, Value::Null),
+            ]
+        } else {
+            vec![(Method::PATCH, json!("1"))]
+        };
+        assert_eq!(to_target, expected, "exists: {exists}");
+    }
 }

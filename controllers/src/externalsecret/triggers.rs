@@ -248,7 +248,13 @@ impl ExternalSecretTriggers {
             )));
         }
         let forced = self.forced;
+        // ExternalSecrets set aside until the first list of their targets is in.
+        let first_listed = es_ctx
+            .target_versions
+            .first_listed()
+            .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace));
         controller
+            .reconcile_on(queue.triggers(first_listed))
             .reconcile_on(queue.triggers(provider_triggers))
             .reconcile_on(queue.triggers(woken))
             .reconcile_on(queue.triggers(target_changes))

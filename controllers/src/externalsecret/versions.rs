@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
@@ -16,7 +17,9 @@ use tokio::time::Instant;
 
 /// How long after the operator starts an ExternalSecret waits for the first list of Secrets
 /// rather than reading its target: the list may hang, and then reads are what ESO does anyway.
-/// A watch that fails ends the wait at once (`watch_failed`), so that the workers are not held.
+/// A watch that fails ends the wait at once (`watch_failed`). The wait holds no worker: an
+/// ExternalSecret that needs the list is set aside and woken when the list is in
+/// (`first_listed`), so that the others are served meanwhile.
 const FIRST_LIST_WAIT: Duration = Duration::from_secs(60);
 
 type Key = (String, String);
@@ -30,6 +33,10 @@ struct State {
     confirmed: HashMap<Key, String>,
     /// During a re-list: the Secrets it held so far; the others were deleted meanwhile.
     relisted: Option<HashSet<Key>>,
+    /// ExternalSecrets (namespace, name) set aside until the first list is in.
+    deferred: HashSet<Key>,
+    /// The first list is in, or was waited for long enough: nothing is set aside any more.
+    waited: bool,
 }
 
 #[derive(Clone)]
@@ -103,21 +110,60 @@ impl TargetVersions {
     }
 
     /// Whether the Secret `namespace/name` is still at `resource_version`, as far as the watch
-    /// knows; right after a start, once the first list is in (or the wait for it is over).
-    pub async fn unchanged_since(
+    /// knows; `None` right after a start, until the first list is in (or the wait for it is
+    /// over): the ExternalSecret `waiting` (namespace, name) is then woken by `first_listed`.
+    pub fn unchanged_since(
         &self,
+        waiting: (&str, &str),
         namespace: &str,
         name: &str,
         resource_version: &str,
-    ) -> bool {
-        let mut listed = self.listed.subscribe();
-        let _ =
-            tokio::time::timeout_at(self.started + FIRST_LIST_WAIT, listed.wait_for(|l| *l)).await;
-        let state = self.state.lock().expect("target versions poisoned");
+    ) -> Option<bool> {
+        let mut state = self.state.lock().expect("target versions poisoned");
+        if !state.waited && !self.first_list_over() {
+            state
+                .deferred
+                .insert((waiting.0.to_owned(), waiting.1.to_owned()));
+            return None;
+        }
         let key = (namespace.to_owned(), name.to_owned());
-        state.versions.get(&key).is_some_and(|rv| {
+        Some(state.versions.get(&key).is_some_and(|rv| {
             rv == resource_version || state.confirmed.get(&key).is_some_and(|c| c == rv)
-        })
+        }))
+    }
+
+    /// Whether the watch, its first list in, knows of no Secret `namespace/name` this operator
+    /// manages: then one is unlikely to exist (it may still, made by someone else).
+    pub fn unknown(&self, namespace: &str, name: &str) -> bool {
+        *self.listed.borrow()
+            && !self
+                .state
+                .lock()
+                .expect("target versions poisoned")
+                .versions
+                .contains_key(&(namespace.to_owned(), name.to_owned()))
+    }
+
+    fn first_list_over(&self) -> bool {
+        *self.listed.borrow() || Instant::now() >= self.started + FIRST_LIST_WAIT
+    }
+
+    /// The ExternalSecrets `unchanged_since` set aside, once the first list is in or the wait
+    /// for it is over; then nothing more.
+    pub fn first_listed(&self) -> impl futures::Stream<Item = Key> + Send + 'static {
+        let this = self.clone();
+        let woken = async move {
+            let mut listed = this.listed.subscribe();
+            let _ =
+                tokio::time::timeout_at(this.started + FIRST_LIST_WAIT, listed.wait_for(|l| *l))
+                    .await;
+            let mut state = this.state.lock().expect("target versions poisoned");
+            state.waited = true;
+            futures::stream::iter(std::mem::take(&mut state.deferred))
+        };
+        futures::stream::once(woken)
+            .flatten()
+            .chain(futures::stream::pending())
     }
 }
 
@@ -133,115 +179,148 @@ mod tests {
         s
     }
 
+    /// `unchanged_since` for the ExternalSecret n/es.
+    fn at(versions: &TargetVersions, namespace: &str, name: &str, rv: &str) -> Option<bool> {
+        versions.unchanged_since(("n", "es"), namespace, name, rv)
+    }
+
+    fn listed(versions: &TargetVersions, secrets: &[(&str, &str)]) {
+        versions.apply(&watcher::Event::Init);
+        for (name, rv) in secrets {
+            versions.apply(&watcher::Event::InitApply(secret(name, rv)));
+        }
+        versions.apply(&watcher::Event::InitDone);
+    }
+
     #[tokio::test]
     async fn follows_the_watch_and_forgets_what_a_relist_lost() {
         let versions = TargetVersions::default();
-        versions.apply(&watcher::Event::Init);
-        versions.apply(&watcher::Event::InitApply(secret("a", "1")));
-        versions.apply(&watcher::Event::InitApply(secret("b", "2")));
-        versions.apply(&watcher::Event::InitDone);
-        assert!(versions.unchanged_since("n", "a", "1").await);
-        assert!(
-            !versions.unchanged_since("n", "a", "0").await,
+        listed(&versions, &[("a", "1"), ("b", "2")]);
+        assert_eq!(at(&versions, "n", "a", "1"), Some(true));
+        assert_eq!(
+            at(&versions, "n", "a", "0"),
+            Some(false),
             "an older version"
         );
-        assert!(
-            !versions.unchanged_since("m", "a", "1").await,
+        assert_eq!(
+            at(&versions, "m", "a", "1"),
+            Some(false),
             "another namespace"
         );
 
         versions.apply(&watcher::Event::Apply(secret("a", "3")));
-        assert!(
-            !versions.unchanged_since("n", "a", "1").await,
+        assert_eq!(
+            at(&versions, "n", "a", "1"),
+            Some(false),
             "changed by someone"
         );
         versions.apply(&watcher::Event::Delete(secret("a", "3")));
-        assert!(!versions.unchanged_since("n", "a", "3").await, "deleted");
+        assert_eq!(at(&versions, "n", "a", "3"), Some(false), "deleted");
+        assert!(versions.unknown("n", "a"), "deleted");
+        assert!(!versions.unknown("n", "b"));
 
         // The watch was down while b was deleted: the re-list no longer holds it.
         versions.apply(&watcher::Event::Init);
         versions.apply(&watcher::Event::InitApply(secret("c", "4")));
-        assert!(
-            versions.unchanged_since("n", "b", "2").await,
+        assert_eq!(
+            at(&versions, "n", "b", "2"),
+            Some(true),
             "kept until the re-list is complete"
         );
         versions.apply(&watcher::Event::InitDone);
-        assert!(!versions.unchanged_since("n", "b", "2").await);
-        assert!(versions.unchanged_since("n", "c", "4").await);
+        assert_eq!(at(&versions, "n", "b", "2"), Some(false));
+        assert_eq!(at(&versions, "n", "c", "4"), Some(true));
     }
 
     #[tokio::test]
     async fn a_version_read_and_found_right_is_not_read_again() {
         let versions = TargetVersions::default();
-        versions.apply(&watcher::Event::Init);
-        versions.apply(&watcher::Event::InitApply(secret("a", "5")));
-        versions.apply(&watcher::Event::InitDone);
-        assert!(
-            !versions.unchanged_since("n", "a", "1").await,
-            "changed since 1"
-        );
+        listed(&versions, &[("a", "5")]);
+        assert_eq!(at(&versions, "n", "a", "1"), Some(false), "changed since 1");
         versions.confirm("n", "a", "5");
-        assert!(
-            versions.unchanged_since("n", "a", "1").await,
-            "5 was confirmed"
-        );
+        assert_eq!(at(&versions, "n", "a", "1"), Some(true), "5 was confirmed");
         versions.apply(&watcher::Event::Apply(secret("a", "6")));
-        assert!(
-            !versions.unchanged_since("n", "a", "1").await,
+        assert_eq!(
+            at(&versions, "n", "a", "1"),
+            Some(false),
             "changed after the confirmation"
         );
         versions.confirm("n", "a", "6");
         versions.apply(&watcher::Event::Delete(secret("a", "6")));
         versions.apply(&watcher::Event::Apply(secret("a", "6")));
-        assert!(
-            !versions.unchanged_since("n", "a", "1").await,
+        assert_eq!(
+            at(&versions, "n", "a", "1"),
+            Some(false),
             "a confirmation ends with the Secret"
         );
     }
 
+    /// A first list that hangs holds no worker: the ExternalSecrets that need it are answered
+    /// at once (set aside), and woken when it is in.
     #[tokio::test(start_paused = true)]
-    async fn waits_for_the_first_list_but_not_forever() {
+    async fn sets_aside_until_the_first_list_and_wakes_them() {
         let versions = TargetVersions::default();
-        let waiting = tokio::spawn({
-            let versions = versions.clone();
-            async move { versions.unchanged_since("n", "a", "1").await }
-        });
-        tokio::task::yield_now().await;
-        versions.apply(&watcher::Event::Init);
-        versions.apply(&watcher::Event::InitApply(secret("a", "1")));
-        assert!(!waiting.is_finished(), "answered before the list was in");
-        versions.apply(&watcher::Event::InitDone);
-        assert!(waiting.await.unwrap(), "the listed version");
+        let mut woken = Box::pin(versions.first_listed());
+        let started = Instant::now();
+        assert_eq!(versions.unchanged_since(("n", "x"), "n", "a", "1"), None);
+        assert_eq!(versions.unchanged_since(("n", "y"), "n", "b", "1"), None);
+        assert_eq!(versions.unchanged_since(("n", "x"), "n", "a", "1"), None);
+        assert_eq!(started.elapsed(), Duration::ZERO, "answered without a wait");
+        assert!(
+            !versions.unknown("n", "a"),
+            "nothing is known before the list"
+        );
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(
+            futures::poll!(woken.next()).is_pending(),
+            "woken before the list is in"
+        );
 
+        listed(&versions, &[("a", "1")]);
+        let mut set_aside = vec![woken.next().await.unwrap(), woken.next().await.unwrap()];
+        set_aside.sort();
+        assert_eq!(
+            set_aside,
+            [("n".into(), "x".into()), ("n".into(), "y".into())],
+            "each once"
+        );
+        assert!(futures::poll!(woken.next()).is_pending());
+        assert_eq!(
+            at(&versions, "n", "a", "1"),
+            Some(true),
+            "the listed version"
+        );
+        assert_eq!(
+            at(&versions, "n", "b", "1"),
+            Some(false),
+            "not listed: read"
+        );
+        assert!(versions.unknown("n", "b"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_watch_ends_the_wait_and_a_hanging_list_is_not_waited_for_forever() {
         let failing = TargetVersions::default();
         failing.apply(&watcher::Event::Init);
         failing.apply(&watcher::Event::InitApply(secret("a", "1")));
         failing.watch_failed();
-        let started = Instant::now();
-        assert!(
-            failing.unchanged_since("n", "a", "1").await,
-            "listed so far"
-        );
-        assert!(
-            !failing.unchanged_since("n", "b", "1").await,
-            "read instead"
-        );
-        assert_eq!(
-            started.elapsed(),
-            Duration::ZERO,
-            "no wait once the watch failed"
-        );
+        assert_eq!(at(&failing, "n", "a", "1"), Some(true), "listed so far");
+        assert_eq!(at(&failing, "n", "b", "1"), Some(false), "read instead");
 
         let never = TargetVersions::default();
+        let mut woken = Box::pin(never.first_listed());
+        assert_eq!(at(&never, "n", "a", "1"), None);
         let started = Instant::now();
-        assert!(!never.unchanged_since("n", "a", "1").await);
-        assert!(started.elapsed() >= FIRST_LIST_WAIT);
-        let again = Instant::now();
-        assert!(!never.unchanged_since("n", "a", "1").await);
+        assert_eq!(woken.next().await, Some(("n".into(), "es".into())));
         assert_eq!(
-            again.elapsed(),
-            Duration::ZERO,
-            "waits once, at the start only"
+            started.elapsed(),
+            FIRST_LIST_WAIT,
+            "woken when the wait is over"
+        );
+        assert_eq!(at(&never, "n", "a", "1"), Some(false), "read from now on");
+        assert!(
+            !never.unknown("n", "a"),
+            "never taken as absent without a list"
         );
     }
 }
