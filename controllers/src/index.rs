@@ -219,7 +219,10 @@ mod tests {
         let found = index.get(&"x".into());
         assert_eq!(found.len(), 1);
         assert_eq!(
-            (found[0].extra.uid.as_deref(), found[0].extra.resource_version.as_deref()),
+            (
+                found[0].extra.uid.as_deref(),
+                found[0].extra.resource_version.as_deref()
+            ),
             (None, None)
         );
         let kept = index.keys.keys().next().expect("indexed");
