@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Instant;
 
-use api::conditions::{Condition, ConditionStatus, READY, set_condition};
+use api::conditions::{Condition, READY, set_condition};
 use api::store::{ClusterSecretStore, LABEL_CONVERTED_FROM, SecretStore, SecretStoreStatus};
 use clientmanager::{Converted, Generated, LoadedStore, StoreKind, convert};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -389,8 +389,6 @@ async fn write_status<S: StoreObject>(
         c.reason.as_deref() != Some(readiness.reason)
             || c.message.as_deref() != Some(&readiness.message)
     });
-    let became_ready = readiness.status == ConditionStatus::True
-        && old.is_none_or(|c| c.status != ConditionStatus::True);
     let api = S::api(ctx.client.clone(), loaded.namespace.as_deref());
     let written = ctx
         .status
@@ -404,15 +402,6 @@ async fn write_status<S: StoreObject>(
         })?;
     if !written {
         return Ok(());
-    }
-    if became_ready {
-        // What waited on this store need not wait out its backoff.
-        ctx.store_ready(ReadyStore {
-            kind: S::KIND,
-            name: loaded.name.clone(),
-            namespace: loaded.namespace.clone(),
-            labels: store.labels().clone(),
-        });
     }
     if changed {
         for (type_, reason, note) in readiness.events() {

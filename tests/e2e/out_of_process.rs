@@ -794,10 +794,23 @@ async fn kill_and_restart(env: Arc<Env>) -> Result<()> {
                 .filter(|s| targets(s) && data_of(s) == bytes(&[("user", "alice")]))
                 .count();
             if n == KILL_COUNT {
-                Ok(())
-            } else {
-                Err(anyhow!("{n} of {KILL_COUNT}"))
+                return Ok(());
             }
+            // What the first few still waiting say, to tell a call never retried from one
+            // still failing.
+            let waiting: Vec<String> = es
+                .list(&Default::default())
+                .await?
+                .items
+                .iter()
+                .filter_map(|e| {
+                    let ready = crate::operator::ready(&serde_json::to_value(e).ok()?)?;
+                    (ready.status.as_str() != "True")
+                        .then(|| format!("{:?}: {ready:?}", e.metadata.name))
+                })
+                .take(3)
+                .collect();
+            Err(anyhow!("{n} of {KILL_COUNT}; not Ready: {waiting:?}"))
         },
     )
     .await?;

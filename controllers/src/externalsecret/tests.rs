@@ -716,3 +716,55 @@ async fn an_inline_store_s_converted_object_forces_its_users() {
     provider_writer.apply_watcher_event(&watcher::Event::Apply(converted));
     assert_eq!(forced_by_change().await, 1, "a hand edit forced nobody");
 }
+
+/// The stores woken by the ExternalSecret controller's store watch after `events`, each applied
+/// to its cache as the watch does it: seen first, then the cache updated.
+fn woken_by(events: Vec<watcher::Event<SecretStore>>) -> Vec<String> {
+    let (reader, mut writer) = kube::runtime::reflector::store::<SecretStore>();
+    let woken = std::sync::Mutex::new(Vec::new());
+    let mut see = triggers::on_turning_ready(
+        reader,
+        clientmanager::LoadedStore::from_secret_store,
+        |store: crate::context::ReadyStore| woken.lock().unwrap().push(store.name),
+    );
+    for event in &events {
+        see(event);
+        writer.apply_watcher_event(event);
+    }
+    drop(see);
+    woken.into_inner().unwrap()
+}
+
+fn with_ready(mut store: SecretStore, status: &str) -> SecretStore {
+    store.status = serde_json::from_value(json!({
+        "conditions": [{"type": "Ready", "status": status, "reason": "Valid", "message": ""}],
+    }))
+    .unwrap();
+    store
+}
+
+#[test]
+fn a_store_wakes_its_users_when_the_gates_cache_sees_it_turn_ready() {
+    let store = || fake_store(json!([]), json!({}));
+    // Known not Ready, then Ready: woken, once.
+    assert_eq!(
+        woken_by(vec![
+            watcher::Event::Apply(with_ready(store(), "False")),
+            watcher::Event::Apply(with_ready(store(), "True")),
+            watcher::Event::Apply(with_ready(store(), "True")),
+        ]),
+        ["fake"]
+    );
+    // Seen first already Ready (the operator's start), or Ready again after Ready: no wake.
+    assert!(woken_by(vec![watcher::Event::Apply(with_ready(store(), "True"))]).is_empty());
+    // A re-list that brings it Ready after the cache held it failing wakes, as an update does.
+    assert_eq!(
+        woken_by(vec![
+            watcher::Event::Apply(with_ready(store(), "False")),
+            watcher::Event::Init,
+            watcher::Event::InitApply(with_ready(store(), "True")),
+            watcher::Event::InitDone,
+        ]),
+        ["fake"]
+    );
+}

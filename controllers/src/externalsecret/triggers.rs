@@ -128,6 +128,11 @@ impl ExternalSecretTriggers {
         )
         .default_backoff()
         .modify(|s| s.managed_fields_mut().clear())
+        .inspect_ok(on_turning_ready(
+            ss_reader.clone(),
+            LoadedStore::from_secret_store,
+            wake_ctx(&ctx),
+        ))
         .reflect(ss_writer)
         .inspect_ok(on_departure(ss_reader.clone(), move |s| {
             ss_specs.forget(&s.extra.uid)
@@ -139,7 +144,7 @@ impl ExternalSecretTriggers {
                 (news, LoadedStore::from_secret_store(&s))
             }))
         });
-        let css_reader_gone = css_reader.clone();
+        let (css_reader_gone, css_reader_ready) = (css_reader.clone(), css_reader.clone());
         let held = reader.clone();
         let writers_secrets = writers.clone();
         let secrets_ctx = ctx.clone();
@@ -199,6 +204,11 @@ impl ExternalSecretTriggers {
             )
             .default_backoff()
             .modify(|s| s.managed_fields_mut().clear())
+            .inspect_ok(on_turning_ready(
+                css_reader_ready,
+                LoadedStore::from_cluster_secret_store,
+                wake_ctx(&ctx_css),
+            ))
             .reflect(css_writer)
             .inspect_ok(on_departure(css_reader_gone, move |s| {
                 css_specs.forget(&s.extra.uid)
@@ -449,6 +459,45 @@ fn template_sources(es: &Watched) -> Vec<TemplateSource> {
                 })
         })
         .collect()
+}
+
+/// For a store watch whose events pass here before `reader`'s writer applies them: calls `wake`
+/// for a store the reader held as not Ready that the event brings Ready. The client manager's
+/// readiness gate reads this cache, so the wake comes when a woken ExternalSecret or PushSecret
+/// will see the store Ready; woken sooner (when the store reconciler wrote the status), it could
+/// still read the old status, fail with "not ready" and wait out its backoff with nothing left
+/// to wake it. A store first seen (at start) wakes nothing: its users are reconciled anyway.
+pub(super) fn on_turning_ready<K>(
+    reader: reflector::Store<K>,
+    load: fn(&K) -> LoadedStore,
+    wake: impl Fn(ReadyStore),
+) -> impl FnMut(&watcher::Event<K>)
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+{
+    move |event| {
+        let (watcher::Event::Apply(new) | watcher::Event::InitApply(new)) = event else {
+            return;
+        };
+        let Some(old) = reader.get(&ObjectRef::from_obj(new)) else {
+            return;
+        };
+        let new = load(new);
+        if new.ready && !load(&old).ready {
+            wake(ReadyStore {
+                kind: new.kind,
+                name: new.name,
+                namespace: new.namespace,
+                labels: new.labels,
+            });
+        }
+    }
+}
+
+fn wake_ctx(ctx: &Arc<Context>) -> impl Fn(ReadyStore) + use<> {
+    let ctx = ctx.clone();
+    move |store| ctx.store_ready(store)
 }
 
 /// ExternalSecrets that read from a store that turned Ready: they may have been waiting on it

@@ -885,7 +885,7 @@ async fn probe_while_syncing(
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<Vec<f64>> {
     use std::sync::atomic::Ordering;
-    let mut health = tonic_health::pb::health_client::HealthClient::new(connection.channel());
+    let mut health = tonic_health::pb::health_client::HealthClient::new(connection.transport());
     // The first call connects.
     health.check(health_check()).await?;
     let mut times = Vec::new();
@@ -975,7 +975,7 @@ async fn per_call(provider: &ProviderProcess, ns: &str, calls: usize) -> Result<
             sample(text, "grpc_server_handling_seconds_count", labels)?,
         ))
     };
-    let mut health = tonic_health::pb::health_client::HealthClient::new(connection.channel());
+    let mut health = tonic_health::pb::health_client::HealthClient::new(connection.transport());
     for _ in 0..WARM_UP_CALLS {
         health.check(health_check()).await?;
     }

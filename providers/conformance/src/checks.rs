@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use provider_protocol::v1::secret_store_provider_client::SecretStoreProviderClient;
 use provider_protocol::{METHODS, SERVICE, v1};
-use provider_remote::{Pool, PoolMetrics, Settings};
+use provider_remote::{Pool, PoolMetrics, Settings, Transport};
 use tonic::metadata::KeyAndValueRef;
-use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -50,7 +49,7 @@ pub async fn run(options: Options) -> Report {
             return report;
         }
     };
-    Session::new(options, connection.channel())
+    Session::new(options, connection.transport())
         .run(&mut report)
         .await;
     report
@@ -66,7 +65,7 @@ struct Seen {
 
 struct Session {
     o: Options,
-    channel: Channel,
+    channel: Transport,
     /// The random part of the value this run pushes; no message may ever contain it.
     token: String,
     /// The value pushed: a JSON object, which every back end we know accepts without a property.
@@ -179,7 +178,7 @@ fn capability_name(c: v1::SecretStoreCapabilities) -> &'static str {
 }
 
 impl Session {
-    fn new(o: Options, channel: Channel) -> Self {
+    fn new(o: Options, channel: Transport) -> Self {
         let token = format!("{}{}", random_hex(), random_hex());
         let secret = serde_json::json!({ "conformance": token })
             .to_string()
@@ -226,7 +225,7 @@ impl Session {
     // -----------------------------------------------------------------------------------------
     // Calls
 
-    fn stub(&self) -> SecretStoreProviderClient<Channel> {
+    fn stub(&self) -> SecretStoreProviderClient<Transport> {
         SecretStoreProviderClient::new(self.channel.clone())
     }
 
@@ -1346,7 +1345,7 @@ enum Reflected {
 macro_rules! reflect {
     ($name:ident, $($pb:ident)::+) => {
         /// Lists the services, then asks for the file that defines ours, on one stream.
-        async fn $name(channel: Channel, deadline: Duration) -> Reflected {
+        async fn $name(channel: Transport, deadline: Duration) -> Reflected {
             use $($pb)::+ as pb;
             use pb::server_reflection_client::ServerReflectionClient;
             use pb::server_reflection_request::MessageRequest;

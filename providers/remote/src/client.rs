@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::transport::Transport;
 use api::provider_kinds::Capabilities;
 use async_trait::async_trait;
 use provider::{
@@ -9,7 +10,6 @@ use provider::{
 };
 use provider_protocol::v1::secret_store_provider_client::SecretStoreProviderClient;
 use provider_protocol::{self as protocol, v1};
-use tonic::transport::Channel;
 
 use crate::pool::Connection;
 
@@ -38,8 +38,8 @@ impl RemoteClient {
         }
     }
 
-    fn stub(&self) -> SecretStoreProviderClient<Channel> {
-        SecretStoreProviderClient::new(self.connection.channel())
+    fn stub(&self) -> SecretStoreProviderClient<Transport> {
+        SecretStoreProviderClient::new(self.connection.transport())
     }
 
     fn request<T>(&self, message: T) -> tonic::Request<T> {

@@ -10,8 +10,10 @@ mod client;
 mod pool;
 mod probe;
 mod tls;
+mod transport;
 
 pub use client::RemoteClient;
 pub use pool::{Connection, Pool, PoolMetrics, Settings};
 pub use probe::{Probe, probe, service_methods};
 pub use tls::{TlsError, TlsMaterial};
+pub use transport::{ResponseBody, Transport};

@@ -1,27 +1,22 @@
 //! One HTTP/2 connection per (address, TLS material), shared by every store and ExternalSecret
 //! that uses it. A [`Connection`] is reference-counted; one no client has held for
-//! [`Settings::idle`] is dropped at the next lookup. tonic's channel reconnects by itself after a
-//! failure, on the next call; the client manager's breaker spaces those calls out, so a server
-//! that is down is not dialled once per reconcile.
+//! [`Settings::idle`] is dropped at the next lookup. Its [`Transport`] dials again on the first
+//! call after a failure; the client manager's breaker spaces those calls out, so a server that
+//! is down is not dialled once per reconcile.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioIo;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tonic::transport::{Channel, Endpoint};
 
 use crate::tls::{TlsError, TlsMaterial};
+use crate::transport::{Dial, Dialled, Io, Transport};
 
 /// How connections behave; the defaults are ESO's.
 #[derive(Clone, Debug)]
@@ -114,14 +109,15 @@ pub struct Connection {
 }
 
 struct Inner {
-    channel: Channel,
+    transport: Transport,
     address: String,
     deadline: Duration,
 }
 
 impl Connection {
-    pub fn channel(&self) -> Channel {
-        self.inner.channel.clone()
+    /// What the generated stubs call through.
+    pub fn transport(&self) -> Transport {
+        self.inner.transport.clone()
     }
 
     pub fn address(&self) -> &str {
@@ -187,25 +183,24 @@ impl Pool {
             }
             None => None,
         };
-        let s = &self.settings;
-        let endpoint = Endpoint::from_shared(format!("http://{address}"))
-            .map_err(|e| TlsError::Config(format!("address {address:?}: {e}")))?
-            .connect_timeout(s.connect_timeout)
-            .timeout(s.deadline)
-            .http2_keep_alive_interval(s.keepalive_interval)
-            .keep_alive_timeout(s.keepalive_timeout)
-            .keep_alive_while_idle(true)
-            .tcp_nodelay(true);
-        let channel = endpoint.connect_with_connector_lazy(Connector {
-            address: address.to_owned(),
-            tls,
-            metrics: self.metrics.clone(),
-        });
+        let authority = address
+            .parse::<http::uri::Authority>()
+            .map_err(|e| TlsError::Config(format!("address {address:?}: {e}")))?;
+        let transport = Transport::new(
+            Box::new(Connector {
+                address: address.to_owned(),
+                tls: tls.clone(),
+                metrics: self.metrics.clone(),
+            }),
+            tls.is_some(),
+            authority,
+            self.settings.clone(),
+        );
         Ok(Connection {
             inner: Arc::new(Inner {
-                channel,
+                transport,
                 address: address.to_owned(),
-                deadline: s.deadline,
+                deadline: self.settings.deadline,
             }),
         })
     }
@@ -217,42 +212,27 @@ fn host_of(address: &str) -> &str {
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
-trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
-
 /// Dials and, with TLS, shakes hands itself: our own rustls configuration (ESO's Secret keys,
 /// server name from the address) and a count of every connection made.
-#[derive(Clone)]
 struct Connector {
     address: String,
     tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
     metrics: PoolMetrics,
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-impl tower::Service<http::Uri> for Connector {
-    type Response = TokioIo<Box<dyn Io>>;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: http::Uri) -> Self::Future {
-        let this = self.clone();
+impl Dial for Connector {
+    fn dial(&self) -> Dialled<'_> {
         Box::pin(async move {
             let label = AddressLabel {
-                address: this.address.clone(),
+                address: self.address.clone(),
             };
             let connected = async {
-                let tcp = TcpStream::connect(&this.address).await?;
+                let tcp = TcpStream::connect(&self.address).await?;
                 tcp.set_nodelay(true)?;
-                let io: Box<dyn Io> = match this.tls {
+                let io: Box<dyn Io> = match &self.tls {
                     Some((config, name)) => Box::new(
-                        tokio_rustls::TlsConnector::from(config)
-                            .connect(name, tcp)
+                        tokio_rustls::TlsConnector::from(config.clone())
+                            .connect(name.clone(), tcp)
                             .await?,
                     ),
                     None => Box::new(tcp),
@@ -260,17 +240,16 @@ impl tower::Service<http::Uri> for Connector {
                 Ok::<_, std::io::Error>(io)
             }
             .await;
-            match connected {
-                Ok(io) => {
-                    this.metrics.opened.get_or_create(&label).inc();
-                    Ok(TokioIo::new(io))
+            match &connected {
+                Ok(_) => {
+                    self.metrics.opened.get_or_create(&label).inc();
                 }
                 Err(e) => {
-                    this.metrics.failed.get_or_create(&label).inc();
-                    tracing::debug!(address = %this.address, error = %e, "connecting to a provider server failed");
-                    Err(e.into())
+                    self.metrics.failed.get_or_create(&label).inc();
+                    tracing::debug!(address = %self.address, error = %e, "connecting to a provider server failed");
                 }
             }
+            connected
         })
     }
 }

@@ -2,8 +2,8 @@
 //! `provider.v1.SecretStoreProvider` it serves (asked through server reflection, which ESO's
 //! servers and ours offer; ESO's draft has no other negotiation).
 
+use crate::transport::Transport;
 use prost::Message;
-use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -19,7 +19,7 @@ pub struct Probe {
 /// Asks `connection`'s server for its health (service `""`, as ESO's core does) and its
 /// methods. An error says why the server is not usable; it never carries secret material.
 pub async fn probe(connection: &Connection) -> Result<Probe, String> {
-    let channel = connection.channel();
+    let channel = connection.transport();
     let mut request = tonic::Request::new(HealthCheckRequest {
         service: String::new(),
     });
@@ -92,7 +92,7 @@ macro_rules! service_files {
     }};
 }
 
-async fn methods(channel: Channel, connection: &Connection) -> Option<Vec<String>> {
+async fn methods(channel: Transport, connection: &Connection) -> Option<Vec<String>> {
     // v1 first; Python's grpcio-reflection, among others, serves only v1alpha.
     let files = match service_files!(v1, channel.clone(), connection.deadline()) {
         Some(files) => files,
