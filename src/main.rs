@@ -13,6 +13,8 @@ use conversion_webhook::provider_tls;
 use migrate::storage;
 
 fn main() -> anyhow::Result<()> {
+    #[cfg(feature = "dhat-heap")]
+    profile::start();
     // Several crates build rustls clients; one provider for the whole process avoids rustls'
     // "no process-level CryptoProvider" panic.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -94,6 +96,34 @@ async fn stop_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+    #[cfg(feature = "dhat-heap")]
+    profile::write();
+}
+
+/// The heap profile of feature `dhat-heap`: every allocation recorded from the start, written
+/// to `dhat-heap-<pid>.json` when the stop signal comes, so that its "at the end" figures are
+/// the heap of the running operator rather than of one torn down.
+#[cfg(feature = "dhat-heap")]
+mod profile {
+    use std::sync::Mutex;
+
+    #[global_allocator]
+    static ALLOC: dhat::Alloc = dhat::Alloc;
+
+    static PROFILER: Mutex<Option<dhat::Profiler>> = Mutex::new(None);
+
+    pub fn start() {
+        // Whole backtraces: an allocation's first frames are all serde's or the collections'.
+        let profiler = dhat::Profiler::builder()
+            .file_name(format!("dhat-heap-{}.json", std::process::id()))
+            .trim_backtraces(None)
+            .build();
+        *PROFILER.lock().expect("profiler poisoned") = Some(profiler);
+    }
+
+    pub fn write() {
+        drop(PROFILER.lock().expect("profiler poisoned").take());
     }
 }
 

@@ -49,8 +49,11 @@ where
             .unwrap_or_default()
     }
 
-    fn set(&mut self, object: ObjectRef<K>, keys: Vec<Key>) {
+    fn set(&mut self, mut object: ObjectRef<K>, keys: Vec<Key>) {
         self.remove(&object);
+        // Looked up by name and namespace only: the resourceVersion and uid would be two more
+        // strings per object, kept twice.
+        object.extra = Default::default();
         for key in &keys {
             self.by_key
                 .entry(key.clone())
@@ -204,6 +207,26 @@ mod tests {
             index.by_key.len() == 1 && index.keys.len() == 1,
             "nothing left behind"
         );
+    }
+
+    #[test]
+    fn keeps_names_not_versions() {
+        let mut index = Index::<ConfigMap, String>::default();
+        let mut a = cm("a", &["x"]);
+        a.metadata.uid = Some("uid-a".into());
+        a.metadata.resource_version = Some("12".into());
+        index.apply(&watcher::Event::Apply(a), reads);
+        let found = index.get(&"x".into());
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            (
+                found[0].extra.uid.as_deref(),
+                found[0].extra.resource_version.as_deref()
+            ),
+            (None, None)
+        );
+        let kept = index.keys.keys().next().expect("indexed");
+        assert!(kept.extra.uid.is_none() && kept.extra.resource_version.is_none());
     }
 
     #[test]

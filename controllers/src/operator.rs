@@ -31,7 +31,7 @@ use crate::outcome::{after_reconcile, error_policy};
 use crate::provider_class::ProviderClassContext;
 use crate::provider_objects::{ProviderObjectContext, StoreNudges};
 use crate::secretstore::{StoreContext, StoreObject};
-use crate::watch::{on_departure, scoped};
+use crate::watch::{changed_objects, on_departure, scoped};
 use crate::{provider_objects, pushsecret, secretstore};
 
 /// How often the generations of deleted stores, classes and provider objects are forgotten.
@@ -350,9 +350,8 @@ fn store_controller<S: StoreObject>(
                 store.namespace.as_deref().unwrap_or_default(),
             );
         }))
-        .applied_objects()
         // Its own status writes would validate against the backend again.
-        .predicate_filter(crate::watch::fingerprint, Default::default());
+        .try_filter_map(changed_objects(crate::watch::fingerprint));
     let queue = ctx.metrics.workqueues.queue(name);
     let controller = Controller::for_stream(queue.watched(stream), cached.clone());
     let used = users
@@ -412,8 +411,7 @@ async fn namespace_cache(
         .modify(|ns| ns.managed_fields_mut().clear())
         .reflect(writer)
         .inspect_ok(move |e| gone(e))
-        .applied_objects()
-        .predicate_filter(crate::cluster::namespace_fingerprint, Default::default())
+        .try_filter_map(changed_objects(crate::cluster::namespace_fingerprint))
         .for_each(|_| {
             for to in &changed {
                 let _ = to.unbounded_send(());

@@ -1,5 +1,6 @@
 //! What the controllers' watches share: the scope they watch and what counts as a change.
 
+use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -31,6 +32,81 @@ pub(crate) fn fingerprint<K: Resource>(obj: &K) -> Option<u64> {
         .map(|t| t.0.as_second())
         .hash(&mut h);
     Some(h.finish())
+}
+
+/// What [`changed_objects`] keeps of a watch: by a hash of each object's namespace and name, a
+/// hash of its uid (an object deleted and created again under its name is new) and its
+/// fingerprint. kube's `predicate_filter` keeps the name, namespace and uid as strings, and
+/// keeps a deleted object's entry for an hour. Two objects whose keys collide cost a needless
+/// pass, never a missed one: their uids differ.
+#[derive(Default)]
+pub(crate) struct Changes {
+    seen: HashMap<u64, (u64, u64)>,
+    /// During a re-list: the objects it held so far.
+    relisted: Option<HashSet<u64>>,
+}
+
+impl Changes {
+    /// The object of an `Apply` or `InitApply` whose fingerprint changed (or that has none);
+    /// other events only update what is kept.
+    pub(crate) fn apply<K: Resource>(
+        &mut self,
+        event: watcher::Event<K>,
+        fingerprint: impl Fn(&K) -> Option<u64>,
+    ) -> Option<K> {
+        let (obj, relisted) = match event {
+            watcher::Event::Apply(obj) => (obj, false),
+            watcher::Event::InitApply(obj) => (obj, true),
+            watcher::Event::Delete(obj) => {
+                self.seen.remove(&key(&obj));
+                return None;
+            }
+            watcher::Event::Init => {
+                self.relisted = Some(HashSet::new());
+                return None;
+            }
+            watcher::Event::InitDone => {
+                if let Some(relisted) = self.relisted.take() {
+                    self.seen.retain(|k, _| relisted.contains(k));
+                }
+                return None;
+            }
+        };
+        let key = key(&obj);
+        if let (true, Some(r)) = (relisted, &mut self.relisted) {
+            r.insert(key);
+        }
+        let Some(fingerprint) = fingerprint(&obj) else {
+            return Some(obj);
+        };
+        let now = (hash(&obj.meta().uid), fingerprint);
+        (self.seen.insert(key, now) != Some(now)).then_some(obj)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+fn hash(value: &impl Hash) -> u64 {
+    let mut h = DefaultHasher::new();
+    value.hash(&mut h);
+    h.finish()
+}
+
+fn key<K: Resource>(obj: &K) -> u64 {
+    hash(&(&obj.meta().namespace, &obj.meta().name))
+}
+
+/// For `try_filter_map` on a watch's events, in place of kube's `applied_objects` and
+/// `predicate_filter`: the applied objects whose `fingerprint` changed, forgetting each object
+/// when it leaves the watch, at its delete or at the end of the re-list that misses it.
+pub(crate) fn changed_objects<K: Resource>(
+    fingerprint: impl Fn(&K) -> Option<u64>,
+) -> impl FnMut(watcher::Event<K>) -> std::future::Ready<Result<Option<K>, watcher::Error>> {
+    let mut changes = Changes::default();
+    move |event| std::future::ready(Ok(changes.apply(event, &fingerprint)))
 }
 
 /// For a watch whose events pass here after `reader`'s writer applied them: calls `gone` for
@@ -147,6 +223,75 @@ mod tests {
         event(watcher::Event::InitDone);
         drop(see);
         assert_eq!(departed, ["a", "b"]);
+    }
+
+    #[test]
+    fn changes_pass_once_and_nothing_is_kept_of_departed_objects() {
+        let version = |name: &str, uid: &str, data: &str| {
+            let mut cm = cm(name);
+            cm.metadata.uid = Some(uid.into());
+            cm.data = Some([("k".to_owned(), data.to_owned())].into());
+            cm
+        };
+        let by_data = |cm: &ConfigMap| Some(hash(&cm.data));
+        let mut changes = Changes::default();
+        let passed = |changes: &mut Changes, e: watcher::Event<ConfigMap>| {
+            changes
+                .apply(e, by_data)
+                .map(|cm| cm.metadata.name.unwrap())
+        };
+        let a = version("a", "uid-a", "1");
+        assert_eq!(
+            passed(&mut changes, watcher::Event::Apply(a.clone())).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            passed(&mut changes, watcher::Event::Apply(a)),
+            None,
+            "unchanged"
+        );
+        let a2 = version("a", "uid-a", "2");
+        assert!(passed(&mut changes, watcher::Event::Apply(a2)).is_some());
+        let again = version("a", "uid-a2", "2");
+        assert!(
+            passed(&mut changes, watcher::Event::Apply(again.clone())).is_some(),
+            "deleted and created again under its name: a new object"
+        );
+        passed(
+            &mut changes,
+            watcher::Event::Apply(version("b", "uid-b", "1")),
+        );
+        passed(
+            &mut changes,
+            watcher::Event::Apply(version("c", "uid-c", "1")),
+        );
+        assert_eq!(changes.len(), 3);
+        passed(&mut changes, watcher::Event::Delete(again));
+        assert_eq!(changes.len(), 2, "a deleted object is forgotten at once");
+        // The watch broke; "b" was deleted meanwhile.
+        passed(&mut changes, watcher::Event::Init);
+        assert_eq!(
+            passed(
+                &mut changes,
+                watcher::Event::InitApply(version("c", "uid-c", "1"))
+            ),
+            None,
+            "a re-list passes only what changed"
+        );
+        passed(&mut changes, watcher::Event::InitDone);
+        assert_eq!(
+            changes.len(),
+            1,
+            "the re-list that misses an object forgets it"
+        );
+        assert!(
+            passed(
+                &mut changes,
+                watcher::Event::Apply(version("b", "uid-b", "1"))
+            )
+            .is_some(),
+            "forgotten, so new again"
+        );
     }
 
     #[tokio::test]

@@ -47,7 +47,7 @@ use crate::events::EventType;
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::status::FIELD_MANAGER;
-use crate::watch::on_departure;
+use crate::watch::{changed_objects, on_departure};
 use children::owner_name;
 pub use children::{ChildChanges, Children, ClusterChildren, children};
 use plan::{Existing, NamespaceView, Reported, Selection};
@@ -356,9 +356,8 @@ pub(crate) async fn controller<K: Fanout>(
             crate::metrics::forget(condition, duration, &gone.name, "");
         }
     }))
-    .applied_objects()
     // Its own status writes are no reason to look again.
-    .predicate_filter(crate::watch::fingerprint, Default::default());
+    .try_filter_map(changed_objects(crate::watch::fingerprint));
     let owners = child_changes.map(|name| ObjectRef::<DeserializeGuard<K>>::new(&name));
     let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
     let state = Arc::new(State {

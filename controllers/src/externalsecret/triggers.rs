@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::utils::{PredicateConfig, predicates};
+use kube::runtime::utils::predicates;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use provider::ProviderIdentity;
@@ -30,7 +30,9 @@ use crate::generations::Generations;
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::own_writes::{OwnWriteLog, TargetChange, TargetRef};
-use crate::watch::{fingerprint, forgetting_departed, on_departure, once_needed, scoped};
+use crate::watch::{
+    changed_objects, fingerprint, forgetting_departed, on_departure, once_needed, scoped,
+};
 
 /// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
 /// must not stall the watch for all others; it gets a status condition instead.
@@ -113,8 +115,7 @@ impl ExternalSecretTriggers {
             .inspect_ok(on_departure(reader.clone(), move |es| {
                 departed(&gone_ctx, &gone_forced, &es)
             }))
-            .applied_objects()
-            .predicate_filter(fingerprint, PredicateConfig::default());
+            .try_filter_map(changed_objects(fingerprint));
         // Only Secrets this operator manages, and only their metadata: no cache of Secret data.
         let (versions, failed) = (
             es_ctx.target_versions.clone(),
@@ -150,8 +151,7 @@ impl ExternalSecretTriggers {
         .inspect_ok(on_departure(ss_reader.clone(), move |s| {
             ss_specs.forget(&s.extra.uid)
         }))
-        .applied_objects()
-        .predicate_filter(predicates::generation, PredicateConfig::default())
+        .try_filter_map(changed_objects(predicates::generation))
         .filter_map(move |s| {
             futures::future::ready(s.ok().map(|s| {
                 let news = ss_generations.changed(&s);
@@ -230,8 +230,7 @@ impl ExternalSecretTriggers {
             .inspect_ok(on_departure(css_reader_gone, move |s| {
                 css_specs.forget(&s.extra.uid)
             }))
-            .applied_objects()
-            .predicate_filter(predicates::generation, PredicateConfig::default())
+            .try_filter_map(changed_objects(predicates::generation))
             .filter_map(move |s| {
                 futures::future::ready(s.ok().map(|s| {
                     let news = css_generations.changed(&s);

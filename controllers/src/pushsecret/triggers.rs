@@ -15,7 +15,6 @@ use kube::ResourceExt;
 use kube::core::{PartialObjectMeta, Selector, SelectorExt};
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::Watched;
@@ -24,7 +23,9 @@ use crate::cluster::ClusterChildren;
 use crate::context::{Context, ReadyStore};
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
-use crate::watch::{fingerprint, forgetting_departed, on_departure, once_needed, scoped};
+use crate::watch::{
+    changed_objects, fingerprint, forgetting_departed, on_departure, once_needed, scoped,
+};
 
 /// `cache` is filled by this controller's watch; the stores read it.
 pub(crate) fn controller<F>(
@@ -63,8 +64,7 @@ where
         let ctx = ctx.clone();
         move |ps| departed(&ctx, &ps)
     }))
-    .applied_objects()
-    .predicate_filter(fingerprint, PredicateConfig::default());
+    .try_filter_map(changed_objects(fingerprint));
     // Every Secret's metadata streams by (nothing is cached): a changed source is pushed at
     // once rather than at the next refresh. Only from the first PushSecret on; its list
     // reconciles the PushSecrets of every source, as at a start.
