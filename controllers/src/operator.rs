@@ -101,7 +101,7 @@ impl Operator {
             }
         });
         Self {
-            stores: StoreContext::new(shared.clone(), es_wake, ps_wake, pushsecrets),
+            stores: StoreContext::new(shared.clone(), store_ready.clone(), ps_wake, pushsecrets),
             classes: ProviderClassContext::new(shared.clone()),
             provider_objects: ProviderObjectContext::new(shared.clone(), provider_changed),
             pushsecret_cache,

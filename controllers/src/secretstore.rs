@@ -29,8 +29,8 @@ use crate::readiness::{self, Readiness, StatusError, Subject, reason};
 /// store's finalizer.
 pub struct StoreContext {
     pub shared: Arc<Context>,
-    /// Where a store that turned Ready is announced to ExternalSecrets.
-    externalsecret_wake: UnboundedSender<ReadyStore>,
+    /// Announces a store that turned Ready to ExternalSecrets and PushSecrets.
+    ready: crate::externalsecret::triggers::StoreReady,
     /// Where a store that turned Ready, or is being deleted, is announced to PushSecrets.
     pushsecret_wake: UnboundedSender<ReadyStore>,
     /// Every PushSecret: the PushSecret controller's watch cache, read for the finalizer.
@@ -40,13 +40,13 @@ pub struct StoreContext {
 impl StoreContext {
     pub fn new(
         shared: Arc<Context>,
-        externalsecret_wake: UnboundedSender<ReadyStore>,
+        ready: crate::externalsecret::triggers::StoreReady,
         pushsecret_wake: UnboundedSender<ReadyStore>,
         pushsecrets: PushSecretCache,
     ) -> Arc<Self> {
         Arc::new(Self {
             shared,
-            externalsecret_wake,
+            ready,
             pushsecret_wake,
             pushsecrets,
         })
@@ -54,8 +54,7 @@ impl StoreContext {
 
     /// Wakes the ExternalSecrets and PushSecrets that use `store`.
     pub fn store_ready(&self, store: ReadyStore) {
-        let _ = self.externalsecret_wake.unbounded_send(store.clone());
-        let _ = self.pushsecret_wake.unbounded_send(store);
+        (self.ready)(store);
     }
 
     /// Wakes the PushSecrets that pushed to `store`, which is being deleted, so that they delete
