@@ -149,14 +149,9 @@ impl Transport {
 
     async fn call(&self, request: http::Request<tonic::body::Body>) -> Result<Response, BoxError> {
         let sender = self.sender().await?;
-        let mut sender = match sender.ready().await {
-            Ok(ready) => ready,
-            Err(e) => {
-                // The connection ended between the check and now: the request was not sent.
-                self.forget();
-                return Err(e.into());
-            }
-        };
+        // A connection that ended since the check fails here, unsent; `sender` dials again on
+        // the next call, once the connection's task has marked it closed.
+        let mut sender = sender.ready().await?;
         let (mut parts, body) = request.into_parts();
         let mut uri = std::mem::take(&mut parts.uri).into_parts();
         uri.scheme = Some(self.inner.scheme.clone());
@@ -170,17 +165,6 @@ impl Transport {
             stream,
             data_done: false,
         }))
-    }
-
-    /// Drops the handle of a connection found closed, so the next call dials.
-    fn forget(&self) {
-        if let Ok(mut link) = self.inner.link.try_lock()
-            && link
-                .as_ref()
-                .is_some_and(|l| !l.open.load(Ordering::Acquire))
-        {
-            *link = None;
-        }
     }
 }
 
