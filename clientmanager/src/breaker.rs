@@ -6,10 +6,18 @@
 //! retry at that moment), and the first answer that is not `Unavailable` ends the outage. One
 //! call per wait also keeps the wait from growing by as many failures as calls were in flight,
 //! which a slower path to the backend (a provider out of process) would otherwise see.
+//!
+//! The breaker also asks by itself (`validate`) when a wait ends and no caller has: callers'
+//! backoffs grow to minutes and jitter apart from the waits, so an outage would otherwise end
+//! whenever the next caller happened to retry, up to an ExternalSecret's longest backoff after
+//! the provider came back. The end of an outage wakes the callers held back.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
 use crate::metrics::BreakerMetrics;
 use async_trait::async_trait;
@@ -31,9 +39,23 @@ struct Outage {
     message: String,
     /// When the call that asks after the wait started, while it has not answered.
     probing: Option<Instant>,
+    /// The task that asks when a wait ends, while the outage lasts.
+    prober: Option<AbortHandle>,
 }
 
-pub(crate) struct Guarded {
+/// Whether a call may go to the provider.
+enum Admission {
+    /// No outage.
+    Open,
+    /// The wait is over: this call asks for everyone.
+    Probe,
+    /// Answered for the provider with its last error.
+    Held(String),
+}
+
+pub(crate) struct Guarded(Arc<State>);
+
+struct State {
     inner: Box<dyn SecretsClient>,
     outage: Mutex<Outage>,
     metrics: BreakerMetrics,
@@ -47,34 +69,51 @@ impl Guarded {
         metrics: BreakerMetrics,
         recovered: impl Fn() + Send + Sync + 'static,
     ) -> Self {
-        Self {
+        Self(Arc::new(State {
             inner,
             outage: Mutex::default(),
             metrics,
             recovered: Box::new(recovered),
-        }
+        }))
     }
 
+    async fn call<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        if let Admission::Held(message) = self.0.admit(Instant::now()) {
+            self.0.metrics.held.inc();
+            return Err(Error::Unavailable(message));
+        }
+        let result = call.await;
+        self.0.record(&result, Instant::now());
+        result
+    }
+
+    #[cfg(test)]
+    fn lock(&self) -> std::sync::MutexGuard<'_, Outage> {
+        self.0.lock()
+    }
+}
+
+impl State {
     fn lock(&self) -> std::sync::MutexGuard<'_, Outage> {
         self.outage.lock().expect("outage state poisoned")
     }
 
-    /// The error to answer without asking, while the wait lasts or another call is asking.
-    fn held(&self, now: Instant) -> Option<Error> {
+    fn admit(&self, now: Instant) -> Admission {
         let mut outage = self.lock();
-        let until = outage.until?;
+        let Some(until) = outage.until else {
+            return Admission::Open;
+        };
         let asking = outage
             .probing
             .is_some_and(|started| now.duration_since(started) < LOST_PROBE);
         if now < until || asking {
-            self.metrics.held.inc();
-            return Some(Error::Unavailable(outage.message.clone()));
+            return Admission::Held(outage.message.clone());
         }
         outage.probing = Some(now);
-        None
+        Admission::Probe
     }
 
-    fn record<T>(&self, result: &Result<T>, now: Instant) {
+    fn record<T>(self: &Arc<Self>, result: &Result<T>, now: Instant) {
         let ended = {
             let mut outage = self.lock();
             match result {
@@ -89,9 +128,21 @@ impl Guarded {
                     outage.until = Some(now + wait);
                     outage.message = message.clone();
                     outage.probing = None;
+                    if outage.prober.is_none()
+                        && let Ok(runtime) = tokio::runtime::Handle::try_current()
+                    {
+                        let task = runtime.spawn(ask_after_waits(Arc::downgrade(self)));
+                        outage.prober = Some(task.abort_handle());
+                    }
                     false
                 }
-                _ => std::mem::take(&mut *outage).failures > 0,
+                _ => {
+                    let over = std::mem::take(&mut *outage);
+                    if let Some(prober) = over.prober {
+                        prober.abort();
+                    }
+                    over.failures > 0
+                }
             }
         };
         if ended {
@@ -99,22 +150,47 @@ impl Guarded {
             (self.recovered)();
         }
     }
+}
 
-    async fn call<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-        if let Some(e) = self.held(Instant::now()) {
-            return Err(e);
+/// Asks the provider when each wait of an outage ends, unless a caller is asking; holds the
+/// client only while it asks, so a client let go in an outage is dropped.
+async fn ask_after_waits(state: Weak<State>) {
+    loop {
+        let Some(until) = state.upgrade().and_then(|s| s.lock().until) else {
+            return;
+        };
+        tokio::time::sleep_until(until).await;
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        match state.admit(Instant::now()) {
+            Admission::Open => return,
+            // A caller is asking; its answer sets the next wait or ends the outage.
+            Admission::Held(_) => tokio::time::sleep(FIRST_WAIT).await,
+            Admission::Probe => {
+                let answer = state.inner.validate().await;
+                if let Ok(Validation::Unknown) = answer {
+                    // Nothing was asked: the next caller's request asks instead.
+                    let mut outage = state.lock();
+                    outage.probing = None;
+                    outage.prober = None;
+                    return;
+                }
+                state.record(&answer, Instant::now());
+            }
         }
-        let result = call.await;
-        self.record(&result, Instant::now());
-        result
     }
 }
 
-impl Drop for Guarded {
+impl Drop for State {
     /// A client closed during an outage no longer counts as open.
     fn drop(&mut self) {
-        if self.lock().failures > 0 {
+        let outage = self.lock();
+        if outage.failures > 0 {
             self.metrics.open.dec();
+        }
+        if let Some(prober) = &outage.prober {
+            prober.abort();
         }
     }
 }
@@ -122,38 +198,38 @@ impl Drop for Guarded {
 #[async_trait]
 impl SecretsClient for Guarded {
     async fn get_secret(&self, remote: &RemoteRef) -> Result<Vec<u8>> {
-        self.call(self.inner.get_secret(remote)).await
+        self.call(self.0.inner.get_secret(remote)).await
     }
 
     async fn get_secret_map(&self, remote: &RemoteRef) -> Result<BTreeMap<String, Vec<u8>>> {
-        self.call(self.inner.get_secret_map(remote)).await
+        self.call(self.0.inner.get_secret_map(remote)).await
     }
 
     async fn get_all_secrets(&self, find: &FindRequest) -> Result<BTreeMap<String, Vec<u8>>> {
-        self.call(self.inner.get_all_secrets(find)).await
+        self.call(self.0.inner.get_all_secrets(find)).await
     }
 
     async fn push_secret(&self, push: &PushRequest) -> Result<()> {
-        self.call(self.inner.push_secret(push)).await
+        self.call(self.0.inner.push_secret(push)).await
     }
 
     async fn delete_secret(&self, remote: &PushRemoteRef) -> Result<()> {
-        self.call(self.inner.delete_secret(remote)).await
+        self.call(self.0.inner.delete_secret(remote)).await
     }
 
     async fn secret_exists(&self, remote: &PushRemoteRef) -> Result<bool> {
-        self.call(self.inner.secret_exists(remote)).await
+        self.call(self.0.inner.secret_exists(remote)).await
     }
 
     async fn validate(&self) -> Result<Validation> {
-        self.call(self.inner.validate()).await
+        self.call(self.0.inner.validate()).await
     }
     fn validation_warnings(&self) -> Vec<String> {
-        self.inner.validation_warnings()
+        self.0.inner.validation_warnings()
     }
 
     async fn close(&self) -> Result<()> {
-        self.inner.close().await
+        self.0.inner.close().await
     }
 }
 
@@ -168,6 +244,8 @@ mod tests {
     struct Flaky {
         down: Arc<std::sync::atomic::AtomicBool>,
         asked: Arc<AtomicU32>,
+        /// What `validate` answers while up: `Unknown` is a provider that cannot be asked.
+        validation: Validation,
     }
 
     #[async_trait]
@@ -196,15 +274,28 @@ mod tests {
             Ok(false)
         }
         async fn validate(&self) -> Result<Validation> {
-            Ok(Validation::Ready)
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            if self.down.load(Ordering::SeqCst) {
+                Err(Error::Unavailable("Vault: connection refused".into()))
+            } else {
+                Ok(self.validation)
+            }
         }
         async fn close(&self) -> Result<()> {
             Ok(())
         }
     }
 
-    #[tokio::test]
-    async fn an_unavailable_provider_is_asked_once_per_wait() {
+    /// A breaker over a provider that is down, with what it is asked and how often it recovered.
+    struct Rig {
+        client: Guarded,
+        down: Arc<std::sync::atomic::AtomicBool>,
+        asked: Arc<AtomicU32>,
+        recoveries: Arc<AtomicU32>,
+        metrics: BreakerMetrics,
+    }
+
+    fn rig(validation: Validation) -> Rig {
         let down = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let asked = Arc::new(AtomicU32::new(0));
         let recoveries = Arc::new(AtomicU32::new(0));
@@ -214,12 +305,35 @@ mod tests {
             Box::new(Flaky {
                 down: down.clone(),
                 asked: asked.clone(),
+                validation,
             }),
             metrics.clone(),
             move || {
                 counted.fetch_add(1, Ordering::SeqCst);
             },
         );
+        Rig {
+            client,
+            down,
+            asked,
+            recoveries,
+            metrics,
+        }
+    }
+
+    fn held(client: &Guarded, now: Instant) -> bool {
+        matches!(client.0.admit(now), Admission::Held(_))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unavailable_provider_is_asked_once_per_wait() {
+        let Rig {
+            client,
+            down,
+            asked,
+            recoveries,
+            metrics,
+        } = rig(Validation::Ready);
         let remote = RemoteRef {
             key: "k".into(),
             ..RemoteRef::default()
@@ -244,10 +358,14 @@ mod tests {
         );
         // The waits double.
         let now = Instant::now();
-        client.record::<()>(&Err(Error::Unavailable("x".into())), now);
+        client
+            .0
+            .record::<()>(&Err(Error::Unavailable("x".into())), now);
         assert_eq!(client.lock().until, Some(now + Duration::from_secs(2)));
         for _ in 0..10 {
-            client.record::<()>(&Err(Error::Unavailable("x".into())), now);
+            client
+                .0
+                .record::<()>(&Err(Error::Unavailable("x".into())), now);
         }
         assert_eq!(client.lock().until, Some(now + LONGEST_WAIT));
         // Back: once the wait is over the call goes through, and the outage ends.
@@ -266,18 +384,17 @@ mod tests {
         assert_eq!(recoveries.load(Ordering::SeqCst), 1, "once");
         // After a wait, one call asks; the others are answered for it meanwhile.
         down.store(true, Ordering::SeqCst);
-        client.record::<()>(
+        client.0.record::<()>(
             &Err(Error::Unavailable("down again".into())),
             Instant::now(),
         );
         client.lock().until = Some(Instant::now());
         let now = Instant::now();
-        assert!(
-            client.held(now).is_none(),
-            "the first call after the wait asks"
-        );
-        assert!(client.held(now).is_some(), "the next is held while it asks");
-        client.record::<()>(&Err(Error::Unavailable("still".into())), now);
+        assert!(!held(&client, now), "the first call after the wait asks");
+        assert!(held(&client, now), "the next is held while it asks");
+        client
+            .0
+            .record::<()>(&Err(Error::Unavailable("still".into())), now);
         assert!(client.lock().probing.is_none());
         assert_eq!(
             client.lock().until,
@@ -286,19 +403,76 @@ mod tests {
         );
         // A probe that never answers does not hold calls forever.
         client.lock().until = Some(now);
-        assert!(client.held(now).is_none());
-        assert!(
-            client.held(now + LOST_PROBE).is_none(),
-            "a lost probe is replaced"
-        );
+        assert!(!held(&client, now));
+        assert!(!held(&client, now + LOST_PROBE), "a lost probe is replaced");
         // Any other answer is not an outage.
-        client.record::<()>(&Err(Error::NoSecret), Instant::now());
-        assert!(client.held(Instant::now()).is_none());
+        client.0.record::<()>(&Err(Error::NoSecret), Instant::now());
+        assert!(!held(&client, Instant::now()));
         assert_eq!(metrics.open.get(), 0);
         // A client dropped in an outage leaves no breaker counted open.
-        client.record::<()>(&Err(Error::Unavailable("gone".into())), Instant::now());
+        client
+            .0
+            .record::<()>(&Err(Error::Unavailable("gone".into())), Instant::now());
         assert_eq!(metrics.open.get(), 1);
         drop(client);
         assert_eq!(metrics.open.get(), 0);
+    }
+
+    /// A breaker whose callers all wait out long backoffs (an ExternalSecret's grows to minutes)
+    /// asks the provider itself after each wait, so the outage ends when the provider is back,
+    /// not when the next caller happens to retry.
+    #[tokio::test(start_paused = true)]
+    async fn the_breaker_asks_after_each_wait_without_callers() {
+        let r = rig(Validation::Ready);
+        let started = Instant::now();
+        r.client
+            .get_secret(&RemoteRef::default())
+            .await
+            .unwrap_err();
+        // Asked again 1, 3, 7 and 15 s into the outage, by nobody's call.
+        tokio::time::sleep_until(started + Duration::from_millis(15_500)).await;
+        assert_eq!(r.asked.load(Ordering::SeqCst), 5, "one call and four waits");
+        assert_eq!(r.metrics.held.get(), 0, "no call was held");
+        r.down.store(false, Ordering::SeqCst);
+        tokio::time::sleep_until(started + Duration::from_millis(30_500)).await;
+        assert_eq!(
+            r.recoveries.load(Ordering::SeqCst),
+            0,
+            "the next wait ends at 31 s"
+        );
+        tokio::time::sleep_until(started + Duration::from_millis(31_500)).await;
+        assert_eq!(
+            r.recoveries.load(Ordering::SeqCst),
+            1,
+            "the outage ended at the first wait's end after the provider came back"
+        );
+        assert_eq!(r.metrics.open.get(), 0);
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert_eq!(
+            r.asked.load(Ordering::SeqCst),
+            6,
+            "nothing asked once it is over"
+        );
+    }
+
+    /// A provider that cannot be asked without a caller's request (referent credentials answer
+    /// `Unknown`) is not taken as back: the next caller's request asks, as before.
+    #[tokio::test(start_paused = true)]
+    async fn a_provider_that_cannot_be_validated_waits_for_a_caller() {
+        let r = rig(Validation::Unknown);
+        r.client
+            .get_secret(&RemoteRef::default())
+            .await
+            .unwrap_err();
+        r.down.store(false, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert_eq!(r.asked.load(Ordering::SeqCst), 2, "asked once by itself");
+        assert_eq!(
+            r.recoveries.load(Ordering::SeqCst),
+            0,
+            "Unknown is not an answer"
+        );
+        r.client.get_secret(&RemoteRef::default()).await.unwrap();
+        assert_eq!(r.recoveries.load(Ordering::SeqCst), 1);
     }
 }

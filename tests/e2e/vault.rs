@@ -1065,10 +1065,12 @@ async fn sealed(env: Arc<Env>) -> Result<()> {
         })
         .await?;
     }
-    // The breaker's waits and the ExternalSecrets' backoff both double from 1 s, so Vault is
-    // asked again about 1, 3, 7, 15 and 31 s into the outage. Unsealing at 22 s, between two of
-    // those, makes the recovery take about 9 s whatever the machine's speed; unsealing at 30 s
-    // raced the 31 s probe and, when it lost, waited for the next one at 63 s.
+    // The breaker's waits double from 1 s and it asks when each ends, so Vault is asked again
+    // about 1, 3, 7, 15 and 31 s into the outage whenever the ExternalSecrets' own backoffs end.
+    // Unsealing at 22 s, between two of those, makes the recovery take about 9 s whatever the
+    // machine's speed; unsealing at 30 s would race the 31 s question. When the breaker waited
+    // for the ExternalSecrets to ask, their jittered backoffs moved its questions, and under
+    // load the recovery took 40 s.
     tokio::time::sleep(Duration::from_secs(22).saturating_sub(sealed_at.elapsed())).await;
     let asked = standby.seen().len() - before;
     ensure!(
