@@ -334,7 +334,6 @@ fn store_controller<S: StoreObject>(
     name: &'static str,
 ) -> impl Future<Output = ()> {
     let ctx = store_ctx.shared.clone();
-    let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
     let (cached, writer) = reflector::store::<S>();
     let gone_ctx = ctx.clone();
     let stream = watcher(api, watcher::Config::default())
@@ -352,12 +351,15 @@ fn store_controller<S: StoreObject>(
         }))
         // Its own status writes would validate against the backend again.
         .try_filter_map(changed_objects(crate::watch::fingerprint));
-    let queue = ctx.metrics.workqueues.queue(name);
+    let queue = ctx
+        .metrics
+        .workqueues
+        .queue(name)
+        .workers(ctx.settings.concurrency);
     let controller = Controller::for_stream(queue.watched(stream), cached.clone());
     let used = users
         .flat_map(move |uses| futures::stream::iter(secretstore::used_by::<S>(&uses, &cached)));
     controller
-        .with_config(config)
         .reconcile_on(queue.triggers(nudged))
         .reconcile_on(queue.triggers(used))
         .reconcile_all_on(installed)

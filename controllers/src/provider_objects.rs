@@ -218,7 +218,8 @@ async fn run_kind(kctx: Arc<KindContext>) {
     let queue = ctx
         .metrics
         .workqueues
-        .queue(format!("{}.{}", kctx.resource.plural, kctx.resource.group));
+        .queue(format!("{}.{}", kctx.resource.plural, kctx.resource.group))
+        .workers(ctx.settings.concurrency);
     let objects = watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
@@ -231,9 +232,6 @@ async fn run_kind(kctx: Arc<KindContext>) {
         let _ = tx.unbounded_send(());
     }
     controller
-        .with_config(
-            kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency),
-        )
         .run(
             queue.reconciler(reconcile),
             queue.error_policy(error_policy),

@@ -105,6 +105,7 @@ impl Workqueues {
             queue_duration: self.queue_duration.get_or_create(&labels).clone(),
             work_duration: self.work_duration.get_or_create(&labels).clone(),
             pending,
+            workers: None,
         }
     }
 }
@@ -158,6 +159,11 @@ pub struct Workqueue {
     queue_duration: Histogram,
     work_duration: Histogram,
     pending: Arc<Mutex<Pending>>,
+    /// How many reconciles run at once, handed out in the order objects fell due; `None`, no
+    /// limit. kube-runtime's own limit is not used: it parks the objects it has no worker for
+    /// in a hash set and takes the first it finds there, so under a load that never lets up
+    /// the same objects are taken each time and the others are never reconciled.
+    workers: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 fn key(namespace: Option<&str>, name: &str) -> u64 {
@@ -199,6 +205,12 @@ fn requeue_after(action: &Action) -> Option<Duration> {
 impl Workqueue {
     fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.pending.lock().expect("workqueue poisoned")
+    }
+
+    /// At most `n` reconciles at once (0: no limit), each object in its turn.
+    pub fn workers(mut self, n: u16) -> Self {
+        self.workers = (n > 0).then(|| Arc::new(tokio::sync::Semaphore::new(n.into())));
+        self
     }
 
     /// A trigger for `object`: due now.
@@ -250,8 +262,8 @@ impl Workqueue {
         }
     }
 
-    /// `reconcile`, timed from the queue's side: how long the object waited, how long it took,
-    /// and when it is due again.
+    /// `reconcile`, run when a worker is free, timed from the queue's side: how long the object
+    /// waited, how long it took, and when it is due again.
     pub fn reconciler<K, C, E, F, Fut>(
         &self,
         reconcile: F,
@@ -259,18 +271,24 @@ impl Workqueue {
     + use<K, C, E, F, Fut>
     where
         K: kube::Resource + Send + Sync + 'static,
-        F: FnMut(Arc<K>, C) -> Fut,
+        C: Send + 'static,
+        F: Fn(Arc<K>, C) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = Result<Action, E>> + Send + 'static,
     {
         let queue = self.clone();
-        let mut reconcile = reconcile;
+        let reconcile = Arc::new(reconcile);
         move |object, ctx| {
             let key = key_of_object(object.as_ref());
-            queue.started(key);
-            let done = reconcile(object, ctx);
-            let queue = queue.clone();
+            let (queue, reconcile) = (queue.clone(), reconcile.clone());
             Box::pin(async move {
-                let result = done.await;
+                let _worker = match &queue.workers {
+                    Some(workers) => Some(workers.clone().acquire_owned().await),
+                    None => None,
+                };
+                queue.started(key);
+                // Boxed apart so that an object waiting for a worker holds a few words, not
+                // the whole reconcile's state.
+                let result = Box::pin(reconcile(object, ctx)).await;
                 queue.finished(key, result.as_ref().ok());
                 result
             })
@@ -476,5 +494,60 @@ mod tests {
         assert_eq!(series(&t, "workqueue_retries_total"), 1.0);
         tokio::time::advance(Duration::from_secs(5)).await;
         assert_eq!(series(&text(&registry), "workqueue_depth"), 2.0);
+    }
+
+    /// More objects due than workers, for good (a refresh interval shorter than a worker takes
+    /// to get round them all): every object still gets its turn. kube-runtime's own limit
+    /// (`Config::concurrency`) parks the objects it has no worker for in a hash set and takes
+    /// the first it finds there, so the same few ran again and again and the rest waited
+    /// forever (found by the out-of-process kill trial on a loaded machine).
+    #[tokio::test(start_paused = true)]
+    async fn every_object_gets_a_worker_when_more_are_due_than_there_are_workers() {
+        use futures::StreamExt;
+        use kube::runtime::{Controller, reflector, watcher};
+        let (reader, mut writer) = reflector::store::<Secret>();
+        let secrets: Vec<Secret> = (0..20)
+            .map(|i| {
+                let mut s = Secret::default();
+                s.metadata.name = Some(format!("s-{i}"));
+                s.metadata.namespace = Some("ns".into());
+                s
+            })
+            .collect();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for s in &secrets {
+            writer.apply_watcher_event(&watcher::Event::InitApply(s.clone()));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let triggers =
+            futures::stream::iter(secrets.into_iter().map(Ok)).chain(futures::stream::pending());
+        let queue = Workqueues::default().queue("secret").workers(1);
+        let reconciled = Arc::new(Mutex::new(HashMap::<String, u32>::new()));
+        let counted = reconciled.clone();
+        let reconcile = queue.reconciler(move |secret: Arc<Secret>, _: Arc<()>| {
+            let counted = counted.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                *counted
+                    .lock()
+                    .unwrap()
+                    .entry(secret.metadata.name.clone().unwrap_or_default())
+                    .or_default() += 1;
+                // Due again at once: the worker never runs out of work.
+                Ok::<_, std::convert::Infallible>(Action::requeue(Duration::from_millis(1)))
+            }
+        });
+        let run = Controller::for_stream(triggers, reader)
+            .run(reconcile, |_, _, _| Action::await_change(), Arc::new(()))
+            .for_each(|_| async {});
+        let _ = tokio::time::timeout(Duration::from_secs(2), run).await;
+        let reconciled = reconciled.lock().unwrap();
+        let fewest = (0..20)
+            .map(|i| reconciled.get(&format!("s-{i}")).copied().unwrap_or(0))
+            .min();
+        assert!(
+            fewest >= Some(5),
+            "2 s of one worker at 10 ms a reconcile is 200 turns for 20 objects: {reconciled:?}"
+        );
     }
 }

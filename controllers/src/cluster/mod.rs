@@ -359,15 +359,17 @@ pub(crate) async fn controller<K: Fanout>(
     // Its own status writes are no reason to look again.
     .try_filter_map(changed_objects(crate::watch::fingerprint));
     let owners = child_changes.map(|name| ObjectRef::<DeserializeGuard<K>>::new(&name));
-    let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
     let state = Arc::new(State {
         ctx: ctx.clone(),
         children,
         namespaces,
     });
-    let queue = ctx.metrics.workqueues.queue(K::CONTROLLER);
+    let queue = ctx
+        .metrics
+        .workqueues
+        .queue(K::CONTROLLER)
+        .workers(ctx.settings.concurrency);
     Controller::for_stream(queue.watched(stream), cached)
-        .with_config(config)
         .reconcile_on(queue.triggers(owners))
         .reconcile_all_on(futures::stream::select(namespace_changes, store_changes))
         .graceful_shutdown_on(shutdown)

@@ -189,11 +189,12 @@ impl ExternalSecretTriggers {
             specs.clone(),
             ss_changes,
         );
-        let queue = ctx.metrics.workqueues.queue("externalsecret");
+        let queue = ctx
+            .metrics
+            .workqueues
+            .queue("externalsecret")
+            .workers(ctx.settings.concurrency);
         let mut controller = Controller::for_stream(queue.watched(es_stream), reader.clone())
-            .with_config(
-                kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency),
-            )
             // By target name rather than owner reference: Orphan and Merge targets have none.
             .watches_stream(
                 secrets,

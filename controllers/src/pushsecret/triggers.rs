@@ -41,8 +41,6 @@ where
 {
     let namespace = ctx.settings.namespace.clone();
     let client = ctx.client.clone();
-    let ctrl_config =
-        kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
     let (ps_reader, ps_writer) = (cache.as_reader(), cache);
     let sources = SharedIndex::<Watched, Source>::default();
     let stores = StoreUsers::default();
@@ -78,9 +76,12 @@ where
     });
     let ps_by_source = ps_reader.clone();
     let woken = wakes(ps_reader.clone(), stores.clone(), ready_stores);
-    let queue = ctx.metrics.workqueues.queue("pushsecret");
+    let queue = ctx
+        .metrics
+        .workqueues
+        .queue("pushsecret")
+        .workers(ctx.settings.concurrency);
     Controller::for_stream(queue.watched(ps_stream), ps_reader.clone())
-        .with_config(ctrl_config)
         .watches_stream(
             secrets,
             queue.mapper(move |secret: PartialObjectMeta<Secret>| {
