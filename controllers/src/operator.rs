@@ -357,6 +357,9 @@ fn store_controller<S: StoreObject>(
         .queue(name)
         .workers(ctx.settings.concurrency);
     let controller = Controller::for_stream(queue.watched(stream), cached.clone());
+    let reconcile = queue.reconciler(cached.clone(), (), move |store, _: Arc<Context>| {
+        secretstore::reconcile::<S>(store, store_ctx.clone())
+    });
     let used = users
         .flat_map(move |uses| futures::stream::iter(secretstore::used_by::<S>(&uses, &cached)));
     controller
@@ -366,9 +369,7 @@ fn store_controller<S: StoreObject>(
         .graceful_shutdown_on(shutdown)
         .run(
             // The controller's context is the shared one, which its error policy reads.
-            queue.reconciler(move |store, _: Arc<Context>| {
-                secretstore::reconcile::<S>(store, store_ctx.clone())
-            }),
+            reconcile,
             queue.error_policy(error_policy(name)),
             ctx.clone(),
         )

@@ -289,7 +289,7 @@ pub async fn controller<C: ClassObject>(
         Controller::for_stream(queue.watched(classes), store.clone())
             .graceful_shutdown_on(shutdown)
             .run(
-                queue.reconciler(reconcile),
+                queue.reconciler(store.clone(), (), reconcile),
                 queue.error_policy(error_policy(name)),
                 ctx.clone(),
             )

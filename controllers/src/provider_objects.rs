@@ -226,17 +226,14 @@ async fn run_kind(kctx: Arc<KindContext>) {
         .applied_objects();
     let controller =
         Controller::for_stream_with(queue.watched(objects), store.clone(), kctx.resource.clone());
+    let reconcile = queue.reconciler(store.clone(), kctx.resource.clone(), reconcile);
     ctx.manager.use_provider_cache(kctx.resource.clone(), store);
     // Stores waiting for this kind resolve it now.
     for tx in &kctx.nudges.installed {
         let _ = tx.unbounded_send(());
     }
     controller
-        .run(
-            queue.reconciler(reconcile),
-            queue.error_policy(error_policy),
-            kctx.clone(),
-        )
+        .run(reconcile, queue.error_policy(error_policy), kctx.clone())
         .for_each(crate::outcome::after_reconcile(ctx.clone(), queue))
         .await;
 }

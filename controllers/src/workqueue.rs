@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use kube::runtime::controller::{self, Action};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -262,15 +262,19 @@ impl Workqueue {
         }
     }
 
-    /// `reconcile`, run when a worker is free, timed from the queue's side: how long the object
-    /// waited, how long it took, and when it is due again.
+    /// `reconcile`, run when a worker is free on the object as `cache` has it then, timed from
+    /// the queue's side: how long the object waited, how long it took, and when it is due
+    /// again. An object deleted while it waited is not reconciled.
     pub fn reconciler<K, C, E, F, Fut>(
         &self,
+        cache: reflector::Store<K>,
+        dyntype: K::DynamicType,
         reconcile: F,
     ) -> impl FnMut(Arc<K>, C) -> futures::future::BoxFuture<'static, Result<Action, E>>
     + use<K, C, E, F, Fut>
     where
-        K: kube::Resource + Send + Sync + 'static,
+        K: kube::Resource + Clone + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + Hash + Send + Sync,
         C: Send + 'static,
         F: Fn(Arc<K>, C) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = Result<Action, E>> + Send + 'static,
@@ -279,11 +283,20 @@ impl Workqueue {
         let reconcile = Arc::new(reconcile);
         move |object, ctx| {
             let key = key_of_object(object.as_ref());
-            let (queue, reconcile) = (queue.clone(), reconcile.clone());
+            let (queue, reconcile, cache) = (queue.clone(), reconcile.clone(), cache.clone());
+            let dyntype = dyntype.clone();
             Box::pin(async move {
-                let _worker = match &queue.workers {
-                    Some(workers) => Some(workers.clone().acquire_owned().await),
-                    None => None,
+                let (object, _worker) = match &queue.workers {
+                    None => (object, None),
+                    Some(workers) => {
+                        let worker = workers.clone().acquire_owned().await.ok();
+                        let at = ObjectRef::from_obj_with(object.as_ref(), dyntype);
+                        let Some(latest) = cache.get(&at) else {
+                            queue.pending().due.remove(&key);
+                            return Ok(Action::await_change());
+                        };
+                        (latest, worker)
+                    }
                 };
                 queue.started(key);
                 // Boxed apart so that an object waiting for a worker holds a few words, not
@@ -439,7 +452,8 @@ mod tests {
         let queues = Workqueues::default();
         queues.register(&mut registry);
         let queue = queues.queue("secret");
-        let reconcile = queue.reconciler(|_: Arc<Secret>, after: Duration| async move {
+        let cache = reflector::store::<Secret>().0;
+        let reconcile = queue.reconciler(cache, (), |_: Arc<Secret>, after: Duration| async move {
             tokio::time::sleep(Duration::from_secs(2)).await;
             Ok::<_, ()>(Action::requeue(after))
         });
@@ -524,19 +538,23 @@ mod tests {
         let queue = Workqueues::default().queue("secret").workers(1);
         let reconciled = Arc::new(Mutex::new(HashMap::<String, u32>::new()));
         let counted = reconciled.clone();
-        let reconcile = queue.reconciler(move |secret: Arc<Secret>, _: Arc<()>| {
-            let counted = counted.clone();
-            async move {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                *counted
-                    .lock()
-                    .unwrap()
-                    .entry(secret.metadata.name.clone().unwrap_or_default())
-                    .or_default() += 1;
-                // Due again at once: the worker never runs out of work.
-                Ok::<_, std::convert::Infallible>(Action::requeue(Duration::from_millis(1)))
-            }
-        });
+        let reconcile = queue.reconciler(
+            reader.clone(),
+            (),
+            move |secret: Arc<Secret>, _: Arc<()>| {
+                let counted = counted.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    *counted
+                        .lock()
+                        .unwrap()
+                        .entry(secret.metadata.name.clone().unwrap_or_default())
+                        .or_default() += 1;
+                    // Due again at once: the worker never runs out of work.
+                    Ok::<_, std::convert::Infallible>(Action::requeue(Duration::from_millis(1)))
+                }
+            },
+        );
         let run = Controller::for_stream(triggers, reader)
             .run(reconcile, |_, _, _| Action::await_change(), Arc::new(()))
             .for_each(|_| async {});
@@ -548,6 +566,56 @@ mod tests {
         assert!(
             fewest >= Some(5),
             "2 s of one worker at 10 ms a reconcile is 200 turns for 20 objects: {reconciled:?}"
+        );
+    }
+
+    /// An object waits for a worker with the object as it was when it fell due: it is
+    /// reconciled as the cache has it when its turn comes, and not at all if it was deleted
+    /// meanwhile.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_object_is_reconciled_as_it_is_when_its_turn_comes() {
+        use kube::runtime::watcher;
+        let (reader, mut writer) = reflector::store::<Secret>();
+        let secret = |name: &str, label: &str| {
+            let mut s = Secret::default();
+            s.metadata.name = Some(name.into());
+            s.metadata.namespace = Some("ns".into());
+            s.metadata.labels = Some([("v".to_owned(), label.to_owned())].into());
+            s
+        };
+        for s in [
+            secret("busy", "1"),
+            secret("edited", "1"),
+            secret("deleted", "1"),
+        ] {
+            writer.apply_watcher_event(&watcher::Event::Apply(s));
+        }
+        let queue = Workqueues::default().queue("secret").workers(1);
+        let seen = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+        let saw = seen.clone();
+        let mut reconcile = queue.reconciler(reader, (), move |s: Arc<Secret>, _: ()| {
+            let saw = saw.clone();
+            async move {
+                let label = s.metadata.labels.as_ref().map(|l| l["v"].clone());
+                saw.lock()
+                    .unwrap()
+                    .push((s.metadata.name.clone().unwrap(), label.unwrap_or_default()));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Ok::<_, ()>(Action::await_change())
+            }
+        });
+        let runs: Vec<_> = ["busy", "edited", "deleted"]
+            .map(|name| tokio::spawn(reconcile(Arc::new(secret(name, "1")), ())))
+            .into();
+        tokio::task::yield_now().await;
+        writer.apply_watcher_event(&watcher::Event::Apply(secret("edited", "2")));
+        writer.apply_watcher_event(&watcher::Event::Delete(secret("deleted", "1")));
+        for run in runs {
+            assert_eq!(run.await.unwrap(), Ok(Action::await_change()));
+        }
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [("busy".into(), "1".into()), ("edited".into(), "2".into())]
         );
     }
 }

@@ -369,20 +369,24 @@ pub(crate) async fn controller<K: Fanout>(
         .workqueues
         .queue(K::CONTROLLER)
         .workers(ctx.settings.concurrency);
-    Controller::for_stream(queue.watched(stream), cached)
+    Controller::for_stream(queue.watched(stream), cached.clone())
         .reconcile_on(queue.triggers(owners))
         .reconcile_all_on(futures::stream::select(namespace_changes, store_changes))
         .graceful_shutdown_on(shutdown)
         .run(
-            queue.reconciler(|watched: Arc<DeserializeGuard<K>>, state: Arc<State>| {
-                let object = watched.0.clone().map(Arc::new);
-                async move {
-                    match object {
-                        Ok(object) => reconcile(object, state).await,
-                        Err(invalid) => report_unreadable::<K>(&state.ctx, invalid).await,
+            queue.reconciler(
+                cached,
+                (),
+                |watched: Arc<DeserializeGuard<K>>, state: Arc<State>| {
+                    let object = watched.0.clone().map(Arc::new);
+                    async move {
+                        match object {
+                            Ok(object) => reconcile(object, state).await,
+                            Err(invalid) => report_unreadable::<K>(&state.ctx, invalid).await,
+                        }
                     }
-                }
-            }),
+                },
+            ),
             queue.error_policy(error_policy_for::<K>()),
             state,
         )

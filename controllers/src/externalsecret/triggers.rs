@@ -261,24 +261,28 @@ impl ExternalSecretTriggers {
             .reconcile_on(queue.triggers(template_changes))
             .graceful_shutdown_on(shutdown)
             .run(
-                queue.reconciler(move |watched: Arc<Watched>, ctx: Arc<Context>| {
-                    let object = ObjectRef::from(watched.as_ref());
-                    let force = forced.lock().expect("forced set poisoned").remove(&object);
-                    let es = watched.0.clone().map(Arc::new);
-                    let (held, forced, es_ctx) = (held.clone(), forced.clone(), es_ctx.clone());
-                    async move {
-                        let reconcile = async {
-                            match es {
-                                Ok(es) => super::reconcile(es, es_ctx, force).await,
-                                Err(invalid) => super::report_invalid(&ctx, invalid).await,
-                            }
-                        };
-                        forgetting_departed(&held, object, reconcile, |es| {
-                            departed(&ctx, &forced, &es)
-                        })
-                        .await
-                    }
-                }),
+                queue.reconciler(
+                    reader.clone(),
+                    (),
+                    move |watched: Arc<Watched>, ctx: Arc<Context>| {
+                        let object = ObjectRef::from(watched.as_ref());
+                        let force = forced.lock().expect("forced set poisoned").remove(&object);
+                        let es = watched.0.clone().map(Arc::new);
+                        let (held, forced, es_ctx) = (held.clone(), forced.clone(), es_ctx.clone());
+                        async move {
+                            let reconcile = async {
+                                match es {
+                                    Ok(es) => super::reconcile(es, es_ctx, force).await,
+                                    Err(invalid) => super::report_invalid(&ctx, invalid).await,
+                                }
+                            };
+                            forgetting_departed(&held, object, reconcile, |es| {
+                                departed(&ctx, &forced, &es)
+                            })
+                            .await
+                        }
+                    },
+                ),
                 queue.error_policy(error_policy("externalsecret")),
                 ctx.clone(),
             )

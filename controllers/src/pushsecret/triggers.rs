@@ -108,20 +108,25 @@ where
         .reconcile_on(queue.triggers(woken))
         .graceful_shutdown_on(shutdown)
         .run(
-            queue.reconciler(move |watched: Arc<Watched>, ctx: Arc<Context>| {
-                let object = ObjectRef::from(watched.as_ref());
-                let ps = watched.0.clone().map(Arc::new);
-                let held = ps_reader.clone();
-                async move {
-                    let reconcile = async {
-                        match ps {
-                            Ok(ps) => super::reconcile(ps, ctx.clone()).await,
-                            Err(invalid) => super::report_invalid(&ctx, invalid).await,
-                        }
-                    };
-                    forgetting_departed(&held, object, reconcile, |ps| departed(&ctx, &ps)).await
-                }
-            }),
+            queue.reconciler(
+                ps_reader.clone(),
+                (),
+                move |watched: Arc<Watched>, ctx: Arc<Context>| {
+                    let object = ObjectRef::from(watched.as_ref());
+                    let ps = watched.0.clone().map(Arc::new);
+                    let held = ps_reader.clone();
+                    async move {
+                        let reconcile = async {
+                            match ps {
+                                Ok(ps) => super::reconcile(ps, ctx.clone()).await,
+                                Err(invalid) => super::report_invalid(&ctx, invalid).await,
+                            }
+                        };
+                        forgetting_departed(&held, object, reconcile, |ps| departed(&ctx, &ps))
+                            .await
+                    }
+                },
+            ),
             queue.error_policy(error_policy("pushsecret")),
             ctx.clone(),
         )
