@@ -30,6 +30,7 @@ mod standin;
 pub mod status;
 pub mod templating;
 pub(crate) mod watch;
+mod workers;
 pub mod workqueue;
 
 pub use context::{Context, Settings};

@@ -23,6 +23,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::time::Instant;
 
+use crate::workers::Workers;
+
 /// controller-runtime labels its queue metrics with the controller's name twice.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueueLabels {
@@ -159,11 +161,11 @@ pub struct Workqueue {
     queue_duration: Histogram,
     work_duration: Histogram,
     pending: Arc<Mutex<Pending>>,
-    /// How many reconciles run at once, handed out in the order objects fell due; `None`, no
+    /// How many reconciles run at once, and which object goes next (workers.rs); `None`, no
     /// limit. kube-runtime's own limit is not used: it parks the objects it has no worker for
     /// in a hash set and takes the first it finds there, so under a load that never lets up
     /// the same objects are taken each time and the others are never reconciled.
-    workers: Option<Arc<tokio::sync::Semaphore>>,
+    workers: Option<Arc<Workers>>,
 }
 
 fn key(namespace: Option<&str>, name: &str) -> u64 {
@@ -209,7 +211,7 @@ impl Workqueue {
 
     /// At most `n` reconciles at once (0: no limit), each object in its turn.
     pub fn workers(mut self, n: u16) -> Self {
-        self.workers = (n > 0).then(|| Arc::new(tokio::sync::Semaphore::new(n.into())));
+        self.workers = (n > 0).then(|| Workers::new(n.into()));
         self
     }
 
@@ -289,13 +291,14 @@ impl Workqueue {
                 let (object, _worker) = match &queue.workers {
                     None => (object, None),
                     Some(workers) => {
-                        let worker = workers.clone().acquire_owned().await.ok();
+                        let namespace = object.meta().namespace.as_deref().unwrap_or_default();
+                        let worker = workers.acquire(namespace).await;
                         let at = ObjectRef::from_obj_with(object.as_ref(), dyntype);
                         let Some(latest) = cache.get(&at) else {
                             queue.pending().due.remove(&key);
                             return Ok(Action::await_change());
                         };
-                        (latest, worker)
+                        (latest, Some(worker))
                     }
                 };
                 queue.started(key);
