@@ -357,6 +357,7 @@ fn store_controller<S: StoreObject>(
         .queue(name)
         .workers(ctx.settings.concurrency);
     let controller = Controller::for_stream(queue.watched(stream), cached.clone());
+    let pushsecrets_listed = store_ctx.pushsecrets_listed();
     let reconcile = queue.reconciler(cached.clone(), (), move |store, _: Arc<Context>| {
         secretstore::reconcile::<S>(store, store_ctx.clone())
     });
@@ -365,7 +366,8 @@ fn store_controller<S: StoreObject>(
     controller
         .reconcile_on(queue.triggers(nudged))
         .reconcile_on(queue.triggers(used))
-        .reconcile_all_on(installed)
+        // A store's finalizer waits for the PushSecrets to be known (pushsecret::holding).
+        .reconcile_all_on(futures::stream::select(installed, pushsecrets_listed))
         .graceful_shutdown_on(shutdown)
         .run(
             // The controller's context is the shared one, which its error policy reads.

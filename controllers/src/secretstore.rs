@@ -52,6 +52,11 @@ impl StoreContext {
         })
     }
 
+    /// Once, when every PushSecret is known: a store's finalizer waits for that.
+    pub(crate) fn pushsecrets_listed(&self) -> impl futures::Stream<Item = ()> + use<> {
+        crate::pushsecret::listed(self.pushsecrets.clone())
+    }
+
     /// Wakes the ExternalSecrets and PushSecrets that use `store`.
     pub fn store_ready(&self, store: ReadyStore) {
         (self.ready)(store);
@@ -121,7 +126,7 @@ pub async fn reconcile<S: StoreObject>(
     if !ctx.owns_class(loaded.spec.controller.as_deref()) {
         return Ok(Action::await_change());
     }
-    let held = crate::pushsecret::holding(&store_ctx.pushsecrets, &loaded).await;
+    let held = crate::pushsecret::holding(&store_ctx.pushsecrets, &loaded);
     if store.meta().deletion_timestamp.is_some() {
         return finalize(store.as_ref(), &loaded, &store_ctx, held).await;
     }

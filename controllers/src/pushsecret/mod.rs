@@ -16,6 +16,7 @@ use api::push_secret::{
 };
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{LoadedStore, StoreKind, StoreRef};
+use futures::FutureExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -710,12 +711,11 @@ fn on_record(mut synced: Synced) -> Option<Synced> {
 
 /// Whether PushSecrets with deletionPolicy Delete hold `store` (ESO's rule, `plan::Uses::holds`);
 /// `None` until every PushSecret is known, so that a store's finalizer is never removed on the
-/// strength of a cache still filling at start-up.
-pub(crate) async fn holding(cache: &PushSecretCache, store: &LoadedStore) -> Option<bool> {
-    tokio::time::timeout(CACHE_WAIT, cache.wait_until_ready())
-        .await
-        .ok()?
-        .ok()?;
+/// strength of a cache still filling at start-up. Answered at once rather than awaited, so that
+/// a slow first list holds no store worker; the store controller reconciles every store again
+/// when it is in ([`listed`]).
+pub(crate) fn holding(cache: &PushSecretCache, store: &LoadedStore) -> Option<bool> {
+    cache.wait_until_ready().now_or_never()?.ok()?;
     let this = plan::Store::of(store);
     let namespace = store.namespace.as_deref();
     Some(
@@ -727,8 +727,12 @@ pub(crate) async fn holding(cache: &PushSecretCache, store: &LoadedStore) -> Opt
     )
 }
 
-/// How long a store reconcile waits for the PushSecrets to be listed before it goes on without.
-const CACHE_WAIT: Duration = Duration::from_secs(10);
+/// Once, when every PushSecret is known (see [`holding`]).
+pub(crate) fn listed(cache: PushSecretCache) -> impl futures::Stream<Item = ()> {
+    futures::stream::once(async move {
+        let _ = cache.wait_until_ready().await;
+    })
+}
 
 /// A PushSecret that does not fit our types gets a condition instead of a push.
 pub async fn report_invalid(

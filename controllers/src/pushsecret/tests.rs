@@ -103,3 +103,37 @@ async fn pushed_key_is_deleted_even_when_the_status_write_after_the_push_failed(
         "the pushed key survived deletionPolicy Delete"
     );
 }
+
+/// A store's reconcile is told at once that the PushSecrets are not known yet, rather than wait
+/// for their first list in a worker (up to 10 s before); once they are listed it gets the answer.
+#[tokio::test]
+async fn a_store_is_not_kept_waiting_for_the_pushsecrets_to_be_listed() {
+    use kube::runtime::{reflector, watcher};
+    let (cache, mut writer) = reflector::store::<Watched>();
+    let store: SecretStore = serde_json::from_value(json!({
+        "apiVersion": "external-secrets.io/v1",
+        "kind": "SecretStore",
+        "metadata": {"name": "fake", "namespace": NS, "uid": "store-uid"},
+        "spec": {"provider": {"fake": {"data": []}}},
+    }))
+    .unwrap();
+    let loaded = LoadedStore::from_secret_store(&store);
+    assert_eq!(holding(&cache, &loaded), None, "not known yet");
+    let mut listed = std::pin::pin!(listed(cache.clone()));
+    assert!(futures::poll!(futures::StreamExt::next(&mut listed)).is_pending());
+    writer.apply_watcher_event(&watcher::Event::Init);
+    writer.apply_watcher_event(&watcher::Event::InitApply(kube::core::DeserializeGuard(
+        Ok(push_secret(None, false)),
+    )));
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    assert_eq!(
+        futures::StreamExt::next(&mut listed).await,
+        Some(()),
+        "the stores are told once"
+    );
+    assert_eq!(
+        holding(&cache, &loaded),
+        Some(true),
+        "a Delete PushSecret holds it"
+    );
+}
