@@ -13,7 +13,7 @@ mod tls;
 mod transport;
 
 pub use client::RemoteClient;
-pub use pool::{Connection, Pool, PoolMetrics, Settings};
+pub use pool::{Connection, Pool, PoolMetrics};
 pub use probe::{Probe, probe, service_methods};
 pub use tls::{TlsError, TlsMaterial};
-pub use transport::{ResponseBody, Transport};
+pub use transport::{ResponseBody, Settings, Transport};

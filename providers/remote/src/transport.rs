@@ -24,7 +24,30 @@ use h2::client::SendRequest;
 use http_body::{Body, Frame};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::pool::Settings;
+/// How connections behave; the defaults are ESO's.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Every call's deadline, sent to the server too (`grpc-timeout`).
+    pub deadline: Duration,
+    pub connect_timeout: Duration,
+    /// HTTP/2 pings, so a dead peer is noticed between calls.
+    pub keepalive_interval: Duration,
+    pub keepalive_timeout: Duration,
+    /// How long a connection no client holds is kept for the next one.
+    pub idle: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            keepalive_interval: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(5),
+            idle: Duration::from_secs(5 * 60),
+        }
+    }
+}
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
