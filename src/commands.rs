@@ -89,6 +89,9 @@ mod tests {
     #[test]
     fn main_stays_under_150_lines() {
         let lines = include_str!("main.rs").lines().count();
-        assert!(lines < 150, "src/main.rs has {lines} lines; move what grew into a module");
+        assert!(
+            lines < 150,
+            "src/main.rs has {lines} lines; move what grew into a module"
+        );
     }
 }
