@@ -834,6 +834,27 @@ impl ClientManager {
     /// The stores that read through the provider object `identity`, by `providerRef` or as the
     /// object converted from their inline provider, from the watch caches.
     pub fn stores_using(&self, identity: &ProviderIdentity) -> Vec<LoadedStore> {
+        self.stores_converting(identity, |_| true)
+    }
+
+    /// The stores whose inline provider converts to `identity` with a spec other than `spec`:
+    /// the object was edited by hand, and its store puts it back. Exact where the generations
+    /// seen are not: an edit that is the first event seen of an object cannot tell.
+    pub fn stores_drifted_from(
+        &self,
+        identity: &ProviderIdentity,
+        spec: &serde_json::Value,
+    ) -> Vec<LoadedStore> {
+        self.stores_converting(identity, |c| {
+            c.generated.as_ref().is_some_and(|g| g.spec() != spec)
+        })
+    }
+
+    fn stores_converting(
+        &self,
+        identity: &ProviderIdentity,
+        keep: impl Fn(&Converted) -> bool,
+    ) -> Vec<LoadedStore> {
         // A store reads through an object of its own name (converted) or the one its
         // providerRef names: a cheap test before the full Convert, which runs on every provider
         // event.
@@ -846,7 +867,9 @@ impl ClientManager {
             .into_iter()
             .filter(|store| {
                 convert(&self.registry, store).is_ok_and(|c| {
-                    c.reference.kind == identity.kind && c.reference.name == identity.name
+                    c.reference.kind == identity.kind
+                        && c.reference.name == identity.name
+                        && keep(&c)
                 })
             })
             .collect()

@@ -701,3 +701,52 @@ async fn a_secret_store_never_reads_a_cluster_scoped_provider_object() {
     );
     assert_eq!(recorder.built.load(Ordering::SeqCst), 0);
 }
+
+/// Only a store whose converted object differs from what its inline provider converts to is
+/// named: the hand edit its store puts back, without revalidating every store at each event.
+#[tokio::test]
+async fn a_converted_object_edited_by_hand_names_its_store() {
+    use api::store::{ClusterSecretStore, SecretStore};
+    use kube::runtime::{reflector, watcher};
+
+    let recorder = Arc::new(Recorder::default());
+    let m = manager(&recorder, Arc::default());
+    let (stores, mut writer) = reflector::store::<SecretStore>();
+    for (name, spec) in [
+        (
+            "inline",
+            json!({"provider": {"fake": {"data": [{"key": "a", "value": "1"}]}}}),
+        ),
+        (
+            "by-ref",
+            json!({"providerRef": {"apiVersion": "providers.external-secrets.io/v1alpha1", "kind": "Fake", "name": "inline"}}),
+        ),
+    ] {
+        writer.apply_watcher_event(&watcher::Event::Apply(
+            serde_json::from_value(json!({
+                "apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+                "metadata": {"name": name, "namespace": "team-a", "uid": name},
+                "spec": spec,
+            }))
+            .unwrap(),
+        ));
+    }
+    m.use_store_caches(stores, reflector::store::<ClusterSecretStore>().0);
+    let identity = ProviderIdentity {
+        kind: "Fake".into(),
+        namespace: Some("team-a".into()),
+        name: "inline".into(),
+    };
+    let drifted = |spec: Value| -> Vec<String> {
+        m.stores_drifted_from(&identity, &spec)
+            .into_iter()
+            .map(|s| s.name)
+            .collect()
+    };
+    assert!(drifted(json!({"data": [{"key": "a", "value": "1"}]})).is_empty());
+    assert_eq!(
+        drifted(json!({"data": [{"key": "a", "value": "edited"}]})),
+        ["inline"]
+    );
+    assert_eq!(m.stores_using(&identity).len(), 2);
+}

@@ -297,9 +297,14 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     let was_ready = api::conditions::find(&previous.conditions, READY)
         .is_some_and(|c| c.status == ConditionStatus::True);
     if changed || (status == ConditionStatus::True && !was_ready) {
-        // The stores reading through it revalidate now rather than at their interval; a hand
-        // edit of a converted object is put back by its store.
+        // The stores reading through it revalidate now rather than at their interval.
         kctx.nudges.send(ctx.manager.stores_using(&identity));
+    } else if obj.labels().contains_key(api::store::LABEL_CONVERTED_FROM) {
+        // A hand edit of a converted object is put back by its store, also when the edit is
+        // the first this operator sees of the object (it started after the object was made).
+        let spec = obj.data.get("spec").unwrap_or(&serde_json::Value::Null);
+        kctx.nudges
+            .send(ctx.manager.stores_drifted_from(&identity, spec));
     }
     let api: Api<DynamicObject> = match obj.namespace() {
         Some(ns) => Api::namespaced_with(ctx.client.clone(), &ns, &kctx.resource),
