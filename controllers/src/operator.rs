@@ -14,7 +14,6 @@ use futures::channel::mpsc;
 use futures::{StreamExt, TryStreamExt, future};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
-use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
@@ -356,18 +355,19 @@ fn store_controller<S: StoreObject>(
         .workqueues
         .queue(name)
         .workers(ctx.settings.concurrency);
-    let controller = Controller::for_stream(queue.watched(stream), cached.clone());
+    let controller = queue.controller(stream, cached.clone(), ());
     let pushsecrets_listed = store_ctx.pushsecrets_listed();
-    let reconcile = queue.reconciler(cached.clone(), (), move |store, _: Arc<Context>| {
+    let reconcile = queue.reconciler(move |store, _: Arc<Context>| {
         secretstore::reconcile::<S>(store, store_ctx.clone())
     });
+    let all = cached.clone();
     let used = users
         .flat_map(move |uses| futures::stream::iter(secretstore::used_by::<S>(&uses, &cached)));
     controller
         .reconcile_on(queue.triggers(nudged))
         .reconcile_on(queue.triggers(used))
         // A store's finalizer waits for the PushSecrets to be known (pushsecret::holding).
-        .reconcile_all_on(futures::stream::select(installed, pushsecrets_listed))
+        .reconcile_on(queue.all_on(futures::stream::select(installed, pushsecrets_listed), all))
         .graceful_shutdown_on(shutdown)
         .run(
             // The controller's context is the shared one, which its error policy reads.

@@ -14,7 +14,7 @@ use api::provider_class::{
 };
 use clientmanager::{ClassHealth, ClassRef};
 use futures::StreamExt;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
@@ -286,10 +286,11 @@ pub async fn controller<C: ClassObject>(
         async move { reconcile::<C>(class, &class_ctx, &nudges).await }
     };
     tokio::spawn(
-        Controller::for_stream(queue.watched(classes), store.clone())
+        queue
+            .controller(classes, store.clone(), ())
             .graceful_shutdown_on(shutdown)
             .run(
-                queue.reconciler(store.clone(), (), reconcile),
+                queue.reconciler(reconcile),
                 queue.error_policy(error_policy(name)),
                 ctx.clone(),
             )

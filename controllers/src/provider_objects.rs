@@ -15,7 +15,7 @@ use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -224,9 +224,8 @@ async fn run_kind(kctx: Arc<KindContext>) {
         .default_backoff()
         .reflect(writer)
         .applied_objects();
-    let controller =
-        Controller::for_stream_with(queue.watched(objects), store.clone(), kctx.resource.clone());
-    let reconcile = queue.reconciler(store.clone(), kctx.resource.clone(), reconcile);
+    let controller = queue.controller(objects, store.clone(), kctx.resource.clone());
+    let reconcile = queue.reconciler(reconcile);
     ctx.manager.use_provider_cache(kctx.resource.clone(), store);
     // Stores waiting for this kind resolve it now.
     for tx in &kctx.nudges.installed {

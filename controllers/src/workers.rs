@@ -1,162 +1,453 @@
-//! How many reconciles of one kind run at once, and which object goes next. A worker that
-//! comes free goes to the next namespace in turn that has objects waiting, and there to the one
-//! that has waited longest. So one namespace's backlog (10k ExternalSecrets created at once)
-//! holds up a new object in another namespace for one turn of each namespace waiting, not for
-//! the whole backlog, as a single first-come queue (ESO's) would.
+//! Which object of one controller is reconciled next, and when. Every trigger and requeue is
+//! kept here as a reference and a time; kube-runtime's runner is handed an object only when a
+//! worker is free for it, so a backlog costs an entry here, not a waiting reconcile.
+//!
+//! A worker that comes free goes to the next namespace in turn that has objects due, and there
+//! to the one due first. So one namespace's backlog (10k ExternalSecrets created at once) holds
+//! up a new object in another namespace for one turn of each namespace waiting, not for the
+//! whole backlog, as a single first-come queue (ESO's) would. kube-runtime's own limit
+//! (`Config::concurrency`) is not used: it parks the objects it has no worker for in a hash set
+//! and takes the first it finds there, so under a load that never lets up the same objects are
+//! taken each time and the others are never reconciled.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
-pub(crate) struct Workers {
+pub(crate) struct Gate {
     state: Mutex<State>,
+    changed: Notify,
 }
 
-#[derive(Default)]
 struct State {
-    free: usize,
-    /// Namespaces with objects waiting, in the order they get their next worker
+    /// `None`: no limit.
+    limit: Option<usize>,
+    running: usize,
+    objects: HashMap<u64, Object>,
+    /// Objects due later, by the time they fall due.
+    timers: BTreeSet<(Instant, u64)>,
+    /// Namespaces with objects due now, in the order they get their next worker
     /// (cluster-scoped objects wait under "").
     turns: VecDeque<String>,
-    waiting: HashMap<String, VecDeque<oneshot::Sender<Worker>>>,
+    /// Objects due now by namespace, first due first. A key whose object left or was taken
+    /// since is skipped when its turn comes, rather than searched for.
+    lanes: HashMap<String, VecDeque<u64>>,
 }
 
-/// A worker held; handed to the next object waiting when dropped.
-pub(crate) struct Worker {
-    workers: Arc<Workers>,
+struct Object {
+    namespace: Option<String>,
+    name: String,
+    phase: Phase,
 }
 
-impl Workers {
-    pub(crate) fn new(n: usize) -> Arc<Self> {
-        Arc::new(Self {
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    Later(Instant),
+    Due(Instant),
+    /// Being reconciled since; due again at `again` once done (a trigger seen meanwhile).
+    Running {
+        since: Instant,
+        again: Option<Instant>,
+    },
+}
+
+/// An object handed to a worker.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Released {
+    pub namespace: Option<String>,
+    pub name: String,
+    /// Since it fell due.
+    pub waited: Duration,
+}
+
+/// Objects due and not started, seconds of work in progress summed over the running
+/// reconciles, and seconds the longest running one has run.
+pub(crate) struct Readings {
+    pub depth: usize,
+    pub unfinished: f64,
+    pub longest: f64,
+}
+
+impl Gate {
+    /// At most `limit` reconciles at once (`None`: no limit).
+    pub(crate) fn new(limit: Option<usize>) -> Self {
+        Self {
             state: Mutex::new(State {
-                free: n,
-                ..State::default()
+                limit,
+                running: 0,
+                objects: HashMap::new(),
+                timers: BTreeSet::new(),
+                turns: VecDeque::new(),
+                lanes: HashMap::new(),
             }),
-        })
+            changed: Notify::new(),
+        }
+    }
+
+    /// At most `limit` reconciles at once from now on.
+    pub(crate) fn limit(&self, limit: Option<usize>) {
+        self.lock().limit = limit;
+        self.changed.notify_one();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().expect("workers poisoned")
+        self.state.lock().expect("gate poisoned")
     }
 
-    /// A worker for an object of `namespace`, when its turn comes.
-    pub(crate) async fn acquire(self: &Arc<Self>, namespace: &str) -> Worker {
-        let handed = {
-            let mut state = self.lock();
-            // Nobody waits while a worker is free: a freed worker goes to a waiting object first.
-            if state.free > 0 {
-                state.free -= 1;
-                return Worker {
-                    workers: self.clone(),
-                };
+    /// The object is due at `at`, unless it is due earlier already.
+    pub(crate) fn add(&self, key: u64, namespace: Option<&str>, name: &str, at: Instant) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let phase = match state.objects.get_mut(&key) {
+            None => {
+                state.objects.insert(
+                    key,
+                    Object {
+                        namespace: namespace.map(str::to_owned),
+                        name: name.to_owned(),
+                        phase: Phase::Later(at),
+                    },
+                );
+                None
             }
-            let (to, handed) = oneshot::channel();
-            if !state.waiting.contains_key(namespace) {
-                state.turns.push_back(namespace.to_owned());
-            }
-            state
-                .waiting
-                .entry(namespace.to_owned())
-                .or_default()
-                .push_back(to);
-            handed
+            Some(object) => Some(object.phase),
         };
-        // The sender lives in `waiting` until it hands a worker over.
-        handed.await.expect("a waiting object is handed a worker")
-    }
-
-    fn release(self: &Arc<Self>) {
-        let next = {
-            let mut state = self.lock();
-            let Some(namespace) = state.turns.pop_front() else {
-                state.free += 1;
+        match phase {
+            None => state.schedule(key, at, now),
+            Some(Phase::Later(t)) if at < t => {
+                state.timers.remove(&(t, key));
+                state.schedule(key, at, now);
+            }
+            Some(Phase::Running { since, again }) => {
+                let again = Some(again.map_or(at, |a| a.min(at)));
+                state.set(key, Phase::Running { since, again });
                 return;
-            };
-            let lane = state
-                .waiting
-                .get_mut(&namespace)
-                .expect("a namespace in turn has objects waiting");
-            let next = lane.pop_front().expect("a lane in turn is not empty");
-            if lane.is_empty() {
-                state.waiting.remove(&namespace);
-            } else {
-                state.turns.push_back(namespace);
             }
-            next
+            Some(_) => return,
+        }
+        drop(state);
+        self.changed.notify_one();
+    }
+
+    /// The reconcile of the object ended; it is due again at `again`, or at a trigger seen
+    /// while it ran, whichever is first. How long it ran, if a worker of this gate ran it.
+    pub(crate) fn finish(
+        &self,
+        key: u64,
+        namespace: Option<&str>,
+        name: &str,
+        again: Option<Instant>,
+    ) -> Option<Duration> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let Some(Phase::Running { since, again: seen }) = state.objects.get(&key).map(|o| o.phase)
+        else {
+            // Reconciled by a trigger that did not come through here (none should): its
+            // requeue is still kept.
+            drop(state);
+            if let Some(at) = again {
+                self.add(key, namespace, name, at);
+            }
+            return None;
         };
-        // An object that stopped waiting (its reconcile was dropped) gives the worker back to
-        // the next, through this worker's drop.
-        let _ = next.send(Worker {
-            workers: self.clone(),
-        });
+        state.running -= 1;
+        match [again, seen].into_iter().flatten().min() {
+            Some(at) => state.schedule(key, at, now),
+            None => {
+                state.objects.remove(&key);
+            }
+        }
+        drop(state);
+        self.changed.notify_one();
+        Some(now.saturating_duration_since(since))
+    }
+
+    /// The object is gone from the cache: it leaves, and its worker (if it had one) is free.
+    pub(crate) fn gone(&self, key: u64) {
+        let mut state = self.lock();
+        match state.objects.remove(&key).map(|o| o.phase) {
+            Some(Phase::Later(t)) => {
+                state.timers.remove(&(t, key));
+            }
+            Some(Phase::Running { .. }) => state.running -= 1,
+            // Left in its lane, skipped there.
+            Some(Phase::Due(_)) | None => {}
+        }
+        drop(state);
+        self.changed.notify_one();
+    }
+
+    /// The next object for a free worker, or when to look again (`None`: when something
+    /// changes).
+    fn next(&self, now: Instant) -> Result<Released, Option<Instant>> {
+        let mut state = self.lock();
+        state.fall_due(now);
+        if state.limit.is_some_and(|l| state.running >= l) {
+            return Err(None);
+        }
+        match state.take(now) {
+            Some(released) => Ok(released),
+            None => Err(state.timers.first().map(|(t, _)| *t)),
+        }
+    }
+
+    /// The next object for a free worker, when there is one.
+    pub(crate) async fn release(&self) -> Released {
+        loop {
+            let wake = match self.next(Instant::now()) {
+                Ok(released) => return released,
+                Err(wake) => wake,
+            };
+            // A change since `next` left a permit: this returns at once then.
+            let changed = self.changed.notified();
+            match wake {
+                Some(at) => {
+                    tokio::select! {
+                        () = changed => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => changed.await,
+            }
+        }
+    }
+
+    pub(crate) fn readings(&self, now: Instant) -> Readings {
+        let state = self.lock();
+        let mut readings = Readings {
+            depth: 0,
+            unfinished: 0.0,
+            longest: 0.0,
+        };
+        for object in state.objects.values() {
+            match object.phase {
+                Phase::Due(_) => readings.depth += 1,
+                Phase::Later(t) if t <= now => readings.depth += 1,
+                Phase::Running { since, .. } => {
+                    let ran = (now - since).as_secs_f64();
+                    readings.unfinished += ran;
+                    readings.longest = readings.longest.max(ran);
+                }
+                Phase::Later(_) => {}
+            }
+        }
+        readings
     }
 }
 
-impl Drop for Worker {
-    fn drop(&mut self) {
-        self.workers.release();
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("Gate")
+            .field("limit", &state.limit)
+            .field("running", &state.running)
+            .field("objects", &state.objects.len())
+            .finish()
+    }
+}
+
+impl State {
+    fn set(&mut self, key: u64, phase: Phase) {
+        if let Some(object) = self.objects.get_mut(&key) {
+            object.phase = phase;
+        }
+    }
+
+    /// Due at `at`: in its namespace's lane if that is now, among the timers otherwise.
+    fn schedule(&mut self, key: u64, at: Instant, now: Instant) {
+        if at <= now {
+            self.make_due(key, at);
+        } else {
+            self.set(key, Phase::Later(at));
+            self.timers.insert((at, key));
+        }
+    }
+
+    fn make_due(&mut self, key: u64, at: Instant) {
+        self.set(key, Phase::Due(at));
+        let namespace = self.objects[&key].namespace.clone().unwrap_or_default();
+        match self.lanes.get_mut(&namespace) {
+            Some(lane) => lane.push_back(key),
+            None => {
+                self.lanes.insert(namespace.clone(), VecDeque::from([key]));
+                self.turns.push_back(namespace);
+            }
+        }
+    }
+
+    fn fall_due(&mut self, now: Instant) {
+        while let Some(&(at, key)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            self.make_due(key, at);
+        }
+    }
+
+    fn take(&mut self, now: Instant) -> Option<Released> {
+        while let Some(namespace) = self.turns.pop_front() {
+            let lane = self
+                .lanes
+                .get_mut(&namespace)
+                .expect("a namespace in turn has a lane");
+            let mut taken = None;
+            while let Some(key) = lane.pop_front() {
+                if let Some(object) = self.objects.get_mut(&key)
+                    && let Phase::Due(at) = object.phase
+                {
+                    object.phase = Phase::Running {
+                        since: now,
+                        again: None,
+                    };
+                    taken = Some(Released {
+                        namespace: object.namespace.clone(),
+                        name: object.name.clone(),
+                        waited: now.saturating_duration_since(at),
+                    });
+                    break;
+                }
+            }
+            if lane.is_empty() {
+                self.lanes.remove(&namespace);
+            } else {
+                self.turns.push_back(namespace);
+            }
+            if taken.is_some() {
+                self.running += 1;
+                return taken;
+            }
+        }
+        None
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
-    /// One worker, 50 objects of namespace `a` waiting, then one of `b`: `b` is second, not 51st.
-    #[tokio::test(start_paused = true)]
-    async fn a_namespace_waits_one_turn_of_each_other_namespace_not_for_their_backlog() {
-        let workers = Workers::new(1);
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let first = workers.acquire("a").await;
-        let mut runs = Vec::new();
-        let objects = (0..50)
-            .map(|i| ("a", format!("a-{i}")))
-            .chain([("b", "b-0".to_owned())]);
-        for (namespace, name) in objects {
-            let (workers, order) = (workers.clone(), order.clone());
-            runs.push(tokio::spawn(async move {
-                let _worker = workers.acquire(namespace).await;
-                order.lock().unwrap().push(name);
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }));
-            tokio::task::yield_now().await;
-        }
-        drop(first);
-        for run in runs {
-            run.await.unwrap();
-        }
-        let order = order.lock().unwrap();
-        assert_eq!(order[..3], ["a-0", "b-0", "a-1"], "{order:?}");
-        assert_eq!(order.len(), 51);
-        assert_eq!(workers.lock().free, 1, "the worker is free again");
+    fn key(name: &str) -> u64 {
+        crate::workqueue::key(Some("ns"), name)
     }
 
-    /// An object that stops waiting does not keep the worker from the next.
+    fn released(gate: &Gate) -> Option<String> {
+        gate.next(Instant::now()).ok().map(|r| r.name)
+    }
+
+    /// One worker, 50 objects of namespace `a` due, then one of `b`: `b` is second, not 51st.
     #[tokio::test(start_paused = true)]
-    async fn a_worker_handed_to_an_object_that_left_goes_to_the_next() {
-        let workers = Workers::new(1);
-        let held = workers.acquire("a").await;
-        let left = tokio::spawn({
-            let workers = workers.clone();
-            async move { workers.acquire("a").await }
+    async fn a_namespace_waits_one_turn_of_each_other_namespace_not_for_their_backlog() {
+        let gate = Gate::new(Some(1));
+        let now = Instant::now();
+        for i in 0..50 {
+            let name = format!("a-{i}");
+            gate.add(
+                crate::workqueue::key(Some("a"), &name),
+                Some("a"),
+                &name,
+                now,
+            );
+        }
+        gate.add(
+            crate::workqueue::key(Some("b"), "b-0"),
+            Some("b"),
+            "b-0",
+            now,
+        );
+        let mut order = Vec::new();
+        while let Ok(r) = gate.next(Instant::now()) {
+            assert_eq!(gate.next(Instant::now()), Err(None), "one worker");
+            let key = crate::workqueue::key(r.namespace.as_deref(), &r.name);
+            assert!(gate.finish(key, None, "", None).is_some());
+            order.push(r.name);
+        }
+        assert_eq!(order[..3], ["a-0", "b-0", "a-1"], "{order:?}");
+        assert_eq!(order.len(), 51);
+        assert!(gate.lock().objects.is_empty(), "nothing is kept once done");
+    }
+
+    /// Requeues wait for their time, a trigger makes an object due at once, and a trigger seen
+    /// while the object runs makes it due again when it is done, not twice at once.
+    #[tokio::test(start_paused = true)]
+    async fn objects_fall_due_at_the_earliest_time_asked_and_run_one_at_a_time() {
+        let gate = Gate::new(None);
+        let t0 = Instant::now();
+        gate.add(
+            key("later"),
+            Some("ns"),
+            "later",
+            t0 + Duration::from_secs(60),
+        );
+        gate.add(
+            key("later"),
+            Some("ns"),
+            "later",
+            t0 + Duration::from_secs(90),
+        );
+        assert_eq!(
+            gate.next(t0),
+            Err(Some(t0 + Duration::from_secs(60))),
+            "the earlier of two requeues"
+        );
+        gate.add(key("later"), Some("ns"), "later", t0);
+        assert_eq!(released(&gate).as_deref(), Some("later"), "a trigger: now");
+        gate.add(key("later"), Some("ns"), "later", t0);
+        assert_eq!(released(&gate), None, "not while it runs");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let ran = gate.finish(key("later"), None, "", Some(t0 + Duration::from_secs(60)));
+        assert_eq!(ran, Some(Duration::from_secs(2)));
+        assert_eq!(
+            released(&gate).as_deref(),
+            Some("later"),
+            "the trigger seen while it ran comes before its requeue"
+        );
+        gate.finish(key("later"), None, "", Some(t0 + Duration::from_secs(60)));
+        assert_eq!(gate.readings(Instant::now()).depth, 0);
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(gate.readings(Instant::now()).depth, 1);
+        assert_eq!(released(&gate).as_deref(), Some("later"));
+    }
+
+    /// An object deleted while due or running leaves, and its worker goes to the next.
+    #[tokio::test(start_paused = true)]
+    async fn a_gone_object_leaves_and_frees_its_worker() {
+        let gate = Gate::new(Some(1));
+        let now = Instant::now();
+        for name in ["a", "b", "c"] {
+            gate.add(key(name), Some("ns"), name, now);
+        }
+        assert_eq!(released(&gate).as_deref(), Some("a"));
+        gate.gone(key("b"));
+        gate.gone(key("a"));
+        assert_eq!(released(&gate).as_deref(), Some("c"));
+        assert_eq!(gate.readings(now).depth, 0);
+        gate.gone(key("c"));
+        assert!(gate.lock().objects.is_empty());
+        assert_eq!(gate.lock().running, 0);
+    }
+
+    /// `release` waits for a worker or a timer and hands the object over as soon as either.
+    #[tokio::test(start_paused = true)]
+    async fn release_waits_for_a_free_worker_and_for_timers() {
+        let gate = std::sync::Arc::new(Gate::new(Some(1)));
+        let t0 = Instant::now();
+        gate.add(key("a"), Some("ns"), "a", t0);
+        gate.add(key("b"), Some("ns"), "b", t0 + Duration::from_secs(5));
+        assert_eq!(gate.release().await.name, "a");
+        let waiting = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.release().await }
         });
-        tokio::task::yield_now().await;
-        let next = tokio::spawn({
-            let workers = workers.clone();
-            async move {
-                let _worker = workers.acquire("b").await;
-            }
-        });
-        tokio::task::yield_now().await;
-        left.abort();
-        drop(held);
-        tokio::time::timeout(Duration::from_secs(1), next)
-            .await
-            .expect("the next object got the worker")
-            .unwrap();
-        assert_eq!(workers.lock().free, 1);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(
+            !waiting.is_finished(),
+            "b is due but the only worker is busy"
+        );
+        gate.finish(key("a"), None, "", None);
+        let b = waiting.await.unwrap();
+        assert_eq!((b.name.as_str(), b.waited), ("b", Duration::from_secs(5)));
     }
 }

@@ -1,18 +1,22 @@
-//! controller-runtime's `workqueue_*` metrics (ESO exports them; its dashboards and alerts read
-//! them) for kube-runtime's controllers, which keep their queue to themselves.
+//! The queue of each controller: which objects are due, handed to kube-runtime's runner only
+//! when a worker is free for them (workers.rs), and controller-runtime's `workqueue_*` metrics
+//! (ESO exports them; its dashboards and alerts read them) read off it.
 //!
-//! The queue is rebuilt from what goes in and out of it. An object is due from the earliest of
-//! the triggers seen for it (watch events, wake-ups) and the requeue its last reconcile or error
-//! policy asked for, as kube-runtime's scheduler keeps the earliest request; it leaves the queue
-//! when its reconcile starts, or when the controller finds it gone. Depth counts the objects due
-//! and not started, so a refresh wave that waits for workers shows, although no event caused it.
+//! Every trigger of a controller (watch events, wake-ups, `watches` mappers) and every requeue
+//! goes through its queue: the triggers reach kube-runtime's controller only as the objects the
+//! queue releases (`released`, a `reconcile_on` stream), and a reconcile's requeue is kept here
+//! while kube-runtime is told to wait for a change. An object is due from the earliest of the
+//! triggers seen for it and the requeue its last reconcile or error policy asked for; it leaves
+//! the queue when its reconcile starts, or when the controller finds it gone. Depth counts the
+//! objects due and not started, so a refresh wave that waits for workers shows, although no
+//! event caused it.
 
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use kube::runtime::Controller;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{self, ObjectRef};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -23,7 +27,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::time::Instant;
 
-use crate::workers::Workers;
+use crate::workers::Gate;
 
 /// controller-runtime labels its queue metrics with the controller's name twice.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -34,8 +38,8 @@ pub struct QueueLabels {
 
 type Histograms = Family<QueueLabels, Histogram, fn() -> Histogram>;
 
-/// Every queue's pending objects, for the series read at scrape time.
-type Queues = Arc<Mutex<Vec<(QueueLabels, Arc<Mutex<Pending>>)>>>;
+/// Every queue, for the series read at scrape time.
+type Queues = Arc<Mutex<Vec<(QueueLabels, Arc<Gate>)>>>;
 
 /// controller-runtime's buckets: 10 ns to 1000 s, a factor of ten apart.
 fn seconds_histogram() -> Histogram {
@@ -89,52 +93,25 @@ impl Workqueues {
         registry.register_collector(Box::new(Scraped(self.queues.clone())));
     }
 
-    /// The queue of the controller `name`, counted from now on.
+    /// The queue of the controller `name`, without a limit of workers, counted from now on.
     pub fn queue(&self, name: impl Into<String>) -> Workqueue {
         let name = name.into();
         let labels = QueueLabels {
             controller: name.clone(),
             name,
         };
-        let pending = Arc::<Mutex<Pending>>::default();
+        let gate = Arc::new(Gate::new(None));
         self.queues
             .lock()
             .expect("workqueues poisoned")
-            .push((labels.clone(), pending.clone()));
+            .push((labels.clone(), gate.clone()));
         Workqueue {
             adds: self.adds.get_or_create(&labels).clone(),
             retries: self.retries.get_or_create(&labels).clone(),
             queue_duration: self.queue_duration.get_or_create(&labels).clone(),
             work_duration: self.work_duration.get_or_create(&labels).clone(),
-            pending,
-            workers: None,
+            gate,
         }
-    }
-}
-
-/// The objects of one controller that are due or being reconciled, by a hash of their
-/// namespace and name (a few bytes an object, since every object with a refresh interval has
-/// a requeue pending).
-#[derive(Debug, Default)]
-struct Pending {
-    due: HashMap<u64, Instant>,
-    working: HashMap<u64, Instant>,
-}
-
-impl Pending {
-    fn due_at(&mut self, key: u64, at: Instant) {
-        self.due
-            .entry(key)
-            .and_modify(|t| *t = (*t).min(at))
-            .or_insert(at);
-    }
-
-    /// The series of `SCRAPED` at `now`.
-    fn at(&self, now: Instant) -> [f64; 3] {
-        let running = self.working.values().map(|t| (now - *t).as_secs_f64());
-        let (unfinished, longest) = running.fold((0.0, 0.0_f64), |(s, m), r| (s + r, m.max(r)));
-        let depth = self.due.values().filter(|t| **t <= now).count() as f64;
-        [depth, unfinished, longest]
     }
 }
 
@@ -153,22 +130,19 @@ const SCRAPED: [(&str, &str); 3] = [
     ),
 ];
 
-/// One controller's queue, as seen from its inputs and its reconciles.
+/// One controller's queue.
 #[derive(Clone)]
 pub struct Workqueue {
     adds: Counter,
     retries: Counter,
     queue_duration: Histogram,
     work_duration: Histogram,
-    pending: Arc<Mutex<Pending>>,
-    /// How many reconciles run at once, and which object goes next (workers.rs); `None`, no
-    /// limit. kube-runtime's own limit is not used: it parks the objects it has no worker for
-    /// in a hash set and takes the first it finds there, so under a load that never lets up
-    /// the same objects are taken each time and the others are never reconciled.
-    workers: Option<Arc<Workers>>,
+    gate: Arc<Gate>,
 }
 
-fn key(namespace: Option<&str>, name: &str) -> u64 {
+/// An object's key in its controller's queue: a hash of its namespace and name (a few bytes,
+/// where every object with a refresh interval has a requeue pending).
+pub(crate) fn key(namespace: Option<&str>, name: &str) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (namespace, name).hash(&mut h);
     h.finish()
@@ -176,14 +150,6 @@ fn key(namespace: Option<&str>, name: &str) -> u64 {
 
 fn key_of<K: kube::Resource>(object: &ObjectRef<K>) -> u64 {
     key(object.namespace.as_deref(), &object.name)
-}
-
-fn key_of_object<K: kube::Resource>(object: &K) -> u64 {
-    let meta = object.meta();
-    key(
-        meta.namespace.as_deref(),
-        meta.name.as_deref().unwrap_or_default(),
-    )
 }
 
 /// How long `action` asks to wait. kube-runtime keeps the delay private; its `Debug` form
@@ -205,51 +171,127 @@ fn requeue_after(action: &Action) -> Option<Duration> {
 }
 
 impl Workqueue {
-    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().expect("workqueue poisoned")
-    }
-
     /// At most `n` reconciles at once (0: no limit), each object in its turn.
-    pub fn workers(mut self, n: u16) -> Self {
-        self.workers = (n > 0).then(|| Workers::new(n.into()));
+    pub fn workers(self, n: u16) -> Self {
+        self.gate.limit((n > 0).then_some(n.into()));
         self
     }
 
     /// A trigger for `object`: due now.
     pub fn add<K: kube::Resource>(&self, object: &ObjectRef<K>) {
-        self.added(key_of(object));
-    }
-
-    fn added(&self, key: u64) {
         self.adds.inc();
-        self.pending().due_at(key, Instant::now());
+        self.gate.add(
+            key_of(object),
+            object.namespace.as_deref(),
+            &object.name,
+            Instant::now(),
+        );
     }
 
-    /// The controller's main stream, each object it yields a trigger.
-    pub fn watched<K, E, S>(&self, stream: S) -> impl Stream<Item = Result<K, E>> + use<K, E, S>
+    fn add_object<K: kube::Resource>(&self, object: &K) {
+        let meta = object.meta();
+        let name = meta.name.as_deref().unwrap_or_default();
+        self.adds.inc();
+        self.gate.add(
+            key(meta.namespace.as_deref(), name),
+            meta.namespace.as_deref(),
+            name,
+            Instant::now(),
+        );
+    }
+
+    /// kube-runtime's controller of `stream` (each object it yields a trigger) over `cache`,
+    /// fed by this queue alone: add the other triggers with `triggers`, `mapper` and
+    /// `all_on`, and run it with `reconciler` and `error_policy`.
+    pub fn controller<K, S>(
+        &self,
+        stream: S,
+        cache: reflector::Store<K>,
+        dyntype: K::DynamicType,
+    ) -> Controller<K>
     where
-        K: kube::Resource,
-        S: Stream<Item = Result<K, E>>,
+        K: kube::Resource
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+        K::DynamicType: Clone + Eq + Hash + std::fmt::Debug + Unpin + Send + Sync + 'static,
+        S: Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static,
     {
         let queue = self.clone();
-        stream.inspect(move |r| {
-            if let Ok(object) = r {
-                queue.added(key_of_object(object));
+        // Watch errors pass on: kube-runtime reports them.
+        let triggers = stream.filter_map(move |r| {
+            futures::future::ready(match r {
+                Ok(object) => {
+                    queue.add_object(&object);
+                    None
+                }
+                Err(e) => Some(Err(e)),
+            })
+        });
+        Controller::for_stream_with(triggers, cache, dyntype.clone())
+            .reconcile_on(self.released(dyntype))
+    }
+
+    /// The objects a worker is free for, as they fall due.
+    fn released<K>(&self, dyntype: K::DynamicType) -> impl Stream<Item = ObjectRef<K>> + use<K>
+    where
+        K: kube::Resource,
+        K::DynamicType: Clone,
+    {
+        let queue = self.clone();
+        futures::stream::unfold((), move |()| {
+            let (queue, dyntype) = (queue.clone(), dyntype.clone());
+            async move {
+                let released = queue.gate.release().await;
+                queue.queue_duration.observe(released.waited.as_secs_f64());
+                let object = ObjectRef::new_with(&released.name, dyntype);
+                let object = match &released.namespace {
+                    Some(ns) => object.within(ns),
+                    None => object,
+                };
+                Some((object, ()))
             }
         })
     }
 
-    /// A stream of triggers (`reconcile_on`).
+    /// A stream of triggers (`reconcile_on`), taken into the queue.
     pub fn triggers<K, S>(&self, stream: S) -> impl Stream<Item = ObjectRef<K>> + use<K, S>
     where
         K: kube::Resource,
         S: Stream<Item = ObjectRef<K>>,
     {
         let queue = self.clone();
-        stream.inspect(move |object| queue.add(object))
+        stream.filter_map(move |object| {
+            queue.add(&object);
+            futures::future::ready(None)
+        })
     }
 
-    /// A `watches_stream` mapper whose objects are triggers.
+    /// Every object of `cache`, at each item of `stream` (`reconcile_all_on`), taken into the
+    /// queue.
+    pub fn all_on<K, T, S>(
+        &self,
+        stream: S,
+        cache: reflector::Store<K>,
+    ) -> impl Stream<Item = ObjectRef<K>> + use<K, T, S>
+    where
+        K: kube::Resource + Clone,
+        K::DynamicType: Clone + Eq + Hash,
+        S: Stream<Item = T>,
+    {
+        let queue = self.clone();
+        stream.filter_map(move |_| {
+            for object in cache.state() {
+                queue.add_object(object.as_ref());
+            }
+            futures::future::ready(None)
+        })
+    }
+
+    /// A `watches_stream` mapper whose objects are taken into the queue.
     pub fn mapper<T, K, I, F>(&self, map: F) -> impl Fn(T) -> Vec<ObjectRef<K>> + use<T, K, I, F>
     where
         K: kube::Resource,
@@ -258,25 +300,19 @@ impl Workqueue {
     {
         let queue = self.clone();
         move |t| {
-            let objects: Vec<_> = map(t).into_iter().collect();
-            objects.iter().for_each(|o| queue.add(o));
-            objects
+            map(t).into_iter().for_each(|o| queue.add(&o));
+            Vec::new()
         }
     }
 
-    /// `reconcile`, run when a worker is free on the object as `cache` has it then, timed from
-    /// the queue's side: how long the object waited, how long it took, and when it is due
-    /// again. An object deleted while it waited is not reconciled.
+    /// `reconcile`, timed from the queue's side, its requeue kept in the queue.
     pub fn reconciler<K, C, E, F, Fut>(
         &self,
-        cache: reflector::Store<K>,
-        dyntype: K::DynamicType,
         reconcile: F,
     ) -> impl FnMut(Arc<K>, C) -> futures::future::BoxFuture<'static, Result<Action, E>>
     + use<K, C, E, F, Fut>
     where
-        K: kube::Resource + Clone + Send + Sync + 'static,
-        K::DynamicType: Clone + Eq + Hash + Send + Sync,
+        K: kube::Resource + Send + Sync + 'static,
         C: Send + 'static,
         F: Fn(Arc<K>, C) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = Result<Action, E>> + Send + 'static,
@@ -284,34 +320,22 @@ impl Workqueue {
         let queue = self.clone();
         let reconcile = Arc::new(reconcile);
         move |object, ctx| {
-            let key = key_of_object(object.as_ref());
-            let (queue, reconcile, cache) = (queue.clone(), reconcile.clone(), cache.clone());
-            let dyntype = dyntype.clone();
+            let (queue, reconcile) = (queue.clone(), reconcile.clone());
             Box::pin(async move {
-                let (object, _worker) = match &queue.workers {
-                    None => (object, None),
-                    Some(workers) => {
-                        let namespace = object.meta().namespace.as_deref().unwrap_or_default();
-                        let worker = workers.acquire(namespace).await;
-                        let at = ObjectRef::from_obj_with(object.as_ref(), dyntype);
-                        let Some(latest) = cache.get(&at) else {
-                            queue.pending().due.remove(&key);
-                            return Ok(Action::await_change());
-                        };
-                        (latest, Some(worker))
+                let result = reconcile(object.clone(), ctx).await;
+                match result {
+                    // An error's retry is the error policy's to say.
+                    Err(e) => Err(e),
+                    Ok(action) => {
+                        queue.finished(object.as_ref(), &action);
+                        Ok(Action::await_change())
                     }
-                };
-                queue.started(key);
-                // Boxed apart so that an object waiting for a worker holds a few words, not
-                // the whole reconcile's state.
-                let result = Box::pin(reconcile(object, ctx)).await;
-                queue.finished(key, result.as_ref().ok());
-                result
+                }
             })
         }
     }
 
-    /// `policy`, with the retry it asks for counted and scheduled.
+    /// `policy`, with the retry it asks for counted and kept in the queue.
     pub fn error_policy<K, E, C, P>(
         &self,
         policy: P,
@@ -322,11 +346,10 @@ impl Workqueue {
     {
         let queue = self.clone();
         move |object, error, ctx| {
-            let key = key_of_object(object.as_ref());
-            let action = policy(object, error, ctx);
+            let action = policy(object.clone(), error, ctx);
             queue.retries.inc();
-            queue.requeued(key, &action);
-            action
+            queue.finished(object.as_ref(), &action);
+            Action::await_change()
         }
     }
 
@@ -336,37 +359,22 @@ impl Workqueue {
         result: &Result<(ObjectRef<K>, Action), controller::Error<E, Q>>,
     ) {
         if let Err(controller::Error::ObjectNotFound(gone)) = result {
-            self.pending().due.remove(&key_of(gone.as_ref()));
+            self.gate.gone(key_of(gone.as_ref()));
         }
     }
 
-    fn started(&self, key: u64) {
-        let now = Instant::now();
-        let waited = {
-            let mut pending = self.pending();
-            pending.working.insert(key, now);
-            pending.due.remove(&key)
-        };
-        // A reconcile that nothing seen asked for (a trigger of all objects) has no wait to tell.
-        if let Some(due) = waited {
-            self.queue_duration
-                .observe(now.saturating_duration_since(due).as_secs_f64());
-        }
-    }
-
-    fn finished(&self, key: u64, action: Option<&Action>) {
-        let started = self.pending().working.remove(&key);
-        if let Some(started) = started {
-            self.work_duration.observe(started.elapsed().as_secs_f64());
-        }
-        if let Some(action) = action {
-            self.requeued(key, action);
-        }
-    }
-
-    fn requeued(&self, key: u64, action: &Action) {
-        if let Some(after) = requeue_after(action) {
-            self.pending().due_at(key, Instant::now() + after);
+    fn finished<K: kube::Resource>(&self, object: &K, action: &Action) {
+        let meta = object.meta();
+        let name = meta.name.as_deref().unwrap_or_default();
+        let again = requeue_after(action).map(|after| Instant::now() + after);
+        let ran = self.gate.finish(
+            key(meta.namespace.as_deref(), name),
+            meta.namespace.as_deref(),
+            name,
+            again,
+        );
+        if let Some(ran) = ran {
+            self.work_duration.observe(ran.as_secs_f64());
         }
     }
 }
@@ -383,9 +391,9 @@ impl prometheus_client::collector::Collector for Scraped {
             .lock()
             .expect("workqueues poisoned")
             .iter()
-            .map(|(labels, pending)| {
-                let reading = pending.lock().expect("workqueue poisoned").at(now);
-                (labels.clone(), reading)
+            .map(|(labels, gate)| {
+                let r = gate.readings(now);
+                (labels.clone(), [r.depth as f64, r.unfinished, r.longest])
             })
             .collect();
         for (i, (name, help)) in SCRAPED.into_iter().enumerate() {
@@ -407,6 +415,7 @@ impl prometheus_client::collector::Collector for Scraped {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Secret;
+    use std::collections::HashMap;
 
     fn text(registry: &Registry) -> String {
         let mut text = String::new();
@@ -449,24 +458,23 @@ mod tests {
         assert_eq!(requeue_after(&Action::await_change()), None);
     }
 
+    fn secret(name: &str) -> Arc<Secret> {
+        let mut s = Secret::default();
+        s.metadata.name = Some(name.into());
+        s.metadata.namespace = Some("ns".into());
+        Arc::new(s)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn triggers_and_requeues_fall_due_and_leave_when_reconciled() {
         let mut registry = Registry::default();
         let queues = Workqueues::default();
         queues.register(&mut registry);
         let queue = queues.queue("secret");
-        let cache = reflector::store::<Secret>().0;
-        let reconcile = queue.reconciler(cache, (), |_: Arc<Secret>, after: Duration| async move {
+        let mut reconcile = queue.reconciler(|_: Arc<Secret>, after: Duration| async move {
             tokio::time::sleep(Duration::from_secs(2)).await;
             Ok::<_, ()>(Action::requeue(after))
         });
-        let mut reconcile = reconcile;
-        let secret = |name: &str| {
-            let mut s = Secret::default();
-            s.metadata.name = Some(name.into());
-            s.metadata.namespace = Some("ns".into());
-            Arc::new(s)
-        };
         for name in ["a", "b", "c"] {
             queue.add(&ObjectRef::from_obj(secret(name).as_ref()));
         }
@@ -475,6 +483,8 @@ mod tests {
         assert_eq!(series(&text(&registry), "workqueue_depth"), 3.0);
 
         tokio::time::advance(Duration::from_secs(1)).await;
+        let mut released = std::pin::pin!(queue.released::<Secret>(()));
+        assert_eq!(released.next().await.unwrap().name, "a");
         let running = tokio::spawn(reconcile(secret("a"), Duration::from_secs(60)));
         tokio::task::yield_now().await;
         tokio::time::advance(Duration::from_secs(1)).await;
@@ -484,7 +494,11 @@ mod tests {
             series(&t, "workqueue_longest_running_processor_seconds"),
             1.0
         );
-        running.await.unwrap().unwrap();
+        assert_eq!(
+            running.await.unwrap(),
+            Ok(Action::await_change()),
+            "kube-runtime is not asked to requeue: the queue keeps it"
+        );
         let t = text(&registry);
         assert_eq!(series(&t, "workqueue_adds_total"), 4.0);
         assert_eq!(series(&t, "workqueue_queue_duration_seconds_sum"), 1.0);
@@ -500,12 +514,10 @@ mod tests {
         assert_eq!(series(&text(&registry), "workqueue_depth"), 2.0);
 
         // An error's retry is counted and falls due when the policy says.
+        assert_eq!(released.next().await.unwrap().name, "c");
         let policy = queue
             .error_policy(|_: Arc<Secret>, _: &(), ()| Action::requeue(Duration::from_secs(5)));
-        reconcile(secret("c"), Duration::from_secs(3600))
-            .await
-            .unwrap();
-        policy(secret("c"), &(), ());
+        assert_eq!(policy(secret("c"), &(), ()), Action::await_change());
         let t = text(&registry);
         assert_eq!(series(&t, "workqueue_depth"), 1.0);
         assert_eq!(series(&t, "workqueue_retries_total"), 1.0);
@@ -520,16 +532,10 @@ mod tests {
     /// forever (found by the out-of-process kill trial on a loaded machine).
     #[tokio::test(start_paused = true)]
     async fn every_object_gets_a_worker_when_more_are_due_than_there_are_workers() {
-        use futures::StreamExt;
-        use kube::runtime::{Controller, reflector, watcher};
+        use kube::runtime::{reflector, watcher};
         let (reader, mut writer) = reflector::store::<Secret>();
         let secrets: Vec<Secret> = (0..20)
-            .map(|i| {
-                let mut s = Secret::default();
-                s.metadata.name = Some(format!("s-{i}"));
-                s.metadata.namespace = Some("ns".into());
-                s
-            })
+            .map(|i| secret(&format!("s-{i}")).as_ref().clone())
             .collect();
         writer.apply_watcher_event(&watcher::Event::Init);
         for s in &secrets {
@@ -541,24 +547,25 @@ mod tests {
         let queue = Workqueues::default().queue("secret").workers(1);
         let reconciled = Arc::new(Mutex::new(HashMap::<String, u32>::new()));
         let counted = reconciled.clone();
-        let reconcile = queue.reconciler(
-            reader.clone(),
-            (),
-            move |secret: Arc<Secret>, _: Arc<()>| {
-                let counted = counted.clone();
-                async move {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    *counted
-                        .lock()
-                        .unwrap()
-                        .entry(secret.metadata.name.clone().unwrap_or_default())
-                        .or_default() += 1;
-                    // Due again at once: the worker never runs out of work.
-                    Ok::<_, std::convert::Infallible>(Action::requeue(Duration::from_millis(1)))
-                }
-            },
-        );
-        let run = Controller::for_stream(triggers, reader)
+        let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let reconcile = queue.reconciler(move |secret: Arc<Secret>, _: Arc<()>| {
+            let (counted, running) = (counted.clone(), running.clone());
+            async move {
+                use std::sync::atomic::Ordering::SeqCst;
+                assert_eq!(running.fetch_add(1, SeqCst), 0, "one worker");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                running.fetch_sub(1, SeqCst);
+                *counted
+                    .lock()
+                    .unwrap()
+                    .entry(secret.metadata.name.clone().unwrap_or_default())
+                    .or_default() += 1;
+                // Due again at once: the worker never runs out of work.
+                Ok::<_, std::convert::Infallible>(Action::requeue(Duration::from_millis(1)))
+            }
+        });
+        let run = queue
+            .controller(triggers, reader, ())
             .run(reconcile, |_, _, _| Action::await_change(), Arc::new(()))
             .for_each(|_| async {});
         let _ = tokio::time::timeout(Duration::from_secs(2), run).await;
@@ -572,31 +579,29 @@ mod tests {
         );
     }
 
-    /// An object waits for a worker with the object as it was when it fell due: it is
-    /// reconciled as the cache has it when its turn comes, and not at all if it was deleted
-    /// meanwhile.
+    /// An object waits for a worker as a reference: it is reconciled as the cache has it when
+    /// its turn comes, and not at all if it was deleted meanwhile, which frees its place.
     #[tokio::test(start_paused = true)]
     async fn a_waiting_object_is_reconciled_as_it_is_when_its_turn_comes() {
         use kube::runtime::watcher;
         let (reader, mut writer) = reflector::store::<Secret>();
-        let secret = |name: &str, label: &str| {
-            let mut s = Secret::default();
-            s.metadata.name = Some(name.into());
-            s.metadata.namespace = Some("ns".into());
+        let labelled = |name: &str, label: &str| {
+            let mut s = secret(name).as_ref().clone();
             s.metadata.labels = Some([("v".to_owned(), label.to_owned())].into());
             s
         };
-        for s in [
-            secret("busy", "1"),
-            secret("edited", "1"),
-            secret("deleted", "1"),
-        ] {
-            writer.apply_watcher_event(&watcher::Event::Apply(s));
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for name in ["busy", "edited", "deleted"] {
+            writer.apply_watcher_event(&watcher::Event::InitApply(labelled(name, "1")));
         }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let triggers =
+            futures::stream::iter(["busy", "edited", "deleted"].map(|n| Ok(labelled(n, "1"))))
+                .chain(futures::stream::pending());
         let queue = Workqueues::default().queue("secret").workers(1);
         let seen = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
         let saw = seen.clone();
-        let mut reconcile = queue.reconciler(reader, (), move |s: Arc<Secret>, _: ()| {
+        let reconcile = queue.reconciler(move |s: Arc<Secret>, _: Arc<()>| {
             let saw = saw.clone();
             async move {
                 let label = s.metadata.labels.as_ref().map(|l| l["v"].clone());
@@ -604,21 +609,34 @@ mod tests {
                     .unwrap()
                     .push((s.metadata.name.clone().unwrap(), label.unwrap_or_default()));
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                Ok::<_, ()>(Action::await_change())
+                Ok::<_, std::convert::Infallible>(Action::await_change())
             }
         });
-        let runs: Vec<_> = ["busy", "edited", "deleted"]
-            .map(|name| tokio::spawn(reconcile(Arc::new(secret(name, "1")), ())))
-            .into();
-        tokio::task::yield_now().await;
-        writer.apply_watcher_event(&watcher::Event::Apply(secret("edited", "2")));
-        writer.apply_watcher_event(&watcher::Event::Delete(secret("deleted", "1")));
-        for run in runs {
-            assert_eq!(run.await.unwrap(), Ok(Action::await_change()));
-        }
+        let edits = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            writer.apply_watcher_event(&watcher::Event::Apply(labelled("edited", "2")));
+            writer.apply_watcher_event(&watcher::Event::Delete(labelled("deleted", "1")));
+            futures::future::pending::<()>().await
+        };
+        let outcomes = queue.clone();
+        let run = queue
+            .controller(triggers, reader, ())
+            .run(reconcile, |_, _, _| Action::await_change(), Arc::new(()))
+            .for_each(|r| {
+                outcomes.outcome(&r);
+                async {}
+            });
+        let _ =
+            tokio::time::timeout(Duration::from_secs(5), futures::future::join(run, edits)).await;
         assert_eq!(
             *seen.lock().unwrap(),
             [("busy".into(), "1".into()), ("edited".into(), "2".into())]
+        );
+        let readings = queue.gate.readings(Instant::now());
+        assert_eq!(
+            (readings.depth, readings.longest),
+            (0, 0.0),
+            "nothing left waiting or running"
         );
     }
 }

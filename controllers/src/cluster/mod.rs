@@ -33,7 +33,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
@@ -369,24 +369,24 @@ pub(crate) async fn controller<K: Fanout>(
         .workqueues
         .queue(K::CONTROLLER)
         .workers(ctx.settings.concurrency);
-    Controller::for_stream(queue.watched(stream), cached.clone())
+    queue
+        .controller(stream, cached.clone(), ())
         .reconcile_on(queue.triggers(owners))
-        .reconcile_all_on(futures::stream::select(namespace_changes, store_changes))
+        .reconcile_on(queue.all_on(
+            futures::stream::select(namespace_changes, store_changes),
+            cached,
+        ))
         .graceful_shutdown_on(shutdown)
         .run(
-            queue.reconciler(
-                cached,
-                (),
-                |watched: Arc<DeserializeGuard<K>>, state: Arc<State>| {
-                    let object = watched.0.clone().map(Arc::new);
-                    async move {
-                        match object {
-                            Ok(object) => reconcile(object, state).await,
-                            Err(invalid) => report_unreadable::<K>(&state.ctx, invalid).await,
-                        }
+            queue.reconciler(|watched: Arc<DeserializeGuard<K>>, state: Arc<State>| {
+                let object = watched.0.clone().map(Arc::new);
+                async move {
+                    match object {
+                        Ok(object) => reconcile(object, state).await,
+                        Err(invalid) => report_unreadable::<K>(&state.ctx, invalid).await,
                     }
-                },
-            ),
+                }
+            }),
             queue.error_policy(error_policy_for::<K>()),
             state,
         )

@@ -15,7 +15,6 @@ use futures::channel::mpsc::UnboundedReceiver;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::core::{DeserializeGuard, PartialObjectMeta};
-use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::utils::predicates;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -194,7 +193,8 @@ impl ExternalSecretTriggers {
             .workqueues
             .queue("externalsecret")
             .workers(ctx.settings.concurrency);
-        let mut controller = Controller::for_stream(queue.watched(es_stream), reader.clone())
+        let mut controller = queue
+            .controller(es_stream, reader.clone(), ())
             // By target name rather than owner reference: Orphan and Merge targets have none.
             .watches_stream(
                 secrets,
@@ -261,28 +261,24 @@ impl ExternalSecretTriggers {
             .reconcile_on(queue.triggers(template_changes))
             .graceful_shutdown_on(shutdown)
             .run(
-                queue.reconciler(
-                    reader.clone(),
-                    (),
-                    move |watched: Arc<Watched>, ctx: Arc<Context>| {
-                        let object = ObjectRef::from(watched.as_ref());
-                        let force = forced.lock().expect("forced set poisoned").remove(&object);
-                        let es = watched.0.clone().map(Arc::new);
-                        let (held, forced, es_ctx) = (held.clone(), forced.clone(), es_ctx.clone());
-                        async move {
-                            let reconcile = async {
-                                match es {
-                                    Ok(es) => super::reconcile(es, es_ctx, force).await,
-                                    Err(invalid) => super::report_invalid(&ctx, invalid).await,
-                                }
-                            };
-                            forgetting_departed(&held, object, reconcile, |es| {
-                                departed(&ctx, &forced, &es)
-                            })
-                            .await
-                        }
-                    },
-                ),
+                queue.reconciler(move |watched: Arc<Watched>, ctx: Arc<Context>| {
+                    let object = ObjectRef::from(watched.as_ref());
+                    let force = forced.lock().expect("forced set poisoned").remove(&object);
+                    let es = watched.0.clone().map(Arc::new);
+                    let (held, forced, es_ctx) = (held.clone(), forced.clone(), es_ctx.clone());
+                    async move {
+                        let reconcile = async {
+                            match es {
+                                Ok(es) => super::reconcile(es, es_ctx, force).await,
+                                Err(invalid) => super::report_invalid(&ctx, invalid).await,
+                            }
+                        };
+                        forgetting_departed(&held, object, reconcile, |es| {
+                            departed(&ctx, &forced, &es)
+                        })
+                        .await
+                    }
+                }),
                 queue.error_policy(error_policy("externalsecret")),
                 ctx.clone(),
             )

@@ -13,7 +13,6 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::core::{PartialObjectMeta, Selector, SelectorExt};
-use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
@@ -81,7 +80,8 @@ where
         .workqueues
         .queue("pushsecret")
         .workers(ctx.settings.concurrency);
-    Controller::for_stream(queue.watched(ps_stream), ps_reader.clone())
+    queue
+        .controller(ps_stream, ps_reader.clone(), ())
         .watches_stream(
             secrets,
             queue.mapper(move |secret: PartialObjectMeta<Secret>| {
@@ -108,25 +108,20 @@ where
         .reconcile_on(queue.triggers(woken))
         .graceful_shutdown_on(shutdown)
         .run(
-            queue.reconciler(
-                ps_reader.clone(),
-                (),
-                move |watched: Arc<Watched>, ctx: Arc<Context>| {
-                    let object = ObjectRef::from(watched.as_ref());
-                    let ps = watched.0.clone().map(Arc::new);
-                    let held = ps_reader.clone();
-                    async move {
-                        let reconcile = async {
-                            match ps {
-                                Ok(ps) => super::reconcile(ps, ctx.clone()).await,
-                                Err(invalid) => super::report_invalid(&ctx, invalid).await,
-                            }
-                        };
-                        forgetting_departed(&held, object, reconcile, |ps| departed(&ctx, &ps))
-                            .await
-                    }
-                },
-            ),
+            queue.reconciler(move |watched: Arc<Watched>, ctx: Arc<Context>| {
+                let object = ObjectRef::from(watched.as_ref());
+                let ps = watched.0.clone().map(Arc::new);
+                let held = ps_reader.clone();
+                async move {
+                    let reconcile = async {
+                        match ps {
+                            Ok(ps) => super::reconcile(ps, ctx.clone()).await,
+                            Err(invalid) => super::report_invalid(&ctx, invalid).await,
+                        }
+                    };
+                    forgetting_departed(&held, object, reconcile, |ps| departed(&ctx, &ps)).await
+                }
+            }),
             queue.error_policy(error_policy("pushsecret")),
             ctx.clone(),
         )
