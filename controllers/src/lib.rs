@@ -25,6 +25,7 @@ pub mod ratelimit;
 pub mod readiness;
 pub mod rename;
 pub mod secretstore;
+pub mod series;
 #[cfg(test)]
 mod standin;
 pub mod status;

@@ -30,7 +30,7 @@ pub struct ProviderCallLabels {
 }
 
 /// Removes the series a deleted object leaves behind: its Ready condition and reconcile
-/// duration (ExternalSecrets have more, see `externalsecret::forget`).
+/// duration (ExternalSecrets keep theirs in `series.rs`).
 pub fn forget(
     condition: &ConditionGauge,
     duration: &Family<ObjectLabels, Gauge>,
@@ -86,14 +86,10 @@ impl ConditionGauge {
 
 #[derive(Clone, Default)]
 pub struct Metrics {
-    pub es_sync_calls: Family<ObjectLabels, Counter>,
+    /// ESO's per-ExternalSecret series.
+    pub es: crate::series::ExternalSecretSeries,
     /// A gauge that only grows: ESO's name has no `_total` suffix, which the OpenMetrics encoder
     /// would add to a counter.
-    pub es_sync_errors: Family<ObjectLabels, Gauge>,
-    pub es_condition: ConditionGauge,
-    /// Nanoseconds, as ESO reports a Go `time.Duration`.
-    pub es_reconcile_duration: Family<ObjectLabels, Gauge>,
-    /// Same reason as `es_sync_errors` for being a gauge.
     pub provider_calls: Family<ProviderCallLabels, Gauge>,
     pub ss_condition: ConditionGauge,
     pub ss_reconcile_duration: Family<ObjectLabels, Gauge>,
@@ -121,29 +117,14 @@ pub struct ErrorLabels {
 impl Metrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
-        registry.register(
-            "externalsecret_sync_calls",
-            "Total number of ExternalSecret reconciles",
-            m.es_sync_calls.clone(),
-        );
-        registry.register(
-            "externalsecret_sync_calls_error",
-            "Total number of ExternalSecret reconcile errors",
-            m.es_sync_errors.clone(),
-        );
+        registry.register_collector(Box::new(m.es.clone()));
         registry.register(
             "externalsecret_provider_api_calls_count",
             "Number of API calls made to a provider",
             m.provider_calls.clone(),
         );
-        // ESO's two series per kind, named after the kind.
+        // ESO's two series per kind, named after the kind (ExternalSecrets' are in `es`).
         let kinds = [
-            (
-                "externalsecret",
-                "ExternalSecret",
-                &m.es_condition,
-                &m.es_reconcile_duration,
-            ),
             (
                 "secretstore",
                 "SecretStore",

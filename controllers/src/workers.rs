@@ -47,10 +47,12 @@ struct Object {
 enum Phase {
     Later(Instant),
     Due(Instant),
-    /// Being reconciled since; due again at `again` once done (a trigger seen meanwhile).
+    /// Being reconciled since; due again at `again` once done (a trigger seen meanwhile),
+    /// unless it `left` the cache meanwhile.
     Running {
         since: Instant,
         again: Option<Instant>,
+        left: bool,
     },
 }
 
@@ -121,9 +123,10 @@ impl Gate {
                 state.timers.remove(&(t, key));
                 state.schedule(key, at, now);
             }
-            Some(Phase::Running { since, again }) => {
+            Some(Phase::Running { since, again, .. }) => {
                 let again = Some(again.map_or(at, |a| a.min(at)));
-                state.set(key, Phase::Running { since, again });
+                let left = false;
+                state.set(key, Phase::Running { since, again, left });
                 return;
             }
             Some(_) => return,
@@ -143,7 +146,11 @@ impl Gate {
     ) -> Option<Duration> {
         let now = Instant::now();
         let mut state = self.lock();
-        let Some(Phase::Running { since, again: seen }) = state.objects.get(&key).map(|o| o.phase)
+        let Some(Phase::Running {
+            since,
+            again: seen,
+            left,
+        }) = state.objects.get(&key).map(|o| o.phase)
         else {
             // Reconciled by a trigger that did not come through here (none should): its
             // requeue is still kept.
@@ -155,8 +162,8 @@ impl Gate {
         };
         state.running -= 1;
         match [again, seen].into_iter().flatten().min() {
-            Some(at) => state.schedule(key, at, now),
-            None => {
+            Some(at) if !left => state.schedule(key, at, now),
+            _ => {
                 state.objects.remove(&key);
             }
         }
@@ -165,19 +172,25 @@ impl Gate {
         Some(now.saturating_duration_since(since))
     }
 
-    /// The object is gone from the cache: it leaves, and its worker (if it had one) is free.
+    /// The object was handed to a worker but was not found to reconcile: it leaves, and its
+    /// worker is free.
     pub(crate) fn gone(&self, key: u64) {
         let mut state = self.lock();
-        match state.objects.remove(&key).map(|o| o.phase) {
-            Some(Phase::Later(t)) => {
-                state.timers.remove(&(t, key));
-            }
-            Some(Phase::Running { .. }) => state.running -= 1,
-            // Left in its lane, skipped there.
-            Some(Phase::Due(_)) | None => {}
+        if let Some(Phase::Running { .. }) = state.objects.get(&key).map(|o| o.phase) {
+            state.objects.remove(&key);
+            state.running -= 1;
+            drop(state);
+            self.changed.notify_one();
+        } else {
+            state.leave(key);
         }
-        drop(state);
-        self.changed.notify_one();
+    }
+
+    /// The object left the cache (deleted): it leaves the queue now rather than when its next
+    /// requeue finds it gone, an hour later for a default refresh. A reconcile of it that is
+    /// running still ends through `finish`, which then asks for nothing more.
+    pub(crate) fn left(&self, key: u64) {
+        self.lock().leave(key);
     }
 
     /// The next object for a free worker, or when to look again (`None`: when something
@@ -250,6 +263,29 @@ impl std::fmt::Debug for Gate {
 }
 
 impl State {
+    fn leave(&mut self, key: u64) {
+        let Some(object) = self.objects.get_mut(&key) else {
+            return;
+        };
+        match object.phase {
+            Phase::Running { since, .. } => {
+                object.phase = Phase::Running {
+                    since,
+                    again: None,
+                    left: true,
+                };
+            }
+            Phase::Later(t) => {
+                self.timers.remove(&(t, key));
+                self.objects.remove(&key);
+            }
+            // Left in its lane, skipped there.
+            Phase::Due(_) => {
+                self.objects.remove(&key);
+            }
+        }
+    }
+
     fn set(&mut self, key: u64, phase: Phase) {
         if let Some(object) = self.objects.get_mut(&key) {
             object.phase = phase;
@@ -302,6 +338,7 @@ impl State {
                     object.phase = Phase::Running {
                         since: now,
                         again: None,
+                        left: false,
                     };
                     taken = Some(Released {
                         namespace: object.namespace.clone(),
@@ -427,6 +464,38 @@ mod tests {
         gate.gone(key("c"));
         assert!(gate.lock().objects.is_empty());
         assert_eq!(gate.lock().running, 0);
+    }
+
+    /// A deleted object leaves at once, not when its requeue falls due; one deleted while it
+    /// runs keeps its worker until its reconcile ends, and asks for nothing after it.
+    #[tokio::test(start_paused = true)]
+    async fn a_deleted_object_leaves_at_once_and_a_running_one_when_done() {
+        let gate = Gate::new(Some(1));
+        let now = Instant::now();
+        gate.add(
+            key("later"),
+            Some("ns"),
+            "later",
+            now + Duration::from_secs(3600),
+        );
+        gate.add(key("running"), Some("ns"), "running", now);
+        gate.add(key("due"), Some("ns"), "due", now);
+        assert_eq!(released(&gate).as_deref(), Some("running"));
+        gate.left(key("later"));
+        gate.left(key("due"));
+        gate.left(key("running"));
+        assert_eq!(released(&gate), None, "its worker is still busy");
+        gate.add(key("running"), Some("ns"), "running", now);
+        gate.left(key("running"));
+        gate.finish(
+            key("running"),
+            None,
+            "",
+            Some(now + Duration::from_secs(60)),
+        );
+        let state = gate.lock();
+        assert!(state.objects.is_empty() && state.timers.is_empty());
+        assert_eq!(state.running, 0);
     }
 
     /// `release` waits for a worker or a timer and hands the object over as soon as either.

@@ -353,6 +353,11 @@ impl Workqueue {
         }
     }
 
+    /// `object` left the watch cache (deleted): it leaves the queue.
+    pub fn left<K: kube::Resource>(&self, object: &ObjectRef<K>) {
+        self.gate.left(key_of(object));
+    }
+
     /// What the controller yielded: an object it found gone leaves the queue.
     pub fn outcome<K: kube::Resource, E, Q>(
         &self,

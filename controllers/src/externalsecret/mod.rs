@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use api::conditions::{Condition, ConditionStatus, READY, set_condition};
+use api::conditions::{Condition, ConditionStatus, set_condition};
 use api::external_secret::{CreationPolicy, DeletionPolicy, ExternalSecret, ExternalSecretStatus};
 use desired::Step;
 use jiff::Timestamp;
@@ -29,7 +29,6 @@ use serde_json::json;
 use tracing::{debug, info, instrument, warn};
 
 use crate::context::Context;
-use crate::metrics::labels;
 use crate::own_writes::{OwnWriteLog, TargetChange, TargetRef};
 use futures::channel::mpsc::UnboundedSender;
 use generic::targets::GenericTargets;
@@ -178,24 +177,15 @@ pub async fn reconcile(
     let started = Instant::now();
     let name = es.name_any();
     let namespace = es.namespace().unwrap_or_default();
-    let object_labels = labels(&name, &namespace);
-    ctx.metrics
-        .es_sync_calls
-        .get_or_create(&object_labels)
-        .inc();
     let result = sync(&es, &es_ctx, force).await;
+    let failed = matches!(result, Err(Failed(_)));
     ctx.metrics
-        .es_reconcile_duration
-        .get_or_create(&object_labels)
-        .set(started.elapsed().as_nanos() as i64);
+        .es
+        .reconciled(&name, &namespace, started.elapsed(), failed);
     match result {
         Ok(action) => Ok(action),
         Err(Skip) => Ok(Action::await_change()),
         Err(Failed(e)) => {
-            ctx.metrics
-                .es_sync_errors
-                .get_or_create(&object_labels)
-                .inc();
             let message = e.to_string();
             let failed = if generic::manifest(&es).is_some() {
                 reason::RESOURCE_SYNCED_ERROR
@@ -824,12 +814,9 @@ async fn write_status(
             name: Some(desired::target_name(es)),
         });
     }
-    ctx.metrics.es_condition.set(
-        &es.name_any(),
-        &es.namespace().unwrap_or_default(),
-        READY,
-        status,
-    );
+    ctx.metrics
+        .es
+        .ready(&es.name_any(), &es.namespace().unwrap_or_default(), status);
     let api: Api<ExternalSecret> =
         Api::namespaced(ctx.client.clone(), &es.namespace().unwrap_or_default());
     ctx.status
@@ -852,8 +839,8 @@ pub async fn report_invalid(
         invalid.metadata.namespace.unwrap_or_default(),
     );
     ctx.metrics
-        .es_condition
-        .set(&name, &namespace, READY, ConditionStatus::False);
+        .es
+        .ready(&name, &namespace, ConditionStatus::False);
     Ok(Action::await_change())
 }
 
@@ -893,11 +880,7 @@ pub(crate) fn store_refs(
 /// Forgets the metrics and the status last written of a deleted ExternalSecret.
 pub fn forget(ctx: &Context, name: &str, namespace: &str, uid: Option<&str>) {
     ctx.status.forget(uid);
-    let m = &ctx.metrics;
-    crate::metrics::forget(&m.es_condition, &m.es_reconcile_duration, name, namespace);
-    let l = labels(name, namespace);
-    m.es_sync_calls.remove(&l);
-    m.es_sync_errors.remove(&l);
+    ctx.metrics.es.forget(name, namespace);
 }
 
 #[cfg(test)]

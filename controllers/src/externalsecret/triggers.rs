@@ -95,6 +95,12 @@ impl ExternalSecretTriggers {
         let (templates_needed, template_watch_needed) = tokio::sync::watch::channel(false);
         let writers = Writers::default();
         let store_users = StoreUsers::default();
+        let queue = ctx
+            .metrics
+            .workqueues
+            .queue("externalsecret")
+            .workers(ctx.settings.concurrency);
+        let gone_queue = queue.clone();
         let es_stream = watcher(es_api, watcher::Config::default())
             .default_backoff()
             // managedFields are often the larger part of an object and nothing here reads them.
@@ -112,6 +118,7 @@ impl ExternalSecretTriggers {
             .inspect_ok(index::kept(writers.clone(), written_targets))
             .inspect_ok(index::kept(store_users.clone(), stores_read))
             .inspect_ok(on_departure(reader.clone(), move |es| {
+                gone_queue.left(&es);
                 departed(&gone_ctx, &gone_forced, &es)
             }))
             .try_filter_map(changed_objects(fingerprint));
@@ -188,11 +195,6 @@ impl ExternalSecretTriggers {
             specs.clone(),
             ss_changes,
         );
-        let queue = ctx
-            .metrics
-            .workqueues
-            .queue("externalsecret")
-            .workers(ctx.settings.concurrency);
         let mut controller = queue
             .controller(es_stream, reader.clone(), ())
             // By target name rather than owner reference: Orphan and Merge targets have none.

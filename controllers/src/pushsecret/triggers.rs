@@ -45,6 +45,12 @@ where
     let stores = StoreUsers::default();
     let (needed, needed_by_sources) = tokio::sync::watch::channel(false);
     cluster_children.push.use_cache(ps_reader.clone());
+    let queue = ctx
+        .metrics
+        .workqueues
+        .queue("pushsecret")
+        .workers(ctx.settings.concurrency);
+    let gone_queue = queue.clone();
     let ps_stream = watcher(
         scoped::<Watched>(&client, namespace.as_deref()),
         watcher::Config::default(),
@@ -59,7 +65,10 @@ where
     .inspect_ok(index::needed_once_filled(sources.clone(), needed))
     .inspect_ok(on_departure(ps_reader.clone(), {
         let ctx = ctx.clone();
-        move |ps| departed(&ctx, &ps)
+        move |ps| {
+            gone_queue.left(&ps);
+            departed(&ctx, &ps)
+        }
     }))
     .try_filter_map(changed_objects(fingerprint));
     // Every Secret's metadata streams by (nothing is cached): a changed source is pushed at
@@ -75,11 +84,6 @@ where
     });
     let ps_by_source = ps_reader.clone();
     let woken = wakes(ps_reader.clone(), stores.clone(), ready_stores);
-    let queue = ctx
-        .metrics
-        .workqueues
-        .queue("pushsecret")
-        .workers(ctx.settings.concurrency);
     queue
         .controller(ps_stream, ps_reader.clone(), ())
         .watches_stream(
