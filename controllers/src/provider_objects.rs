@@ -264,6 +264,17 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
             .provider_changed
             .unbounded_send(identity.clone());
     }
+    // A hand edit of a converted object is put back before it is validated, whatever
+    // generations were seen (the edit may be the first this operator sees of the object).
+    let drifted = if obj.labels().contains_key(api::store::LABEL_CONVERTED_FROM) {
+        let spec = obj.data.get("spec").unwrap_or(&serde_json::Value::Null);
+        ctx.manager.stores_drifted_from(&identity, spec)
+    } else {
+        Vec::new()
+    };
+    for store in &drifted {
+        crate::secretstore::put_back_converted(store, ctx).await;
+    }
     let (caller, namespace) = match &identity.namespace {
         Some(ns) => (Caller::Provider, ns.clone()),
         None => (Caller::ClusterProvider, String::new()),
@@ -298,12 +309,8 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     if changed || (status == ConditionStatus::True && !was_ready) {
         // The stores reading through it revalidate now rather than at their interval.
         kctx.nudges.send(ctx.manager.stores_using(&identity));
-    } else if obj.labels().contains_key(api::store::LABEL_CONVERTED_FROM) {
-        // A hand edit of a converted object is put back by its store, also when the edit is
-        // the first this operator sees of the object (it started after the object was made).
-        let spec = obj.data.get("spec").unwrap_or(&serde_json::Value::Null);
-        kctx.nudges
-            .send(ctx.manager.stores_drifted_from(&identity, spec));
+    } else {
+        kctx.nudges.send(drifted);
     }
     let api: Api<DynamicObject> = match obj.namespace() {
         Some(ns) => Api::namespaced_with(ctx.client.clone(), &ns, &kctx.resource),

@@ -238,6 +238,26 @@ async fn apply_converted(
     }
 }
 
+/// Puts back the provider object converted from `loaded`'s inline provider after a hand edit,
+/// at once: the store's own reconcile, which would do it too, may wait for a worker behind
+/// other stores' validations.
+pub(crate) async fn put_back_converted(loaded: &LoadedStore, ctx: &Context) {
+    let Ok(Converted {
+        generated: Some(generated),
+        ..
+    }) = convert(ctx.manager.registry(), loaded)
+    else {
+        return;
+    };
+    if let Err(failed) = write_generated(loaded, &generated, ctx).await {
+        // The store's own reconcile, nudged too, says so in its status.
+        tracing::debug!(
+            reason = failed.reason,
+            "could not put back the converted provider object"
+        );
+    }
+}
+
 async fn write_generated(
     loaded: &LoadedStore,
     generated: &Generated,

@@ -158,7 +158,20 @@ spec:
     let edit = json!({"spec": {"data": [{"key": "a", "value": "edited"}]}});
     api.patch("inline", &PatchParams::default(), &Patch::Merge(&edit))
         .await?;
-    wait_fake_data(&api, "inline", &json!([{"key": "a", "value": "2"}])).await?;
+    if let Err(e) = wait_fake_data(&api, "inline", &json!([{"key": "a", "value": "2"}])).await {
+        // Failed once in ten full suites: what the store and the object said then.
+        let store = store_value(&client, &ns, "inline").await?;
+        let fake = api.get("inline").await?;
+        let managers: Vec<_> = fake
+            .managed_fields()
+            .iter()
+            .map(|f| (f.manager.clone(), f.operation.clone(), f.time.clone()))
+            .collect();
+        return Err(e.context(format!(
+            "store status {}; Fake generation {:?}, status {}, managed by {managers:?}",
+            store["status"], fake.metadata.generation, fake.data["status"]
+        )));
+    }
 
     // Deleting the store removes it.
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
