@@ -236,36 +236,25 @@ pub async fn serve(
     };
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut installed = converting_crds_applied(&keeper);
-    // Set while some CRD lacks the bundle (not yet patchable, say): checked again soon, then
-    // less and less often.
-    let mut retry: Option<Instant> = None;
-    let mut retry_delay = INJECT_RETRY;
+    let mut retry = Retry::default();
     let early_end = loop {
-        let retry_at = retry.map(tokio::time::Instant::from_std);
-        let checked = tokio::select! {
+        let retry_at = retry.at.map(tokio::time::Instant::from_std);
+        let (checked, retried) = tokio::select! {
             () = &mut shutdown => break None,
             ended = &mut server => break Some(ended),
             // A converting CRD installed or replaced later (a Helm upgrade enabling a
             // provider) trusts the webhook at once rather than at the next tick.
-            Some(()) = installed.next() => keeper.check().await,
-            () = async { tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)).await }, if retry_at.is_some() => keeper.check().await,
-            _ = ticks.tick() => keeper.check().await,
+            Some(()) = installed.next() => (keeper.check().await, false),
+            () = async { tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)).await }, if retry_at.is_some() => (keeper.check().await, true),
+            _ = ticks.tick() => (keeper.check().await, false),
         };
-        retry = match checked {
-            Ok(true) => {
-                retry_delay = INJECT_RETRY;
-                None
-            }
-            Ok(false) => {
-                let at = Instant::now() + retry_delay;
-                retry_delay = (retry_delay * 2).min(Duration::from_secs(30));
-                Some(at)
-            }
+        match checked {
+            Ok(complete) => retry.after(complete, retried, Instant::now()),
             Err(e) => {
                 tracing::warn!(error = %e, "keeping the webhook's certificate and CA bundle current");
-                None
+                retry = Retry::default();
             }
-        };
+        }
     };
     let ended = match early_end {
         Some(ended) => ended,
@@ -284,6 +273,38 @@ pub async fn serve(
 /// How soon a CRD that could not be given the CA bundle is tried again: a Helm upgrade applies
 /// a new CRD moments before the RBAC that lets the operator patch it.
 const INJECT_RETRY: Duration = Duration::from_secs(2);
+
+/// When to check again while some CRD lacks the bundle (not yet patchable, say): soon, then
+/// less and less often. Only the retries' own failures make the wait longer: a Helm upgrade
+/// applies several CRDs at once, and each one's event failing before the RBAC arrives once
+/// pushed the next retry 30 s out (a chart test waited 20 s for the bundle).
+#[derive(Debug, PartialEq)]
+struct Retry {
+    at: Option<Instant>,
+    delay: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self {
+            at: None,
+            delay: INJECT_RETRY,
+        }
+    }
+}
+
+impl Retry {
+    /// After a check (`retried`: the one this asked for) found every CRD trusting the
+    /// webhook, or not.
+    fn after(&mut self, complete: bool, retried: bool, now: Instant) {
+        if complete {
+            *self = Self::default();
+        } else if retried || self.at.is_none() {
+            self.at = Some(now + self.delay);
+            self.delay = (self.delay * 2).min(Duration::from_secs(30));
+        }
+    }
+}
 
 /// One item each time a CRD that converts through this webhook is created or changed; nothing
 /// when another issuer fills the bundles.
@@ -466,5 +487,33 @@ impl Keeper {
             }
             None => Ok(false),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Six CRD events failing in a row (a Helm upgrade's CRDs before its RBAC) leave the next
+    /// retry where the first put it; the retries' own failures wait longer each time, to 30 s.
+    #[test]
+    fn only_the_retries_own_failures_lengthen_the_wait() {
+        let t0 = Instant::now();
+        let mut retry = Retry::default();
+        for _ in 0..6 {
+            retry.after(false, false, t0);
+        }
+        assert_eq!(retry.at, Some(t0 + INJECT_RETRY));
+        let mut at = t0 + INJECT_RETRY;
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            retry.after(false, true, at);
+            let next = retry.at.unwrap();
+            waits.push((next - at).as_secs());
+            at = next;
+        }
+        assert_eq!(waits, [4, 8, 16, 30, 30, 30]);
+        retry.after(true, false, at);
+        assert_eq!(retry, Retry::default());
     }
 }
