@@ -102,6 +102,14 @@ impl Context {
         })
     }
 
+    /// The queue of the controller `name`, with `--concurrent` workers.
+    pub fn workqueue(&self, name: impl Into<String>) -> crate::workqueue::Workqueue {
+        self.metrics
+            .workqueues
+            .queue(name)
+            .workers(self.settings.concurrency)
+    }
+
     /// Whether this operator handles an object with this controller class.
     pub fn owns_class(&self, class: Option<&str>) -> bool {
         class.is_none_or(|c| c.is_empty() || c == self.settings.controller_class)

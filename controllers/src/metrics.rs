@@ -260,6 +260,14 @@ impl prometheus_client::collector::Collector for Process {
     }
 }
 
+/// What `/metrics` would say of `registry`.
+#[cfg(test)]
+pub(crate) fn text(registry: &Registry) -> String {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,8 +282,7 @@ mod tests {
             x = x.wrapping_mul(31).wrapping_add(i);
         }
         std::hint::black_box(x);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let text = text(&registry);
         let value = |name: &str| -> f64 {
             text.lines()
                 .find_map(|l| l.strip_prefix(&format!("{name} ")))

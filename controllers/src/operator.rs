@@ -350,11 +350,7 @@ fn store_controller<S: StoreObject>(
         }))
         // Its own status writes would validate against the backend again.
         .try_filter_map(changed_objects(crate::watch::fingerprint));
-    let queue = ctx
-        .metrics
-        .workqueues
-        .queue(name)
-        .workers(ctx.settings.concurrency);
+    let queue = ctx.workqueue(name);
     let controller = queue.controller(stream, cached.clone(), ());
     let pushsecrets_listed = store_ctx.pushsecrets_listed();
     let reconcile = queue.reconciler(move |store, _: Arc<Context>| {

@@ -215,11 +215,7 @@ async fn run_kind(kctx: Arc<KindContext>) {
     };
     let writer = kube::runtime::reflector::store::Writer::new(kctx.resource.clone());
     let store = writer.as_reader();
-    let queue = ctx
-        .metrics
-        .workqueues
-        .queue(format!("{}.{}", kctx.resource.plural, kctx.resource.group))
-        .workers(ctx.settings.concurrency);
+    let queue = ctx.workqueue(format!("{}.{}", kctx.resource.plural, kctx.resource.group));
     let objects = watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer)

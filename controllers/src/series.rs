@@ -147,13 +147,8 @@ impl prometheus_client::collector::Collector for ExternalSecretSeries {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::text;
     use prometheus_client::registry::Registry;
-
-    fn text(registry: &Registry) -> String {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
-        text
-    }
 
     /// The text ESO's dashboards read: the same names, labels and values the families of
     /// series gave, and nothing left of a forgotten object.

@@ -419,14 +419,9 @@ impl prometheus_client::collector::Collector for Scraped {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::text;
     use k8s_openapi::api::core::v1::Secret;
     use std::collections::HashMap;
-
-    fn text(registry: &Registry) -> String {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
-        text
-    }
 
     fn value(text: &str, series: &str) -> f64 {
         text.lines()

@@ -364,11 +364,7 @@ pub(crate) async fn controller<K: Fanout>(
         children,
         namespaces,
     });
-    let queue = ctx
-        .metrics
-        .workqueues
-        .queue(K::CONTROLLER)
-        .workers(ctx.settings.concurrency);
+    let queue = ctx.workqueue(K::CONTROLLER);
     queue
         .controller(stream, cached.clone(), ())
         .reconcile_on(queue.triggers(owners))

@@ -95,11 +95,7 @@ impl ExternalSecretTriggers {
         let (templates_needed, template_watch_needed) = tokio::sync::watch::channel(false);
         let writers = Writers::default();
         let store_users = StoreUsers::default();
-        let queue = ctx
-            .metrics
-            .workqueues
-            .queue("externalsecret")
-            .workers(ctx.settings.concurrency);
+        let queue = ctx.workqueue("externalsecret");
         let gone_queue = queue.clone();
         let es_stream = watcher(es_api, watcher::Config::default())
             .default_backoff()

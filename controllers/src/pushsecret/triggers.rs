@@ -45,11 +45,7 @@ where
     let stores = StoreUsers::default();
     let (needed, needed_by_sources) = tokio::sync::watch::channel(false);
     cluster_children.push.use_cache(ps_reader.clone());
-    let queue = ctx
-        .metrics
-        .workqueues
-        .queue("pushsecret")
-        .workers(ctx.settings.concurrency);
+    let queue = ctx.workqueue("pushsecret");
     let gone_queue = queue.clone();
     let ps_stream = watcher(
         scoped::<Watched>(&client, namespace.as_deref()),
