@@ -179,25 +179,21 @@ impl Workqueue {
 
     /// A trigger for `object`: due now.
     pub fn add<K: kube::Resource>(&self, object: &ObjectRef<K>) {
-        self.adds.inc();
-        self.gate.add(
-            key_of(object),
-            object.namespace.as_deref(),
-            &object.name,
-            Instant::now(),
-        );
+        self.trigger(object.namespace.as_deref(), &object.name);
     }
 
     fn add_object<K: kube::Resource>(&self, object: &K) {
         let meta = object.meta();
-        let name = meta.name.as_deref().unwrap_or_default();
-        self.adds.inc();
-        self.gate.add(
-            key(meta.namespace.as_deref(), name),
+        self.trigger(
             meta.namespace.as_deref(),
-            name,
-            Instant::now(),
+            meta.name.as_deref().unwrap_or_default(),
         );
+    }
+
+    fn trigger(&self, namespace: Option<&str>, name: &str) {
+        self.adds.inc();
+        let at = Instant::now();
+        self.gate.add(key(namespace, name), namespace, name, at);
     }
 
     /// kube-runtime's controller of `stream` (each object it yields a trigger) over `cache`,
