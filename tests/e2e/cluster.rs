@@ -377,7 +377,23 @@ async fn conflicting(env: Arc<Env>) -> Result<()> {
     testenv::apply_yaml_in(&client, &theirs, &foreign, true).await?;
     let theirs_api: Api<ExternalSecret> = Api::namespaced(client.clone(), &theirs);
     wait_secret(&client, &theirs, &name, &data(&[("mine", b"alice")])).await?;
-    let before = theirs_api.get(&name).await?;
+    // Its own sync writes its status after the Secret: the snapshot is taken after both, so
+    // that a later change can only be the ClusterExternalSecret's (failed once on that race).
+    let before = testenv::wait_for(
+        TIMEOUT,
+        "the foreign ExternalSecret's Ready status",
+        || async {
+            let es = theirs_api.get(&name).await?;
+            let ready = es.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Ready" && c.status == api::conditions::ConditionStatus::True
+                })
+            });
+            ensure!(ready, "status: {:?}", es.status);
+            Ok(es)
+        },
+    )
+    .await?;
 
     let store = format!("ces-{id}");
     cluster_store(&client, &store, "").await?;
