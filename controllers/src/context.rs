@@ -9,7 +9,6 @@ use std::time::Duration;
 use crate::events::{EventType, Recorder};
 use clientmanager::{ClientManager, StoreKind};
 use k8s_openapi::api::core::v1::ObjectReference;
-use tracing::warn;
 
 use kube::runtime::controller::Action;
 
@@ -86,10 +85,11 @@ impl Context {
         metrics: Metrics,
         settings: Settings,
     ) -> Arc<Self> {
-        let recorder = Recorder::new(
+        let recorder = Recorder::start(
             client.clone(),
             FIELD_MANAGER,
             std::env::var("POD_NAME").ok(),
+            metrics.events_dropped.clone(),
         );
         Arc::new(Self {
             client,
@@ -125,18 +125,10 @@ impl Context {
         Action::requeue(self.backoff.failed(object))
     }
 
-    /// Publishes an event; a failure to publish is logged and otherwise ignored, since the
-    /// reconcile outcome does not depend on it.
-    pub async fn event(
-        &self,
-        object: &ObjectReference,
-        type_: EventType,
-        reason: &str,
-        note: String,
-    ) {
-        if let Err(e) = self.recorder.publish(object, type_, reason, note).await {
-            warn!(error = %e, reason, "could not publish event");
-        }
+    /// Records an event, published in the background: the reconcile outcome does not depend on
+    /// it, so a reconcile neither waits for it nor fails with it.
+    pub fn event(&self, object: &ObjectReference, type_: EventType, reason: &str, note: String) {
+        self.recorder.record(object, type_, reason, note);
     }
 }
 

@@ -1,10 +1,18 @@
-//! Kubernetes events with a bounded memory. kube's `Recorder` keeps every event it published for
-//! six minutes and scans all of them on each publish: with 10k ExternalSecrets syncing at once
-//! that held about 29 MiB and grew quadratic in time. Like client-go's recorder, this keeps at
-//! most `CAPACITY` recent events, enough to aggregate repeats into a series.
+//! Kubernetes events with a bounded memory, published off the reconcile's path. kube's
+//! `Recorder` keeps every event it published for six minutes and scans all of them on each
+//! publish: with 10k ExternalSecrets syncing at once that held about 29 MiB and grew quadratic in
+//! time. Like client-go's recorder, this keeps at most `CAPACITY` recent events, enough to
+//! aggregate repeats into a series, and hands each event to a background sender: a reconcile
+//! never waits for the API server to store an event (one of its three requests on a first sync),
+//! and when the sender falls `QUEUE` events behind, new ones are dropped and counted, as
+//! client-go drops them, rather than slowing the reconciles or holding memory without bound.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use prometheus_client::metrics::counter::Counter;
+use tokio::sync::mpsc;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -16,6 +24,10 @@ pub use kube::runtime::events::EventType;
 use serde_json::json;
 
 const CAPACITY: usize = 4096;
+/// Events waiting for the sender; a burst of this many is published, a longer one loses events.
+const QUEUE: usize = 4096;
+/// Events the sender publishes at once.
+const IN_FLIGHT: usize = 8;
 /// Repeats within this time become a series on the first event.
 const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
 
@@ -57,32 +69,95 @@ fn fit(mut note: String) -> String {
     note
 }
 
+/// An event as a reconcile recorded it, waiting for the sender.
+struct Pending {
+    regarding: ObjectReference,
+    type_: EventType,
+    reason: String,
+    note: String,
+    at: Timestamp,
+}
+
+/// Where reconciles record events; the sender task publishes them.
 pub struct Recorder {
+    queue: mpsc::Sender<Pending>,
+    dropped: Counter,
+}
+
+impl Recorder {
+    /// Starts the sender on the current runtime; it ends when the recorder is dropped and what
+    /// was queued is published.
+    pub fn start(
+        client: kube::Client,
+        controller: &str,
+        instance: Option<String>,
+        dropped: Counter,
+    ) -> Self {
+        let publisher = Arc::new(Publisher {
+            client,
+            controller: controller.to_owned(),
+            instance: instance.unwrap_or_else(|| controller.to_owned()),
+            cache: Mutex::default(),
+        });
+        let (queue, waiting) = mpsc::channel(QUEUE);
+        let sender = futures::stream::unfold(
+            waiting,
+            |mut waiting: mpsc::Receiver<Pending>| async {
+                waiting.recv().await.map(|event| (event, waiting))
+            },
+        )
+        .for_each_concurrent(IN_FLIGHT, move |event| {
+            let publisher = publisher.clone();
+            async move {
+                if let Err(e) = publisher.publish(&event).await {
+                    tracing::warn!(error = %e, reason = event.reason, "could not publish event");
+                }
+            }
+        });
+        tokio::spawn(sender);
+        Self { queue, dropped }
+    }
+
+    /// Queues an event for the sender; counted and dropped when it is `QUEUE` events behind.
+    pub fn record(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let event = Pending {
+            regarding: regarding.clone(),
+            type_,
+            reason: reason.to_owned(),
+            note: fit(note),
+            at: Timestamp::now(),
+        };
+        if let Err(mpsc::error::TrySendError::Full(event)) = self.queue.try_send(event) {
+            self.dropped.inc();
+            tracing::debug!(reason = event.reason, "event dropped: the sender is behind");
+        }
+    }
+}
+
+struct Publisher {
     client: kube::Client,
     controller: String,
     instance: String,
     cache: Mutex<Cache>,
 }
 
-impl Recorder {
-    pub fn new(client: kube::Client, controller: &str, instance: Option<String>) -> Self {
-        Self {
-            client,
-            controller: controller.to_owned(),
-            instance: instance.unwrap_or_else(|| controller.to_owned()),
-            cache: Mutex::default(),
-        }
-    }
-
-    pub async fn publish(
-        &self,
-        regarding: &ObjectReference,
-        type_: EventType,
-        reason: &str,
-        note: String,
-    ) -> Result<(), kube::Error> {
-        let note = fit(note);
-        let now = Timestamp::now();
+impl Publisher {
+    async fn publish(&self, event: &Pending) -> Result<(), kube::Error> {
+        let Pending {
+            regarding,
+            type_,
+            reason,
+            note,
+            at: now,
+        } = event;
+        let (type_, reason, now) = (*type_, reason.as_str(), *now);
+        let note = note.clone();
         let namespace = regarding
             .namespace
             .clone()
@@ -175,6 +250,56 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An API server that answers an event's create only when the test lets it.
+    fn held_api_server() -> (kube::Client, Arc<tokio::sync::Semaphore>, Arc<AtomicUsize>) {
+        let release = Arc::new(tokio::sync::Semaphore::new(0));
+        let answered = Arc::new(AtomicUsize::new(0));
+        let (r, a) = (release.clone(), answered.clone());
+        let service = tower::service_fn(move |_: http::Request<kube::client::Body>| {
+            let (release, answered) = (r.clone(), a.clone());
+            async move {
+                release.acquire().await.expect("open").forget();
+                answered.fetch_add(1, Ordering::SeqCst);
+                let mut response = http::Response::new(kube::client::Body::from(b"{}".to_vec()));
+                *response.status_mut() = http::StatusCode::CREATED;
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
+        (kube::Client::new(service, "default"), release, answered)
+    }
+
+    fn object(n: usize) -> ObjectReference {
+        ObjectReference {
+            name: Some(format!("es-{n}")),
+            namespace: Some("apps".into()),
+            uid: Some(format!("uid-{n}")),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn recording_never_waits_for_the_api_server_and_a_backlog_past_the_queue_is_counted() {
+        let (client, release, answered) = held_api_server();
+        let dropped = Counter::default();
+        let recorder = Recorder::start(client, "test", None, dropped.clone());
+        // The API server answers nothing yet: every record returns at once, the queue fills,
+        // and what does not fit is dropped and counted.
+        for n in 0..QUEUE + 10 {
+            recorder.record(&object(n), EventType::Normal, "Created", "synced".into());
+        }
+        assert_eq!(dropped.get(), 10);
+        release.add_permits(QUEUE);
+        tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            while answered.load(Ordering::SeqCst) < QUEUE {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("every queued event is published");
+        assert_eq!(dropped.get(), 10, "nothing else was dropped");
+    }
 
     #[test]
     fn notes_are_cut_to_what_the_api_server_accepts() {

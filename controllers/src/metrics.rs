@@ -105,6 +105,8 @@ pub struct Metrics {
     /// 1 once this replica reconciles (it holds the Lease, or leader election is off), 0 while
     /// it stands by.
     pub leader: Gauge,
+    /// Events not published because the background sender was too far behind.
+    pub events_dropped: Counter,
     pub workqueues: crate::workqueue::Workqueues,
 }
 
@@ -177,6 +179,11 @@ impl Metrics {
             "external_secrets_leader",
             "1 when this replica runs the controllers (it holds the Lease, or leader election is off), 0 while it stands by",
             m.leader.clone(),
+        );
+        registry.register(
+            "external_secrets_events_dropped",
+            "Events not published because too many were waiting to be sent",
+            m.events_dropped.clone(),
         );
         registry.register_collector(Box::new(Process));
         m.workqueues.register(registry);

@@ -172,7 +172,7 @@ pub async fn reconcile<C: ClassObject>(
                 ConditionStatus::True => EventType::Normal,
                 _ => EventType::Warning,
             };
-            ctx.event(&class.object_ref(&()), type_, why, message).await;
+            ctx.event(&class.object_ref(&()), type_, why, message);
         }
     }
     Ok(Action::requeue(recheck))

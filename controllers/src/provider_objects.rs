@@ -330,8 +330,7 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
             } else {
                 EventType::Normal
             };
-            ctx.event(&obj.object_ref(&kctx.resource), type_, reason, message)
-                .await;
+            ctx.event(&obj.object_ref(&kctx.resource), type_, reason, message);
         }
     }
     tracing::debug!(elapsed = ?started.elapsed(), "provider reconciled");

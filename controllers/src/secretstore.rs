@@ -474,7 +474,7 @@ async fn write_status<S: StoreObject>(
     }
     if changed {
         for (type_, reason, note) in readiness.events() {
-            ctx.event(&store.object_ref(&()), type_, reason, note).await;
+            ctx.event(&store.object_ref(&()), type_, reason, note);
         }
     }
     Ok(())

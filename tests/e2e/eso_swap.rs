@@ -735,19 +735,7 @@ async fn policies(env: Arc<Env>) -> Result<()> {
     ] {
         wait_secret(&client, &ns, name, &user("alice")).await?;
     }
-    testenv::wait_for(
-        TIMEOUT,
-        "the unreadable window to be named in an event",
-        || async {
-            let reasons = crate::operator::event_reasons(&client, &ns, "typo-window").await?;
-            if reasons.iter().any(|r| r == "InvalidSyncWindow") {
-                Ok(())
-            } else {
-                Err(anyhow!("events: {reasons:?}"))
-            }
-        },
-    )
-    .await?;
+    crate::operator::wait_event(&client, &ns, "typo-window", "InvalidSyncWindow").await?;
     let mut merged = user("alice");
     merged.insert("theirs".to_owned(), b"kept".to_vec());
     wait_secret(&client, &ns, "create-or-merge", &merged).await?;

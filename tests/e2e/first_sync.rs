@@ -15,7 +15,7 @@ use kube::{Api, ResourceExt};
 use libtest_mimic::Trial;
 use serde_json::json;
 
-use crate::operator::{TIMEOUT, event_reasons, ready, wait_ready};
+use crate::operator::{TIMEOUT, ready, wait_event, wait_ready};
 use crate::restart::Operator;
 use crate::sync::{bytes, data_of, value, wait_secret};
 use crate::{Env, trial};
@@ -187,9 +187,9 @@ async fn target_already_there(env: Arc<Env>) -> Result<()> {
         "the adopted Secret is not controlled by its ExternalSecret: {:?}",
         taken.owner_references()
     );
-    let reasons = event_reasons(&client, &ns, "adopts").await?;
+    let reasons = wait_event(&client, &ns, "adopts", "Updated").await?;
     ensure!(
-        reasons.contains(&"Updated".to_owned()) && !reasons.contains(&"Created".to_owned()),
+        !reasons.contains(&"Created".to_owned()),
         "an existing target is updated, not created: events {reasons:?}"
     );
 

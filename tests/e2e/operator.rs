@@ -264,6 +264,25 @@ pub async fn event_reasons(client: &Client, namespace: &str, name: &str) -> Resu
         .collect())
 }
 
+/// Reasons of the events recorded for the object `name` in `namespace`, once one of them is
+/// `reason`: events are published in the background, after the condition that caused them.
+pub async fn wait_event(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> Result<Vec<String>> {
+    testenv::wait_for(TIMEOUT, &format!("a {reason} event of {name}"), || async {
+        let reasons = event_reasons(client, namespace, name).await?;
+        if reasons.iter().any(|r| r == reason) {
+            Ok(reasons)
+        } else {
+            Err(anyhow!("events: {reasons:?}"))
+        }
+    })
+    .await
+}
+
 /// The body of `path` on the operator's HTTP server at `addr`.
 pub async fn get(addr: SocketAddr, path: &str) -> Result<String> {
     let mut stream = tokio::net::TcpStream::connect(addr)

@@ -486,11 +486,7 @@ async fn source_deleted(env: Arc<Env>) -> Result<()> {
         "nothing is on record: {}",
         ps["status"]
     );
-    let reasons = crate::operator::event_reasons(&client, &ns, "push").await?;
-    ensure!(
-        reasons.iter().any(|r| r == "SourceDeleted"),
-        "a SourceDeleted event: {reasons:?}"
-    );
+    crate::operator::wait_event(&client, &ns, "push", "SourceDeleted").await?;
     let externals: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     let failed = wait_ready("ExternalSecret read", "False", "SecretSyncedError", || {
         value(&externals, "read")

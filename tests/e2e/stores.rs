@@ -14,7 +14,7 @@ use kube::{Api, Client, ResourceExt};
 use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
-use crate::operator::{TIMEOUT, event_reasons, wait_ready};
+use crate::operator::{TIMEOUT, wait_event, wait_ready};
 use crate::sync::{STORE, synced_namespace};
 use crate::{Env, trial};
 
@@ -456,11 +456,7 @@ spec:
         message.contains("data[0].value"),
         "message names the field: {message}"
     );
-    let reasons = event_reasons(&client, &ns, "failing").await?;
-    ensure!(
-        reasons.contains(&"ValidationFailed".to_owned()),
-        "events: {reasons:?}"
-    );
+    wait_event(&client, &ns, "failing", "ValidationFailed").await?;
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
-use crate::operator::{TIMEOUT, event_reasons, sample, scrape, wait_ready};
+use crate::operator::{TIMEOUT, sample, scrape, wait_event, wait_ready};
 use crate::{Env, trial};
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
@@ -231,11 +231,7 @@ async fn data_and_data_from(env: Arc<Env>) -> Result<()> {
         es["status"]["binding"]["name"] == "app-secret",
         "binding: {es}"
     );
-    let reasons = event_reasons(&client, &ns, "app").await?;
-    ensure!(
-        reasons.contains(&"Created".to_owned()),
-        "events: {reasons:?}"
-    );
+    wait_event(&client, &ns, "app", "Created").await?;
 
     let metrics = scrape(env.metrics_addr()).await?;
     let labels = format!("name=\"app\",namespace=\"{ns}\"");
@@ -282,11 +278,7 @@ async fn hand_edit_is_reverted(env: Arc<Env>) -> Result<()> {
         .patch("app-secret", &PatchParams::default(), &Patch::Merge(&edit))
         .await?;
     wait_secret(&client, &ns, "app-secret", &expected()).await?;
-    let reasons = event_reasons(&client, &ns, "app").await?;
-    ensure!(
-        reasons.contains(&"Updated".to_owned()),
-        "events: {reasons:?}"
-    );
+    wait_event(&client, &ns, "app", "Updated").await?;
     Ok(())
 }
 

@@ -497,8 +497,7 @@ async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Actio
         .get_or_create(&crate::metrics::labels(&name, ""))
         .set(started.elapsed().as_nanos() as i64);
     if let Some(note) = warning {
-        ctx.event(&object.object_ref(&()), EventType::Warning, ERRORED, note)
-            .await;
+        ctx.event(&object.object_ref(&()), EventType::Warning, ERRORED, note);
     }
     Ok(next)
 }

@@ -207,8 +207,7 @@ async fn missing(es: &ExternalSecret, ctx: &Context, field: &str) {
         EventType::Normal,
         "MissingProviderSecret",
         format!("{field}: the secret does not exist at the provider"),
-    )
-    .await;
+    );
 }
 
 /// `dataFrom[].rewrite`: regexp and template rewrites of key names, in order. Two keys that

@@ -207,8 +207,7 @@ pub async fn reconcile(
                     EventType::Warning,
                     "UpdateFailed",
                     message,
-                )
-                .await;
+                );
             }
             if e.is_terminal() {
                 Ok(Action::await_change())
@@ -518,8 +517,7 @@ async fn report(
             EventType::Warning,
             "InvalidSyncWindow",
             format!("{field}: {why}; the window is ignored"),
-        )
-        .await;
+        );
     }
     let event = match written {
         Written::Created => Some(("Created", "created")),
@@ -533,8 +531,7 @@ async fn report(
             EventType::Normal,
             reason,
             format!("{what} {done}"),
-        )
-        .await;
+        );
     }
     Ok(())
 }

@@ -246,8 +246,7 @@ async fn failed(
             EventType::Warning,
             reason::ERRORED,
             message,
-        )
-        .await;
+        );
     }
     match e {
         Error::Invalid { .. } => Ok(Action::await_change()),
@@ -295,8 +294,7 @@ async fn source_gone(
             EventType::Normal,
             reason::SOURCE_DELETED,
             message.into(),
-        )
-        .await;
+        );
     }
     let report = Report::not_ready(reason::SOURCE_DELETED, message.into(), Some(Synced::new()));
     write_status(ctx, api, ps, report).await?;
