@@ -334,11 +334,13 @@ fn store_controller<S: StoreObject>(
 ) -> impl Future<Output = ()> {
     let ctx = store_ctx.shared.clone();
     let (cached, writer) = reflector::store::<S>();
-    let gone_ctx = ctx.clone();
+    let queue = ctx.workqueue(name);
+    let (gone_ctx, gone_queue) = (ctx.clone(), queue.clone());
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
         .inspect_ok(on_departure(cached.clone(), move |store: ObjectRef<S>| {
+            gone_queue.left(&store);
             gone_ctx.status.forget(store.extra.uid.as_deref());
             let (condition, duration) = S::gauges(&gone_ctx.metrics);
             crate::metrics::forget(
@@ -350,7 +352,6 @@ fn store_controller<S: StoreObject>(
         }))
         // Its own status writes would validate against the backend again.
         .try_filter_map(changed_objects(crate::watch::fingerprint));
-    let queue = ctx.workqueue(name);
     let controller = queue.controller(stream, cached.clone(), ());
     let pushsecrets_listed = store_ctx.pushsecrets_listed();
     let reconcile = queue.reconciler(move |store, _: Arc<Context>| {

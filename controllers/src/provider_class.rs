@@ -13,7 +13,7 @@ use api::provider_class::{
     ProviderClassStatus, TlsSecretRef, reason,
 };
 use clientmanager::{ClassHealth, ClassRef};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -276,9 +276,13 @@ pub async fn controller<C: ClassObject>(
     let ctx = class_ctx.shared.clone();
     let (store, writer) = kube::runtime::reflector::store();
     let queue = ctx.metrics.workqueues.queue(name);
+    let gone_queue = queue.clone();
     let classes = watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
+        .inspect_ok(crate::watch::on_departure(store.clone(), move |class| {
+            gone_queue.left(&class)
+        }))
         .applied_objects();
     // The controller's context is the shared one, which its error policy reads.
     let reconcile = move |class, _: Arc<Context>| {

@@ -11,8 +11,8 @@ use api::conditions::{Condition, ConditionStatus, READY, set_condition};
 use api::provider_kinds::{ProviderStatus, Scope};
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{LoadedStore, ProviderObject, StoreKind};
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
@@ -216,9 +216,31 @@ async fn run_kind(kctx: Arc<KindContext>) {
     let writer = kube::runtime::reflector::store::Writer::new(kctx.resource.clone());
     let store = writer.as_reader();
     let queue = ctx.workqueue(format!("{}.{}", kctx.resource.plural, kctx.resource.group));
+    let departed = {
+        let (queue, ctx, kind) = (queue.clone(), ctx.clone(), kctx.provider.descriptor().kind);
+        move |object: ObjectRef<DynamicObject>| {
+            queue.left(&object);
+            // Its clients (an inline store's, deleted with the store) are closed now, not
+            // after the idle eviction's quarter of an hour.
+            let (ctx, identity) = (
+                ctx.clone(),
+                provider::ProviderIdentity {
+                    kind: kind.to_owned(),
+                    namespace: object.namespace,
+                    name: object.name,
+                },
+            );
+            tokio::spawn(async move { ctx.manager.forget(&identity).await });
+        }
+    };
     let objects = watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
+        .inspect_ok(crate::watch::on_departure_with(
+            store.clone(),
+            kctx.resource.clone(),
+            departed,
+        ))
         .applied_objects();
     let controller = queue.controller(objects, store.clone(), kctx.resource.clone());
     let reconcile = queue.reconciler(reconcile);

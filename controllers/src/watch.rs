@@ -114,22 +114,35 @@ pub(crate) fn changed_objects<K: Resource>(
 /// (no Delete is ever sent for it), at the end of the re-list that no longer holds it.
 pub(crate) fn on_departure<K>(
     reader: Store<K>,
-    mut gone: impl FnMut(ObjectRef<K>),
+    gone: impl FnMut(ObjectRef<K>),
 ) -> impl FnMut(&watcher::Event<K>)
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + Hash + Clone + Default,
 {
+    on_departure_with(reader, K::DynamicType::default(), gone)
+}
+
+/// [`on_departure`] for a kind known at run time (a provider kind, as `DynamicObject`).
+pub(crate) fn on_departure_with<K>(
+    reader: Store<K>,
+    dyntype: K::DynamicType,
+    mut gone: impl FnMut(ObjectRef<K>),
+) -> impl FnMut(&watcher::Event<K>)
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
     // The reader shows the old list until the re-list is done.
     let mut before: Option<Vec<ObjectRef<K>>> = None;
     move |event| match event {
-        watcher::Event::Delete(obj) => gone(ObjectRef::from_obj(obj)),
+        watcher::Event::Delete(obj) => gone(ObjectRef::from_obj_with(obj, dyntype.clone())),
         watcher::Event::Init => {
             before = Some(
                 reader
                     .state()
                     .iter()
-                    .map(|o| ObjectRef::from_obj(o.as_ref()))
+                    .map(|o| ObjectRef::from_obj_with(o.as_ref(), dyntype.clone()))
                     .collect(),
             );
         }

@@ -52,6 +52,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             ready_late_wakes_users,
         ),
         trial(
+            "stores::a_deleted_stores_client_is_closed_at_once",
+            env,
+            deleted_store_client_closed,
+        ),
+        trial(
             "stores::other_controller_class_is_left_alone",
             env,
             other_class,
@@ -632,5 +637,49 @@ spec:
         "synced {:?} after the provider object appeared",
         appeared.elapsed()
     );
+    Ok(())
+}
+
+/// A store deleted with its ExternalSecrets leaves no client behind: its converted provider
+/// object goes with it, and the client built from that object is closed when the watch sees it
+/// go, not at the idle eviction a quarter of an hour later. An operator of its own, for one
+/// namespace, so that its evictions are this trial's alone.
+async fn deleted_store_client_closed(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let ns = testenv::create_namespace(&client, "closed").await?;
+    let class = format!("closed-{ns}");
+    testenv::apply_yaml_in(&client, &ns, &crate::leader::class_store(&class), true).await?;
+    let operator = crate::restart::Operator::start_with(&env, &ns, &class, &["--disable-webhook"])?;
+    let es = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: reader}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: fake}\n  data: [{secretKey: user, remoteRef: {key: user}}]\n";
+    testenv::apply_yaml_in(&client, &ns, es, true).await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    crate::restart::every_one_ready(&externalsecrets).await?;
+    let closed = || {
+        operator.sum("clientmanager_cache_evictions_total", |l| {
+            l.contains("reason=\"deleted\"")
+        })
+    };
+    ensure!(
+        closed().await? == 0.0,
+        "a client was closed before any delete"
+    );
+    externalsecrets
+        .delete("reader", &DeleteParams::default())
+        .await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    stores.delete("fake", &DeleteParams::default()).await?;
+    testenv::wait_for(
+        Duration::from_secs(30),
+        "the deleted store's client to be closed",
+        || async {
+            if closed().await? > 0.0 {
+                Ok(())
+            } else {
+                Err(anyhow!("no client closed for a deleted provider object"))
+            }
+        },
+    )
+    .await?;
+    operator.stop();
     Ok(())
 }

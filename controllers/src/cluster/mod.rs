@@ -340,6 +340,7 @@ pub(crate) async fn controller<K: Fanout>(
     // Guarded: one object these types cannot read (written under another CRD) is reported on
     // its own, rather than stopping the watch of all.
     let (cached, writer) = reflector::store::<DeserializeGuard<K>>();
+    let queue = ctx.workqueue(K::CONTROLLER);
     let stream = watcher(
         Api::<DeserializeGuard<K>>::all(ctx.client.clone()),
         watcher::Config::default(),
@@ -348,8 +349,9 @@ pub(crate) async fn controller<K: Fanout>(
     .modify(|o| o.managed_fields_mut().clear())
     .reflect(writer)
     .inspect_ok(on_departure(cached.clone(), {
-        let (ctx, children) = (ctx.clone(), children.clone());
+        let (ctx, children, queue) = (ctx.clone(), children.clone(), queue.clone());
         move |gone: ObjectRef<DeserializeGuard<K>>| {
+            queue.left(&gone);
             ctx.status.forget(gone.extra.uid.as_deref());
             K::children(&children).forget_owner(&gone.name);
             let (condition, duration) = K::gauges(&ctx.metrics);
@@ -364,7 +366,6 @@ pub(crate) async fn controller<K: Fanout>(
         children,
         namespaces,
     });
-    let queue = ctx.workqueue(K::CONTROLLER);
     queue
         .controller(stream, cached.clone(), ())
         .reconcile_on(queue.triggers(owners))
