@@ -678,13 +678,7 @@ async fn measure(
     let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
 
-    // testenv keeps the API server's pid to itself; its certificates folder is in the control
-    // plane's.
-    let apiserver = pid_with_arg(&format!(
-        "--cert-dir={}",
-        cp.dir().join("apiserver-certs").display()
-    ))
-    .ok();
+    let apiserver = apiserver_pid(cp).ok();
     let cpu = |pid: Option<u32>| pid.map(cpu_seconds).transpose();
     let cpu_before = [
         cpu(Some(pid))?,
@@ -1277,6 +1271,15 @@ fn alive(watched: &[Watched]) -> Result<()> {
 }
 
 /// The one running process with `arg` among its arguments.
+/// The pid of `cp`'s API server: testenv keeps it to itself, but its certificates folder is in
+/// the control plane's.
+fn apiserver_pid(cp: &ControlPlane) -> Result<u32> {
+    pid_with_arg(&format!(
+        "--cert-dir={}",
+        cp.dir().join("apiserver-certs").display()
+    ))
+}
+
 fn pid_with_arg(arg: &str) -> Result<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc")? {

@@ -3,8 +3,9 @@
 //! of its own that creates the same ExternalSecrets and makes, for each, the two writes any
 //! operator must make (the Secret and the status). Reported: the time ratio, the operator's
 //! peak RSS, its API requests per ExternalSecret, how long an ExternalSecret created while the
-//! backlog drains waits to be Ready, and what a restart with everything in sync asks of the API
-//! server in its first minute.
+//! backlog drains waits to be Ready, what a restart with everything in sync asks of the API
+//! server in its first minute, and the CPU the API server spent per ExternalSecret in each run:
+//! on a small machine it is what both runs wait for.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -33,11 +34,11 @@ pub fn run(tokio: &tokio::runtime::Runtime, args: &Args) -> Result<()> {
     let bare = {
         // Started outside the runtime: start() blocks, and dropping it joins the supervisor.
         let cp = ControlPlane::start()?;
-        tokio.block_on(async { bare(&cp.client().await, args, count).await })?
+        tokio.block_on(async { bare(&cp, &cp.client().await, args, count).await })?
     };
     eprintln!(
         "bench: the bare client took {:.1}s; now the operator",
-        bare.as_secs_f64()
+        bare.took.as_secs_f64()
     );
     let cp = ControlPlane::start()?;
     let result = tokio.block_on(async { operator(&cp, &cp.client().await, args, count).await });
@@ -63,14 +64,26 @@ fn names(count: usize) -> Vec<String> {
     (0..count).map(|i| format!("es-{i:06}")).collect()
 }
 
+struct BareRun {
+    took: Duration,
+    /// CPU seconds of the API server from the first create to the last write.
+    apiserver_cpu: f64,
+}
+
+/// CPU seconds the API server of `cp` has used so far.
+fn apiserver_cpu(cp: &ControlPlane) -> Result<f64> {
+    crate::cpu_seconds(crate::apiserver_pid(cp)?)
+}
+
 /// Creates each ExternalSecret, then its Secret, then patches its status Ready, as fast as the
 /// same parallelism of creates allows: the floor of any operator.
-async fn bare(client: &Client, args: &Args, count: usize) -> Result<Duration> {
+async fn bare(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> Result<BareRun> {
     testenv::install_crds(client, &args.crds).await?;
     let ns = testenv::create_namespace(client, "bench").await?;
     let spec = spec()?;
     let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let cpu_before = apiserver_cpu(cp)?;
     let started = Instant::now();
     futures::stream::iter(names(count).into_iter().map(|name| {
         let (externalsecrets, secrets) = (externalsecrets.clone(), secrets.clone());
@@ -101,11 +114,18 @@ async fn bare(client: &Client, args: &Args, count: usize) -> Result<Duration> {
     .buffer_unordered(CREATE_PARALLELISM)
     .try_for_each(|_| async { Ok(()) })
     .await?;
-    Ok(started.elapsed())
+    Ok(BareRun {
+        took: started.elapsed(),
+        apiserver_cpu: apiserver_cpu(cp)? - cpu_before,
+    })
 }
 
 struct OperatorRun {
     all_ready: Duration,
+    /// CPU seconds of the API server and of the operator from the first create until all were
+    /// Ready.
+    apiserver_cpu: f64,
+    operator_cpu: f64,
     peak_rss_mib: f64,
     requests_per_es: f64,
     /// Seconds from create to Ready of the ExternalSecrets created while the backlog drained.
@@ -170,6 +190,7 @@ async fn operator(
 
     let spec = spec()?;
     let ready = ready_times(client, &ns);
+    let cpu_before = (apiserver_cpu(cp)?, crate::cpu_seconds(pid)?);
     let probes_ready = ready_times(client, &probe_ns);
     let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     let started = Instant::now();
@@ -221,6 +242,10 @@ async fn operator(
         }
     };
     let ((), all_ready) = tokio::try_join!(creating, waiting)?;
+    let (apiserver_cpu, operator_cpu) = (
+        apiserver_cpu(cp)? - cpu_before.0,
+        crate::cpu_seconds(pid)? - cpu_before.1,
+    );
     let peak_rss_mib = rss_mib(pid, "VmHWM")?;
     let sync: BTreeMap<String, f64> = requests(&scrape(metrics_port).await?)
         .into_iter()
@@ -250,6 +275,8 @@ async fn operator(
     let restart = restart(cp, &args, pid).await?;
     Ok(OperatorRun {
         all_ready,
+        apiserver_cpu,
+        operator_cpu,
         peak_rss_mib,
         requests_per_es: sync.values().sum::<f64>() / count as f64,
         probes,
@@ -301,8 +328,9 @@ fn requests(metrics: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
-fn print(run: &OperatorRun, bare: Duration, count: usize, args: &Args) {
-    let ratio = run.all_ready.as_secs_f64() / bare.as_secs_f64();
+fn print(run: &OperatorRun, bare: BareRun, count: usize, args: &Args) {
+    let ratio = run.all_ready.as_secs_f64() / bare.took.as_secs_f64();
+    let per_es_ms = |seconds: f64| seconds * 1000.0 / count as f64;
     let rss_goal = 16.0 + 3.0 * count as f64 / 1024.0;
     let mut probes = run.probes.clone();
     probes.sort_by(f64::total_cmp);
@@ -321,13 +349,28 @@ fn print(run: &OperatorRun, bare: Duration, count: usize, args: &Args) {
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     println!(
         "| {count} | {:.1} s | {:.1} s | {ratio:.2} | {:.1} MiB | {rss_goal:.1} MiB | {:.2} | {:.2} s / {:.2} s | {} |",
-        bare.as_secs_f64(),
+        bare.took.as_secs_f64(),
         run.all_ready.as_secs_f64(),
         run.peak_rss_mib,
         run.requests_per_es,
         crate::quantile(&probes, 0.5),
         crate::quantile(&probes, 0.99),
         probes.len(),
+    );
+    println!(
+        "\nCPU per ExternalSecret from the first create until all were Ready (the bare client's \
+         run: until its last write). Watches are part of the API server's: the bench's own of \
+         the ExternalSecrets in the operator's run, none in the bare client's.\n"
+    );
+    println!(
+        "| API server, bare client | API server, operator | ratio | operator |\n|---:|---:|---:|---:|"
+    );
+    println!(
+        "| {:.2} ms | {:.2} ms | {:.2} | {:.2} ms |",
+        per_es_ms(bare.apiserver_cpu),
+        per_es_ms(run.apiserver_cpu),
+        run.apiserver_cpu / bare.apiserver_cpu,
+        per_es_ms(run.operator_cpu),
     );
     println!("\nThe operator's requests during the sync, per ExternalSecret:\n");
     println!("| request (verb, resource) | per ExternalSecret |\n|---|---:|");
