@@ -516,12 +516,14 @@ async fn cluster_objects_adopted(env: Arc<Env>) -> Result<()> {
                 serde_json::to_value(cluster_es.get(&name).await?.status)?,
                 serde_json::to_value(cluster_ps.get(&name).await?.status)?,
             );
-            if now == written {
+            // ESO's own, not a held status that a reconcile wrote right after the patch.
+            let esos = |status: &serde_json::Value| status["conditions"] == ready;
+            if now == written && esos(&written.0) && esos(&written.1) {
                 settled = Some(written);
                 break;
             }
         }
-        let eso = settled.ok_or_else(|| anyhow!("the held objects' status kept changing"))?;
+        let eso = settled.ok_or_else(|| anyhow!("ESO's status never held for 2 s"))?;
         let mark = crate::cluster::audit_mark(&env)?;
         let before = versions().await?;
         if (&before.2, &before.3) == (&eso.0, &eso.1) {
