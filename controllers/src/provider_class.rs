@@ -275,7 +275,7 @@ pub async fn controller<C: ClassObject>(
 ) -> kube::runtime::reflector::Store<C> {
     let ctx = class_ctx.shared.clone();
     let (store, writer) = kube::runtime::reflector::store();
-    let queue = ctx.metrics.workqueues.queue(name);
+    let queue = ctx.workqueue(name);
     let gone_queue = queue.clone();
     let classes = watcher(api, watcher::Config::default())
         .default_backoff()
