@@ -271,11 +271,13 @@ pub struct ExternalSecretTarget {
             .reason(Reason::FieldValueForbidden)
             .field_path(".type"),
     )]
-    pub template: Option<Template>,
+    // Boxed, as is `manifest`: every cached ExternalSecret carried their 224 bytes inline,
+    // most of them `None`.
+    pub template: Option<Box<Template>>,
 
     /// Writes another kind (a ConfigMap, any custom resource) instead of a Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manifest: Option<ManifestReference>,
+    pub manifest: Option<Box<ManifestReference>>,
 
     /// Sets `immutable` on the Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -391,12 +391,12 @@ async fn shape(
 ) -> Result<crate::templating::Shaped, Error> {
     let template = es.spec.target.as_ref().and_then(|t| t.template.clone());
     let sources =
-        crate::templating::read_sources(&ctx.client, namespace, template.as_ref()).await?;
+        crate::templating::read_sources(&ctx.client, namespace, template.as_deref()).await?;
     let (labels, annotations) = (es.labels().clone(), es.annotations().clone());
     Ok(crate::templating::off_async(template.is_some(), move || {
         crate::templating::shape(
             "spec.target.template",
-            template.as_ref(),
+            template.as_deref(),
             fetched,
             &sources,
             &labels,

@@ -464,7 +464,7 @@ fn template_sources(es: &Watched) -> Vec<TemplateSource> {
         .spec
         .target
         .as_ref()
-        .and_then(|t| t.template.as_ref())
+        .and_then(|t| t.template.as_deref())
         .and_then(|t| t.template_from.as_deref())
         .unwrap_or_default();
     template_from

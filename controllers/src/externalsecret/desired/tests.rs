@@ -37,7 +37,7 @@ fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
 
 /// Through the template stage, as the reconciler does.
 fn shaped(es: &ExternalSecret, data: &BTreeMap<String, Vec<u8>>) -> crate::templating::Shaped {
-    let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+    let template = es.spec.target.as_ref().and_then(|t| t.template.as_deref());
     crate::templating::shape(
         "spec.target.template",
         template,

@@ -20,7 +20,7 @@ pub fn manifest(es: &ExternalSecret) -> Option<&ManifestReference> {
     es.spec
         .target
         .as_ref()
-        .and_then(|t| t.manifest.as_ref())
+        .and_then(|t| t.manifest.as_deref())
         .filter(|m| !(m.api_version == "v1" && m.kind == "Secret"))
 }
 
@@ -98,7 +98,7 @@ pub fn desired_object(
             object
         }
     };
-    let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+    let template = es.spec.target.as_ref().and_then(|t| t.template.as_deref());
     // ESO copies the template's labels and annotations as written (it renders them only for
     // Secrets), else the ExternalSecret's own.
     let (labels, annotations) = match template {

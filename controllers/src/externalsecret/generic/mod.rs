@@ -108,7 +108,7 @@ pub(super) async fn sync(
     let step = super::desired::plan(es, fetched.is_empty(), owners, &manifest.kind, &name)
         .map_err(|(field, message)| Error::Invalid { field, message })?;
     let write = async {
-        let template = es.spec.target.as_ref().and_then(|t| t.template.as_ref());
+        let template = es.spec.target.as_ref().and_then(|t| t.template.as_deref());
         let sources = crate::templating::read_sources(&ctx.client, &namespace, template).await?;
         let object = {
             let (es, manifest, existing) = (es.clone(), manifest.clone(), existing.clone());
