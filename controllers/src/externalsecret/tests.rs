@@ -9,7 +9,7 @@ use api::store::SecretStore;
 use futures::StreamExt;
 use http::Method;
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -638,6 +638,43 @@ async fn a_forced_refresh_of_very_many_ends_within_a_bounded_window() {
     assert!(
         last >= Duration::from_secs(25),
         "still spread: the last after {last:?}"
+    );
+}
+
+/// An ExternalSecret deleted between a store change and its moment in the spread keeps no
+/// mark: its departure was handled before the mark came, and nothing would ever take it
+/// (issue 21 §2, the `forced` set).
+#[tokio::test(start_paused = true)]
+async fn a_forced_external_secret_deleted_before_its_turn_leaves_no_mark() {
+    let events = numbered(2, |_, _| {});
+    let mut writer = reflector::store::Writer::<triggers::Watched>::default();
+    events.iter().for_each(|e| writer.apply_watcher_event(e));
+    let (kept, deleted) = match (&events[0], &events[1]) {
+        (watcher::Event::Apply(kept), watcher::Event::Apply(deleted)) => {
+            (ObjectRef::from_obj(kept), deleted.clone())
+        }
+        _ => unreachable!(),
+    };
+    let forced = triggers::Forced::default();
+    forced.watch(writer.as_reader());
+    let mut store = ref_store("a", json!({}));
+    store.metadata.uid = Some("uid-a".into());
+    let mut marks = triggers::store_changes(
+        store_users_after(events),
+        forced.clone(),
+        triggers::ProviderSpecs::default(),
+        futures::stream::iter([(true, clientmanager::LoadedStore::from_secret_store(&store))]),
+    );
+    writer.apply_watcher_event(&watcher::Event::Delete(deleted.clone()));
+    let mut seen = 0;
+    while marks.next().await.is_some() {
+        seen += 1;
+    }
+    assert_eq!(seen, 2, "both were users when the store changed");
+    assert!(forced.take(&kept), "the one still there is forced");
+    assert!(
+        !forced.take(&ObjectRef::from_obj(&deleted)),
+        "a mark was kept for an ExternalSecret that is gone"
     );
 }
 

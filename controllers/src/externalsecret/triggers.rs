@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use api::external_secret::ExternalSecret;
@@ -38,7 +38,41 @@ use crate::watch::{
 pub(crate) type Watched = DeserializeGuard<ExternalSecret>;
 
 /// ExternalSecrets to refresh regardless of their interval, because a store they use changed.
-pub(crate) type Forced = Arc<Mutex<HashSet<ObjectRef<Watched>>>>;
+#[derive(Clone, Default)]
+pub(crate) struct Forced {
+    marked: Arc<Mutex<HashSet<ObjectRef<Watched>>>>,
+    /// The ExternalSecrets there are: a mark comes up to [`MAX_SPREAD`] after the change, and
+    /// one for an object deleted meanwhile, after its departure was handled, was never taken.
+    watched: Arc<OnceLock<reflector::Store<Watched>>>,
+}
+
+impl Forced {
+    pub(crate) fn watch(&self, reader: reflector::Store<Watched>) {
+        let _ = self.watched.set(reader);
+    }
+
+    /// Marks `es` unless it has left the watch. Checked under the lock that [`Forced::forget`]
+    /// takes after the watch has dropped an object, so a mark never outlives its object.
+    fn mark(&self, es: ObjectRef<Watched>) {
+        let mut marked = self.lock();
+        if self.watched.get().is_none_or(|w| w.get(&es).is_some()) {
+            marked.insert(es);
+        }
+    }
+
+    /// Whether `es` was marked, unmarking it.
+    pub(crate) fn take(&self, es: &ObjectRef<Watched>) -> bool {
+        self.lock().remove(es)
+    }
+
+    fn forget(&self, es: &ObjectRef<Watched>) {
+        self.lock().remove(es);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<ObjectRef<Watched>>> {
+        self.marked.lock().expect("forced set poisoned")
+    }
+}
 
 pub(crate) struct ExternalSecretTriggers {
     forced: Forced,
@@ -87,6 +121,7 @@ impl ExternalSecretTriggers {
         let es_api: Api<Watched> = scoped(&client, namespace.as_deref());
         let (reader, writer) = reflector::store();
         cluster_children.external.use_cache(reader.clone());
+        self.forced.watch(reader.clone());
         // Our own status writes must not trigger a reconcile: react to spec, labels and
         // annotations only, as ESO's predicate does.
         let (gone_ctx, gone_forced) = (ctx.clone(), self.forced.clone());
@@ -261,7 +296,7 @@ impl ExternalSecretTriggers {
             .run(
                 queue.reconciler(move |watched: Arc<Watched>, ctx: Arc<Context>| {
                     let object = ObjectRef::from(watched.as_ref());
-                    let force = forced.lock().expect("forced set poisoned").remove(&object);
+                    let force = forced.take(&object);
                     let es = watched.0.clone().map(Arc::new);
                     let (held, forced, es_ctx) = (held.clone(), forced.clone(), es_ctx.clone());
                     async move {
@@ -292,7 +327,7 @@ fn departed(ctx: &Context, forced: &Forced, es: &ObjectRef<Watched>) {
         es.namespace.as_deref().unwrap_or_default(),
         es.extra.uid.as_deref(),
     );
-    forced.lock().expect("forced set poisoned").remove(es);
+    forced.forget(es);
 }
 
 /// The ExternalSecrets by the targets they write.
@@ -622,10 +657,7 @@ fn force(
             let forced = forced.clone();
             async move {
                 tokio::time::sleep_until(start + at).await;
-                forced
-                    .lock()
-                    .expect("forced set poisoned")
-                    .insert(r.clone());
+                forced.mark(r.clone());
                 r
             }
         })

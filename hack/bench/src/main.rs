@@ -144,6 +144,11 @@ struct Args {
     /// backlog drains, and a restart (src/scale.rs).
     #[arg(long)]
     scale: bool,
+    /// The bare client of --scale writes the Secret and the status by server-side apply, as the
+    /// operator does, instead of a create and a merge patch: what field ownership costs the API
+    /// server.
+    #[arg(long)]
+    bare_apply: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
