@@ -283,7 +283,8 @@ pub async fn controller<C: ClassObject>(
         .inspect_ok(crate::watch::on_departure(store.clone(), move |class| {
             gone_queue.left(&class)
         }))
-        .applied_objects();
+        // Its own status write is no reason for another health check.
+        .try_filter_map(crate::watch::changed_objects(crate::watch::fingerprint));
     // The controller's context is the shared one, which its error policy reads.
     let reconcile = move |class, _: Arc<Context>| {
         let (class_ctx, nudges) = (class_ctx.clone(), nudges.clone());

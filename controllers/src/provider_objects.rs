@@ -241,7 +241,8 @@ async fn run_kind(kctx: Arc<KindContext>) {
             kctx.resource.clone(),
             departed,
         ))
-        .applied_objects();
+        // Its own status write is no reason to validate against the backend again.
+        .try_filter_map(crate::watch::changed_objects(crate::watch::fingerprint));
     let controller = queue.controller(objects, store.clone(), kctx.resource.clone());
     let reconcile = queue.reconciler(reconcile);
     ctx.manager.use_provider_cache(kctx.resource.clone(), store);

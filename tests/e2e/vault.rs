@@ -74,6 +74,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             inline_store_logs_in_once,
         ),
+        trial(
+            "vault::a_provider_objects_status_write_validates_nothing_again",
+            env,
+            status_write_validates_nothing,
+        ),
         trial("vault::outage_keeps_every_secret", env, outage),
     ]
 }
@@ -1732,6 +1737,42 @@ async fn inline_store_logs_in_once(env: Arc<Env>) -> Result<()> {
     ensure!(
         logins == 1,
         "{logins} logins for one inline store, its provider object and {COUNT} ExternalSecrets"
+    );
+    Ok(())
+}
+
+/// The provider reconciler's own status write is no reason to validate again (issue 21 §3): a
+/// Vault object alone, Ready, asked Vault `lookup-self` once, not once more for the event of
+/// the status it wrote.
+async fn status_write_validates_nothing(env: Arc<Env>) -> Result<()> {
+    let (vault, client, ns, role_id) = approle_namespace(&env, "vault-status-once").await?;
+    vault
+        .api(
+            http::Method::POST,
+            "sys/config/auditing/request-headers/x-team",
+            Some(&json!({"hmac": false})),
+        )
+        .await?;
+    let yaml = format!(
+        "apiVersion: providers.external-secrets.io/v1alpha1\nkind: Vault\nmetadata: {{name: alone}}\nspec:\n  server: {server}\n  path: {KV2}\n  headers: {{X-Team: {ns}}}\n  auth:\n    appRole:\n      roleId: {role_id}\n      secretRef: {{name: approle, key: secret-id}}\n",
+        server = vault.address(),
+    );
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    let resource =
+        api::providers::vault::DESCRIPTOR.storage_resource(api::provider_kinds::Scope::Namespaced);
+    let objects: Api<kube::api::DynamicObject> = Api::namespaced_with(client, &ns, &resource);
+    wait_ready("Vault alone", "True", "Valid", || async {
+        Ok(serde_json::to_value(objects.get("alone").await?)?)
+    })
+    .await?;
+    // Room for the reconcile a status event would start.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let lookups = vault.count_audit_responses(|r| {
+        r.path == "auth/token/lookup-self" && r.headers["x-team"] == json!([ns.as_str()])
+    })?;
+    ensure!(
+        lookups == 1,
+        "{lookups} validations (lookup-self) of one provider object that changed once"
     );
     Ok(())
 }
