@@ -4,6 +4,7 @@
 //! template's output.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
@@ -44,6 +45,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "templates::an_expensive_template_stops_at_its_budget_and_probes_answer_meanwhile",
             env,
             expensive_template,
+        ),
+        trial(
+            "templates::the_operators_webhook_answers_while_expensive_templates_render",
+            env,
+            webhook_answers_while_rendering,
         ),
     ]
 }
@@ -461,6 +467,111 @@ spec:
     ensure!(
         slowest < std::time::Duration::from_secs(1),
         "a probe waited {slowest:?} while templates rendered"
+    );
+    Ok(())
+}
+
+/// The operator's own binary, its conversion webhook on its runtime as in a pod, on a control
+/// plane of its own (the other trials' webhook runs apart from their operator, and this one
+/// points the CRDs at itself): while ExternalSecrets whose templates exceed their budget keep
+/// the render pool busy, the API server's calls to the webhook (a Vault object read at
+/// v1beta1, stored at v1alpha1) and the probes are each answered within a second.
+async fn webhook_answers_while_rendering(_env: Arc<Env>) -> Result<()> {
+    const RENDERS: usize = 6;
+    let cp = testenv::ControlPlane::start()?;
+    let client = cp.client().await;
+    testenv::install_crds(&client, Env::path("crds")).await?;
+    let ns = testenv::create_namespace(&client, "tpl-webhook").await?;
+    let free = || -> Result<std::net::SocketAddr> {
+        Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+    };
+    let (metrics, probes, webhook) = (free()?, free()?, free()?);
+    cp.spawn(
+        "operator",
+        std::path::Path::new(env!("CARGO_BIN_EXE_external-secrets")),
+        [
+            "controller",
+            "--kubeconfig",
+            &cp.kubeconfig_path().to_string_lossy(),
+            "--metrics-addr",
+            &metrics.to_string(),
+            "--live-addr",
+            &probes.to_string(),
+            "--webhook-addr",
+            &webhook.to_string(),
+            "--webhook-url",
+            &format!("https://{webhook}/convert"),
+            "--webhook-namespace",
+            "default",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    )?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: providers.external-secrets.io/v1alpha1\nkind: Vault\nmetadata: {name: converted}\nspec:\n  server: https://vault.example:8200\n  path: secret\n  auth: {tokenSecretRef: {name: token, key: token}}\n",
+        true,
+    )
+    .await?;
+    let at_v1beta1: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &api::providers::vault::DESCRIPTOR
+            .resource(api::provider_kinds::Scope::Namespaced, "v1beta1"),
+    );
+    testenv::wait_for(TIMEOUT, "the operator's webhook converting", || {
+        let at_v1beta1 = at_v1beta1.clone();
+        async move { anyhow::Ok(at_v1beta1.get("converted").await.map(drop)?) }
+    })
+    .await?;
+
+    let keys = r#"'{{ range until 1000 }}{{ genPrivateKey "rsa" }}{{ end }}'"#;
+    let mut manifests = STORE.to_owned();
+    for i in 0..RENDERS {
+        manifests.push_str(&format!(
+            "---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: keys-{i}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: fake}}\n  target: {{template: {{data: {{key: {keys}}}}}}}\n  data: [{{secretKey: user, remoteRef: {{key: /grafana/user}}}}]\n"
+        ));
+    }
+    testenv::apply_yaml_in(&client, &ns, &manifests, true).await?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let (mut slowest_conversion, mut slowest_probe) = (Duration::ZERO, Duration::ZERO);
+    let mut asked_while_rendering = 0;
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let asked = std::time::Instant::now();
+        at_v1beta1.get("converted").await?;
+        slowest_conversion = slowest_conversion.max(asked.elapsed());
+        let asked = std::time::Instant::now();
+        crate::operator::get(probes, "/healthz").await?;
+        slowest_probe = slowest_probe.max(asked.elapsed());
+        let mut stopped = 0;
+        for i in 0..RENDERS {
+            let es = serde_json::to_value(externalsecrets.get(&format!("keys-{i}")).await?)?;
+            if crate::operator::ready(&es).is_some_and(|c| {
+                c.status.as_str() == "False"
+                    && c.message.is_some_and(|m| m.contains("exceeded its"))
+            }) {
+                stopped += 1;
+            }
+        }
+        if stopped == RENDERS {
+            break;
+        }
+        asked_while_rendering += 1;
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "{stopped} of {RENDERS} renders stopped at their budget"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ensure!(
+        slowest_conversion < Duration::from_secs(1) && slowest_probe < Duration::from_secs(1),
+        "while templates rendered, a conversion took {slowest_conversion:?} and a probe {slowest_probe:?}"
+    );
+    ensure!(
+        asked_while_rendering >= 3,
+        "only {asked_while_rendering} rounds of questions while templates rendered: nothing was shown"
     );
     Ok(())
 }
