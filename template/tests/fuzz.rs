@@ -5,9 +5,14 @@
 //!
 //! The seed is fixed and failures are not persisted, so a run is the same everywhere; proptest
 //! prints the smallest input that fails.
+//!
+//! Memory is bounded too: this test binary's allocator keeps the peak of what is allocated, and
+//! a render may hold at most [`MEMORY`] more than was held when it started (cases run one at a
+//! time). A YAML alias bomb of 200 bytes needed gigabytes before the decoder refused excessive
+//! aliasing.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use external_secrets_template::{Budget, Error, Funcs, Template, Value, go_string};
@@ -17,6 +22,11 @@ use proptest::test_runner::RngSeed;
 const LIMIT: usize = 16 * 1024;
 const STEPS: u64 = 20_000;
 const TIME: Duration = Duration::from_secs(1);
+/// The most one render may hold at once.
+const MEMORY: usize = 64 << 20;
+
+#[global_allocator]
+static ALLOCATOR: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
@@ -33,14 +43,21 @@ fn funcs() -> &'static Funcs {
 }
 
 /// Renders on a thread with a worker's 2 MiB stack, as the operator does, and checks the
-/// render kept to its budget's time (with room for one call, which is not interrupted).
+/// render kept to its budget's time (with room for one call, which is not interrupted) and
+/// held at most [`MEMORY`] at once.
 fn render(text: String, data: BTreeMap<String, Vec<u8>>) -> Result<String, Error> {
     let data = Value::Map(
         data.into_iter()
             .map(|(k, v)| (k, Value::String(go_string(&v))))
             .collect(),
     );
+    // One render at a time: the allocator's peak is the process's, and another test's render
+    // would reset it or add to it.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let started = Instant::now();
+    let before = ALLOCATOR.current_usage();
+    ALLOCATOR.reset_peak_usage();
     let out = std::thread::Builder::new()
         .stack_size(2 << 20)
         .spawn(move || {
@@ -50,6 +67,8 @@ fn render(text: String, data: BTreeMap<String, Vec<u8>>) -> Result<String, Error
         .expect("a thread")
         .join()
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    let held = ALLOCATOR.peak_usage().saturating_sub(before);
+    assert!(held <= MEMORY, "held {} MiB at once", held >> 20);
     assert!(started.elapsed() < TIME * 5, "took {:?}", started.elapsed());
     if let Ok(text) = &out {
         assert!(text.len() <= LIMIT);
@@ -242,5 +261,27 @@ fn a_number_with_a_multibyte_character_is_not_a_panic() {
     assert_eq!(
         render(r#"{{ addf "0Σ" 1 }}"#.to_owned(), sample_data()).as_deref(),
         Ok("1")
+    );
+}
+
+/// The alias bomb the memory bound is for: seven levels of nine aliases each are 4.8 million
+/// scalars once expanded, refused as Go refuses them, within the bound.
+#[test]
+fn an_alias_bomb_stays_within_memory() {
+    let mut yaml = String::from("a0: &a0 [x,x,x,x,x,x,x,x,x]\n");
+    for i in 1..7 {
+        yaml.push_str(&format!(
+            "a{i}: &a{i} [{}]\n",
+            vec![format!("*a{}", i - 1); 9].join(",")
+        ));
+    }
+    let out = render(
+        "{{ fromYaml .in | toJson }}".to_owned(),
+        data(&[("in", yaml.as_bytes())]),
+    );
+    assert!(
+        out.as_deref()
+            .is_ok_and(|o| o.contains("excessive aliasing")),
+        "{out:?}"
     );
 }
