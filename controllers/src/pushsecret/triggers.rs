@@ -85,24 +85,7 @@ where
         .watches_stream(
             secrets,
             queue.mapper(move |secret: PartialObjectMeta<Secret>| {
-                let ns = secret.namespace().unwrap_or_default();
-                let candidates = {
-                    let index = sources.lock().expect("watch index poisoned");
-                    let mut candidates = index.get(&Source::Named(ns.clone(), secret.name_any()));
-                    candidates.extend(index.get(&Source::Selecting(ns)));
-                    candidates
-                };
-                candidates
-                    .into_iter()
-                    .filter(|candidate| {
-                        ps_by_source.get(candidate).is_some_and(|ps| {
-                            ps.0.as_ref()
-                                .ok()
-                                .and_then(|ps| ps.spec.selector.secret.as_ref())
-                                .is_some_and(|s| is_source(s, &secret))
-                        })
-                    })
-                    .collect::<Vec<_>>()
+                reading(&ps_by_source, &sources, &secret)
             }),
         )
         .reconcile_on(queue.triggers(woken))
@@ -126,6 +109,33 @@ where
             ctx.clone(),
         )
         .for_each(after_reconcile(ctx, queue))
+}
+
+/// The PushSecrets whose source `secret` is: those naming it and those selecting in its
+/// namespace whose selector matches it, found through `sources` rather than by a scan.
+fn reading(
+    reader: &Store<Watched>,
+    sources: &SharedIndex<Watched, Source>,
+    secret: &PartialObjectMeta<Secret>,
+) -> Vec<ObjectRef<Watched>> {
+    let ns = secret.namespace().unwrap_or_default();
+    let candidates = {
+        let index = sources.lock().expect("watch index poisoned");
+        let mut candidates = index.get(&Source::Named(ns.clone(), secret.name_any()));
+        candidates.extend(index.get(&Source::Selecting(ns)));
+        candidates
+    };
+    candidates
+        .into_iter()
+        .filter(|candidate| {
+            reader.get(candidate).is_some_and(|ps| {
+                ps.0.as_ref()
+                    .ok()
+                    .and_then(|ps| ps.spec.selector.secret.as_ref())
+                    .is_some_and(|s| is_source(s, secret))
+            })
+        })
+        .collect()
 }
 
 /// Forgets what is kept of a PushSecret that left the watch.
@@ -493,6 +503,66 @@ mod tests {
                 .collect(),
         );
         meta
+    }
+
+    /// A Secret's event finds the PushSecrets reading it without a scan of every PushSecret:
+    /// 10k PushSecrets each pushing a Secret of its own, plus one selecting by label, and an
+    /// event for each Secret (a scan is 10⁸ comparisons).
+    #[test]
+    fn secret_events_find_their_push_secrets_without_a_scan() {
+        const COUNT: usize = 10_000;
+        let (reader, mut writer) = reflector::store::<Watched>();
+        let sources = SharedIndex::<Watched, Source>::default();
+        let mut keep = index::kept(sources.clone(), sources_of);
+        let mut event = |e: watcher::Event<Watched>| {
+            writer.apply_watcher_event(&e);
+            keep(&e);
+        };
+        let pushing = |name: String, selector: serde_json::Value| {
+            let mut ps = push_secret(json!([{"name": "vault"}]));
+            ps.metadata.name = Some(name);
+            ps.spec.selector = serde_json::from_value(json!({"secret": selector})).unwrap();
+            DeserializeGuard(Ok(ps))
+        };
+        for i in 0..COUNT {
+            event(watcher::Event::Apply(pushing(
+                format!("ps-{i}"),
+                json!({"name": format!("src-{i}")}),
+            )));
+        }
+        event(watcher::Event::Apply(pushing(
+            "selecting".into(),
+            json!({"selector": {"matchLabels": {"push": "yes"}}}),
+        )));
+        let src = |i: usize, labels: &[(&str, &str)]| {
+            let mut secret = secret(&format!("src-{i}"), labels);
+            secret.metadata.namespace = Some("team-a".into());
+            secret
+        };
+        let names = |refs: Vec<ObjectRef<Watched>>| {
+            let mut names: Vec<_> = refs.into_iter().map(|r| r.name).collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            names(reading(&reader, &sources, &src(7, &[("push", "yes")]))),
+            ["ps-7", "selecting"]
+        );
+        let mut other = src(7, &[]);
+        other.metadata.namespace = Some("team-b".into());
+        assert!(reading(&reader, &sources, &other).is_empty());
+        let started = std::time::Instant::now();
+        for i in 0..COUNT {
+            assert_eq!(
+                names(reading(&reader, &sources, &src(i, &[]))),
+                [format!("ps-{i}")]
+            );
+        }
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "{COUNT} Secret events took {took:?}"
+        );
     }
 
     #[test]
