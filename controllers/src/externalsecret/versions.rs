@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use tokio::sync::watch;
@@ -24,15 +23,42 @@ const FIRST_LIST_WAIT: Duration = Duration::from_secs(60);
 
 type Key = (String, String);
 
+/// A Secret as the maps know it, `namespace/name` in one block: a pair of strings and a
+/// resourceVersion string were three blocks per managed Secret (heap profile, hack/README.md).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Target(Box<str>);
+
+impl Target {
+    fn new(namespace: &str, name: &str) -> Self {
+        Target(format!("{namespace}/{name}").into())
+    }
+}
+
+/// A resourceVersion: opaque to clients, but etcd's revisions are numbers, kept as one.
+#[derive(Clone, PartialEq, Eq)]
+enum Version {
+    Number(u64),
+    Text(Box<str>),
+}
+
+impl Version {
+    fn new(resource_version: &str) -> Self {
+        match resource_version.parse::<u64>() {
+            Ok(n) if n.to_string() == resource_version => Version::Number(n),
+            _ => Version::Text(resource_version.into()),
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
-    versions: HashMap<Key, String>,
+    versions: HashMap<Target, Version>,
     /// Versions a reconcile read and found as the ExternalSecret wants, though its status
     /// recorded an older one (someone else changed what does not matter, such as an
     /// annotation of theirs, while the operator was down): not read again at each reconcile.
-    confirmed: HashMap<Key, String>,
+    confirmed: HashMap<Target, Version>,
     /// During a re-list: the Secrets it held so far; the others were deleted meanwhile.
-    relisted: Option<HashSet<Key>>,
+    relisted: Option<HashSet<Target>>,
     /// ExternalSecrets (namespace, name) set aside until the first list is in.
     deferred: HashSet<Key>,
     /// The first list is in, or was waited for long enough: nothing is set aside any more.
@@ -56,8 +82,11 @@ impl Default for TargetVersions {
     }
 }
 
-fn key(secret: &PartialObjectMeta<Secret>) -> Key {
-    (secret.namespace().unwrap_or_default(), secret.name_any())
+fn key(secret: &PartialObjectMeta<Secret>) -> Target {
+    Target::new(
+        secret.metadata.namespace.as_deref().unwrap_or_default(),
+        secret.metadata.name.as_deref().unwrap_or_default(),
+    )
 }
 
 impl TargetVersions {
@@ -71,14 +100,15 @@ impl TargetVersions {
                 {
                     relisted.insert(key.clone());
                 }
-                match secret.resource_version() {
-                    Some(rv) => state.versions.insert(key, rv),
+                match &secret.metadata.resource_version {
+                    Some(rv) => state.versions.insert(key, Version::new(rv)),
                     None => state.versions.remove(&key),
                 };
             }
             watcher::Event::Delete(secret) => {
-                state.versions.remove(&key(secret));
-                state.confirmed.remove(&key(secret));
+                let key = key(secret);
+                state.versions.remove(&key);
+                state.confirmed.remove(&key);
             }
             watcher::Event::Init => state.relisted = Some(HashSet::new()),
             watcher::Event::InitDone => {
@@ -103,10 +133,9 @@ impl TargetVersions {
     /// wants it.
     pub fn confirm(&self, namespace: &str, name: &str, resource_version: &str) {
         let mut state = self.state.lock().expect("target versions poisoned");
-        state.confirmed.insert(
-            (namespace.to_owned(), name.to_owned()),
-            resource_version.to_owned(),
-        );
+        state
+            .confirmed
+            .insert(Target::new(namespace, name), Version::new(resource_version));
     }
 
     /// Whether the Secret `namespace/name` is still at `resource_version`, as far as the watch
@@ -126,10 +155,12 @@ impl TargetVersions {
                 .insert((waiting.0.to_owned(), waiting.1.to_owned()));
             return None;
         }
-        let key = (namespace.to_owned(), name.to_owned());
-        Some(state.versions.get(&key).is_some_and(|rv| {
-            rv == resource_version || state.confirmed.get(&key).is_some_and(|c| c == rv)
-        }))
+        let (key, wanted) = (Target::new(namespace, name), Version::new(resource_version));
+        Some(
+            state.versions.get(&key).is_some_and(|rv| {
+                *rv == wanted || state.confirmed.get(&key).is_some_and(|c| c == rv)
+            }),
+        )
     }
 
     /// Whether the watch, its first list in, knows of no Secret `namespace/name` this operator
@@ -141,7 +172,7 @@ impl TargetVersions {
                 .lock()
                 .expect("target versions poisoned")
                 .versions
-                .contains_key(&(namespace.to_owned(), name.to_owned()))
+                .contains_key(&Target::new(namespace, name))
     }
 
     fn first_list_over(&self) -> bool {
