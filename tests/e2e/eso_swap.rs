@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Result, anyhow, ensure};
+use anyhow::{Context as _, Result, anyhow, ensure};
 use api::cluster_secrets::{ClusterExternalSecret, ClusterPushSecret};
 use api::external_secret::ExternalSecret;
 use api::push_secret::PushSecret;
@@ -813,7 +813,9 @@ async fn policies(env: Arc<Env>) -> Result<()> {
         "deny-window",
         "allow-window",
     ] {
-        wait_secret(&client, &ns, name, &user("alice")).await?;
+        wait_secret(&client, &ns, name, &user("alice"))
+            .await
+            .with_context(|| format!("{name} held at alice through the store change"))?;
     }
     // Held back until the window closes, not polled every second through it.
     let held_after = calls("deny-window").await?;
@@ -829,8 +831,11 @@ async fn policies(env: Arc<Env>) -> Result<()> {
             .await?;
     }
     // A change of the ExternalSecret is not held by its windows.
-    wait_secret(&client, &ns, "on-change", &user("bob")).await?;
-    wait_secret(&client, &ns, "deny-window", &user("bob")).await?;
+    for name in ["on-change", "deny-window"] {
+        wait_secret(&client, &ns, name, &user("bob"))
+            .await
+            .with_context(|| format!("{name} refreshed by the change of its annotations"))?;
+    }
     tokio::time::sleep(Duration::from_secs(2)).await;
     wait_secret(&client, &ns, "created-once", &user("alice")).await?;
     for name in ["orphan", "periodic"] {

@@ -663,3 +663,56 @@ fn force(
         })
         .boxed()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A ConfigMap's or Secret's event finds the ExternalSecrets whose `templateFrom` reads it
+    /// through the index the watch keeps: 10k ExternalSecrets each reading a ConfigMap and a
+    /// Secret of its own, an event for each source.
+    #[test]
+    fn template_sources_find_their_users_without_a_scan() {
+        const COUNT: usize = 10_000;
+        let users = SharedIndex::<Watched, TemplateSource>::default();
+        let mut keep = index::kept(users.clone(), template_sources);
+        for i in 0..COUNT {
+            let es: ExternalSecret = serde_json::from_value(json!({
+                "apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+                "metadata": {"name": format!("es-{i}"), "namespace": "team-a"},
+                "spec": {"target": {"template": {"templateFrom": [
+                    {"configMap": {"name": format!("cm-{i}"), "items": [{"key": "k"}]}},
+                    {"secret": {"name": format!("s-{i}"), "items": [{"key": "k"}]}},
+                ]}}},
+            }))
+            .unwrap();
+            keep(&watcher::Event::Apply(DeserializeGuard(Ok(es))));
+        }
+        let users_of = |config_map, name: String| -> Vec<String> {
+            let key = TemplateSource {
+                config_map,
+                namespace: "team-a".into(),
+                name,
+            };
+            let found = users.lock().unwrap().get(&key);
+            found.into_iter().map(|r| r.name).collect()
+        };
+        assert!(
+            users_of(false, "cm-0".into()).is_empty(),
+            "a Secret named as a ConfigMap is another source"
+        );
+        let started = std::time::Instant::now();
+        for i in 0..COUNT {
+            assert_eq!(users_of(true, format!("cm-{i}")), [format!("es-{i}")]);
+            assert_eq!(users_of(false, format!("s-{i}")), [format!("es-{i}")]);
+        }
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(2),
+            "{} source events took {took:?}",
+            2 * COUNT
+        );
+    }
+}
