@@ -73,15 +73,27 @@ pub fn context(client: kube::Client) -> Arc<Context> {
 }
 
 pub fn context_with(client: kube::Client, settings: Settings) -> Arc<Context> {
+    context_in(
+        client,
+        settings,
+        &mut prometheus_client::registry::Registry::default(),
+    )
+}
+
+/// A context whose metrics are registered in `metrics`, for a test that reads them.
+pub fn context_in(
+    client: kube::Client,
+    settings: Settings,
+    metrics: &mut prometheus_client::registry::Registry,
+) -> Arc<Context> {
     let mut registry = provider::ProviderRegistry::default();
     registry.register(Arc::new(provider_fake::Fake::default()));
-    let mut metrics = prometheus_client::registry::Registry::default();
     let manager = clientmanager::ClientManager::new(
         client.clone(),
         Arc::new(registry),
         true,
         "default".into(),
-        clientmanager::Metrics::register(&mut metrics),
+        clientmanager::Metrics::register(metrics),
     );
     // Watched but empty: no Fake object, so an inline store's converted form is used.
     let fake = kube::api::ApiResource {
@@ -96,7 +108,7 @@ pub fn context_with(client: kube::Client, settings: Settings) -> Arc<Context> {
     Context::new(
         client,
         manager,
-        crate::metrics::Metrics::register(&mut metrics),
+        crate::metrics::Metrics::register(metrics),
         settings,
     )
 }

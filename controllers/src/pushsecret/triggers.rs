@@ -565,6 +565,37 @@ mod tests {
         );
     }
 
+    /// A PushSecret that leaves the watch takes its series with it (issue 21 §2); another's
+    /// stay.
+    #[tokio::test]
+    async fn a_departed_push_secrets_series_go_with_it() {
+        let (client, _) = crate::standin::client(|_| crate::standin::status(404, "NotFound"));
+        let mut registry = prometheus_client::registry::Registry::default();
+        let ctx = crate::standin::context_in(client, Default::default(), &mut registry);
+        for name in ["gone", "kept"] {
+            ctx.metrics.ps_condition.set(
+                name,
+                "team-a",
+                api::conditions::READY,
+                api::conditions::ConditionStatus::True,
+            );
+        }
+        let series = |name: &str| {
+            crate::metrics::text(&registry)
+                .lines()
+                .filter(|l| l.starts_with("pushsecret_") && l.contains(&format!("name=\"{name}\"")))
+                .count()
+        };
+        assert!(series("gone") > 0 && series("kept") > 0);
+        departed(&ctx, &ObjectRef::new("gone").within("team-a"));
+        assert_eq!(
+            series("gone"),
+            0,
+            "a departed PushSecret's series are still there"
+        );
+        assert!(series("kept") > 0, "another PushSecret's series went too");
+    }
+
     #[test]
     fn a_source_is_the_named_secret_or_one_the_selector_matches() {
         let named: PushSecretSecret = serde_json::from_value(json!({"name": "src"})).unwrap();
