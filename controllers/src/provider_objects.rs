@@ -264,19 +264,25 @@ fn error_policy(obj: Arc<DynamicObject>, error: &StatusError, kctx: Arc<KindCont
         .failed("provider", error.kind(), &object.to_string())
 }
 
+/// Whether a change of `obj` is announced to the ExternalSecrets reading through it: when it is
+/// news (a new generation, or created while this operator runs), except a store's converted
+/// object just written, which holds the store's own spec: its ExternalSecrets already read
+/// through it (and a store change wakes them itself). Announcing it would refetch every
+/// ExternalSecret of every inline store when an operator takes over from Go ESO, which made
+/// none.
+fn announced(generations: &Generations, obj: &DynamicObject) -> bool {
+    let converted_just_now = obj.labels().contains_key(api::store::LABEL_CONVERTED_FROM)
+        && obj.metadata.generation == Some(1);
+    generations.changed(obj) && !converted_just_now
+}
+
 #[instrument(skip_all, fields(kind = %kctx.resource.kind, group = %kctx.resource.group, namespace = obj.namespace(), name = obj.name_any()))]
 async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Action, StatusError> {
     let ctx = kctx.objects.shared.as_ref();
     let started = Instant::now();
     let object = ProviderObject::from_dynamic(kctx.provider.clone(), &obj);
     let identity = object.identity.clone();
-    // A store's converted object, just written, holds the store's own spec: its ExternalSecrets
-    // already read through it (and a store change wakes them itself). Announcing it would
-    // refetch every ExternalSecret of every inline store when an operator takes over from Go
-    // ESO, which made none.
-    let converted_just_now = obj.labels().contains_key(api::store::LABEL_CONVERTED_FROM)
-        && obj.metadata.generation == Some(1);
-    let changed = kctx.objects.generations.changed(obj.as_ref()) && !converted_just_now;
+    let changed = announced(&kctx.objects.generations, &obj);
     if changed {
         let _ = kctx
             .objects
@@ -358,4 +364,81 @@ async fn reconcile(obj: Arc<DynamicObject>, kctx: Arc<KindContext>) -> Result<Ac
     }
     tracing::debug!(elapsed = ?started.elapsed(), "provider reconciled");
     Ok(Action::requeue(ctx.settings.store_requeue_interval))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn fake(
+        name: &str,
+        generation: i64,
+        converted: bool,
+        created: jiff::Timestamp,
+    ) -> DynamicObject {
+        let labels = if converted {
+            json!({api::store::LABEL_CONVERTED_FROM: "store"})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(json!({
+            "apiVersion": "providers.external-secrets.io/v1alpha1", "kind": "Fake",
+            "metadata": {"name": name, "namespace": "team-a", "uid": format!("uid-{name}"),
+                         "generation": generation, "labels": labels,
+                         "creationTimestamp": created.to_string()},
+            "spec": {"data": []},
+        }))
+        .unwrap()
+    }
+
+    /// The decision `an_inline_store_s_converted_object_forces_its_users` (externalsecret
+    /// tests) takes as given: which provider object changes reach the ExternalSecrets.
+    #[test]
+    fn a_converted_object_is_announced_from_its_second_generation_a_hand_made_one_at_once() {
+        let before = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60);
+        let generations = Generations::default();
+        let now = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1);
+        // In order: each sight is recorded, as the watch shows them one after another.
+        let sights = [
+            (
+                "converted",
+                1,
+                true,
+                now,
+                false,
+                "a converted object just written holds its store's spec",
+            ),
+            ("converted", 2, true, now, true, "a store edit rewrote it"),
+            (
+                "converted",
+                2,
+                true,
+                now,
+                false,
+                "the same generation again (a status write)",
+            ),
+            (
+                "by-hand",
+                1,
+                false,
+                now,
+                true,
+                "a provider object made while the operator runs",
+            ),
+            (
+                "older",
+                3,
+                false,
+                before,
+                false,
+                "an object first seen after a start is no news",
+            ),
+        ];
+        for (name, generation, converted, created, expected, why) in sights {
+            let obj = fake(name, generation, converted, created);
+            assert_eq!(announced(&generations, &obj), expected, "{why}");
+        }
+    }
 }
