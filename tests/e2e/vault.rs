@@ -610,6 +610,9 @@ spec:
 }
 
 /// find by name and by tags, and `metadataPolicy: Fetch` reading the same custom metadata.
+/// The name regexp is matched against the whole path under the mount (namespace included), so it
+/// is anchored to the last segment: unanchored, "db" matched every path of a namespace whose
+/// random suffix held "db" (`vault-find-ycu7db`), and the Secret got `app/cache` too.
 async fn find_by_name_and_tags(env: Arc<Env>) -> Result<()> {
     let (vault, client, ns, role_id) = approle_namespace(&env, "vault-find").await?;
     for (path, value, team) in [
@@ -638,7 +641,7 @@ spec:
   refreshInterval: 1h
   secretStoreRef: {{name: vault}}
   dataFrom:
-  - find: {{path: {ns}/app, name: {{regexp: "db|queue"}}}}
+  - find: {{path: {ns}/app, name: {{regexp: "/(db|queue)$"}}}}
     rewrite: [{{regexp: {{source: "/", target: "_"}}}}]
 ---
 apiVersion: external-secrets.io/v1
