@@ -104,6 +104,14 @@ async fn configure(vault: &VaultServer, env: &Env) -> Result<()> {
     vault
         .configure_kubernetes_auth("kubernetes", env.control_plane())
         .await?;
+    // Trials tell their own requests apart in the audit log by an `X-Team` header they set.
+    vault
+        .api(
+            http::Method::POST,
+            "sys/config/auditing/request-headers/x-team",
+            Some(&json!({"hmac": false})),
+        )
+        .await?;
     vault.enable_file_audit().await
 }
 
@@ -756,13 +764,6 @@ spec:
 /// check-and-set version when `checkAndSet.required`: a path that demands it takes them.
 async fn headers_and_cas(env: Arc<Env>) -> Result<()> {
     let (vault, client, ns, role_id) = approle_namespace(&env, "vault-cas").await?;
-    vault
-        .api(
-            http::Method::POST,
-            "sys/config/auditing/request-headers/x-team",
-            Some(&json!({"hmac": false})),
-        )
-        .await?;
     let path = format!("{ns}/cas");
     vault
         .api(
@@ -1749,13 +1750,6 @@ async fn inline_store_logs_in_once(env: Arc<Env>) -> Result<()> {
 /// the status it wrote.
 async fn status_write_validates_nothing(env: Arc<Env>) -> Result<()> {
     let (vault, client, ns, role_id) = approle_namespace(&env, "vault-status-once").await?;
-    vault
-        .api(
-            http::Method::POST,
-            "sys/config/auditing/request-headers/x-team",
-            Some(&json!({"hmac": false})),
-        )
-        .await?;
     let yaml = format!(
         "apiVersion: providers.external-secrets.io/v1alpha1\nkind: Vault\nmetadata: {{name: alone}}\nspec:\n  server: {server}\n  path: {KV2}\n  headers: {{X-Team: {ns}}}\n  auth:\n    appRole:\n      roleId: {role_id}\n      secretRef: {{name: approle, key: secret-id}}\n",
         server = vault.address(),
