@@ -51,22 +51,21 @@ impl Forced {
         let _ = self.watched.set(reader);
     }
 
-    /// Marks `es` unless it has left the watch. Checked under the lock that [`Forced::forget`]
-    /// takes after the watch has dropped an object, so a mark never outlives its object.
-    fn mark(&self, es: ObjectRef<Watched>) {
+    /// Marks `es` unless it has left the watch, saying whether it did. Checked under the lock
+    /// that [`Forced::take`] takes when the watch has dropped an object, so a mark never
+    /// outlives its object.
+    fn mark(&self, es: &ObjectRef<Watched>) -> bool {
         let mut marked = self.lock();
-        if self.watched.get().is_none_or(|w| w.get(&es).is_some()) {
-            marked.insert(es);
+        let there = self.watched.get().is_none_or(|w| w.get(es).is_some());
+        if there {
+            marked.insert(es.clone());
         }
+        there
     }
 
     /// Whether `es` was marked, unmarking it.
     pub(crate) fn take(&self, es: &ObjectRef<Watched>) -> bool {
         self.lock().remove(es)
-    }
-
-    fn forget(&self, es: &ObjectRef<Watched>) {
-        self.lock().remove(es);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<ObjectRef<Watched>>> {
@@ -327,7 +326,7 @@ fn departed(ctx: &Context, forced: &Forced, es: &ObjectRef<Watched>) {
         es.namespace.as_deref().unwrap_or_default(),
         es.extra.uid.as_deref(),
     );
-    forced.forget(es);
+    forced.take(es);
 }
 
 /// The ExternalSecrets by the targets they write.
@@ -653,12 +652,12 @@ fn force(
     let start = tokio::time::Instant::now();
     let forced = forced.clone();
     futures::stream::iter(due)
-        .then(move |(at, r)| {
+        .filter_map(move |(at, r)| {
             let forced = forced.clone();
             async move {
                 tokio::time::sleep_until(start + at).await;
-                forced.mark(r.clone());
-                r
+                // One deleted while it waited its turn has nothing left to refresh.
+                forced.mark(&r).then_some(r)
             }
         })
         .boxed()
