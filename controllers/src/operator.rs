@@ -335,24 +335,20 @@ fn store_controller<S: StoreObject>(
     let ctx = store_ctx.shared.clone();
     let (cached, writer) = reflector::store::<S>();
     let queue = ctx.workqueue(name);
-    let (gone_ctx, gone_queue) = (ctx.clone(), queue.clone());
+    let gone_ctx = ctx.clone();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
-        .reflect(writer)
-        .inspect_ok(on_departure(cached.clone(), move |store: ObjectRef<S>| {
-            gone_queue.left(&store);
-            gone_ctx.status.forget(store.extra.uid.as_deref());
-            let (condition, duration) = S::gauges(&gone_ctx.metrics);
-            crate::metrics::forget(
-                condition,
-                duration,
-                &store.name,
-                store.namespace.as_deref().unwrap_or_default(),
-            );
-        }))
-        // Its own status writes would validate against the backend again.
-        .try_filter_map(changed_objects(crate::watch::fingerprint));
-    let controller = queue.controller(stream, cached.clone(), ());
+        .reflect(writer);
+    let controller = queue.controller(stream, cached.clone(), (), move |store: ObjectRef<S>| {
+        gone_ctx.status.forget(store.extra.uid.as_deref());
+        let (condition, duration) = S::gauges(&gone_ctx.metrics);
+        crate::metrics::forget(
+            condition,
+            duration,
+            &store.name,
+            store.namespace.as_deref().unwrap_or_default(),
+        );
+    });
     let pushsecrets_listed = store_ctx.pushsecrets_listed();
     let reconcile = queue.reconciler(move |store, _: Arc<Context>| {
         secretstore::reconcile::<S>(store, store_ctx.clone())

@@ -13,7 +13,7 @@ use api::provider_class::{
     ProviderClassStatus, TlsSecretRef, reason,
 };
 use clientmanager::{ClassHealth, ClassRef};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -276,15 +276,9 @@ pub async fn controller<C: ClassObject>(
     let ctx = class_ctx.shared.clone();
     let (store, writer) = kube::runtime::reflector::store();
     let queue = ctx.workqueue(name);
-    let gone_queue = queue.clone();
     let classes = watcher(api, watcher::Config::default())
         .default_backoff()
-        .reflect(writer)
-        .inspect_ok(crate::watch::on_departure(store.clone(), move |class| {
-            gone_queue.left(&class)
-        }))
-        // Its own status write is no reason for another health check.
-        .try_filter_map(crate::watch::changed_objects(crate::watch::fingerprint));
+        .reflect(writer);
     // The controller's context is the shared one, which its error policy reads.
     let reconcile = move |class, _: Arc<Context>| {
         let (class_ctx, nudges) = (class_ctx.clone(), nudges.clone());
@@ -292,7 +286,7 @@ pub async fn controller<C: ClassObject>(
     };
     tokio::spawn(
         queue
-            .controller(classes, store.clone(), ())
+            .controller(classes, store.clone(), (), |_| {})
             .graceful_shutdown_on(shutdown)
             .run(
                 queue.reconciler(reconcile),

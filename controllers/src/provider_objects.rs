@@ -11,8 +11,8 @@ use api::conditions::{Condition, ConditionStatus, READY, set_condition};
 use api::provider_kinds::{ProviderStatus, Scope};
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{LoadedStore, ProviderObject, StoreKind};
+use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
@@ -217,9 +217,8 @@ async fn run_kind(kctx: Arc<KindContext>) {
     let store = writer.as_reader();
     let queue = ctx.workqueue(format!("{}.{}", kctx.resource.plural, kctx.resource.group));
     let departed = {
-        let (queue, ctx, kind) = (queue.clone(), ctx.clone(), kctx.provider.descriptor().kind);
+        let (ctx, kind) = (ctx.clone(), kctx.provider.descriptor().kind);
         move |object: ObjectRef<DynamicObject>| {
-            queue.left(&object);
             // Its clients (an inline store's, deleted with the store) are closed now, not
             // after the idle eviction's quarter of an hour.
             let (ctx, identity) = (
@@ -235,15 +234,8 @@ async fn run_kind(kctx: Arc<KindContext>) {
     };
     let objects = watcher(api, watcher::Config::default())
         .default_backoff()
-        .reflect(writer)
-        .inspect_ok(crate::watch::on_departure_with(
-            store.clone(),
-            kctx.resource.clone(),
-            departed,
-        ))
-        // Its own status write is no reason to validate against the backend again.
-        .try_filter_map(crate::watch::changed_objects(crate::watch::fingerprint));
-    let controller = queue.controller(objects, store.clone(), kctx.resource.clone());
+        .reflect(writer);
+    let controller = queue.controller(objects, store.clone(), kctx.resource.clone(), departed);
     let reconcile = queue.reconciler(reconcile);
     ctx.manager.use_provider_cache(kctx.resource.clone(), store);
     // Stores waiting for this kind resolve it now.

@@ -15,10 +15,10 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
-use kube::runtime::Controller;
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Controller, watcher};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -27,6 +27,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::time::Instant;
 
+use crate::watch::{changed_objects, fingerprint, on_departure_with};
 use crate::workers::Gate;
 
 /// controller-runtime labels its queue metrics with the controller's name twice.
@@ -196,14 +197,18 @@ impl Workqueue {
         self.gate.add(key(namespace, name), namespace, name, at);
     }
 
-    /// kube-runtime's controller of `stream` (each object it yields a trigger) over `cache`,
-    /// fed by this queue alone: add the other triggers with `triggers`, `mapper` and
-    /// `all_on`, and run it with `reconciler` and `error_policy`.
+    /// kube-runtime's controller over `cache`, fed by this queue alone, from `events`: the
+    /// watch after `cache`'s writer has applied them. An object whose spec, labels,
+    /// annotations, finalizers or deletion changed is queued (its own status writes are no
+    /// reason); one that left the watch leaves the queue, and `gone` is told. Add the other
+    /// triggers with `triggers`, `mapper` and `all_on`, and run it with `reconciler` and
+    /// `error_policy`.
     pub fn controller<K, S>(
         &self,
-        stream: S,
+        events: S,
         cache: reflector::Store<K>,
         dyntype: K::DynamicType,
+        mut gone: impl FnMut(ObjectRef<K>) + Send + 'static,
     ) -> Controller<K>
     where
         K: kube::Resource
@@ -214,19 +219,27 @@ impl Workqueue {
             + Sync
             + 'static,
         K::DynamicType: Clone + Eq + Hash + std::fmt::Debug + Unpin + Send + Sync + 'static,
-        S: Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static,
+        S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     {
         let queue = self.clone();
-        // Watch errors pass on: kube-runtime reports them.
-        let triggers = stream.filter_map(move |r| {
-            futures::future::ready(match r {
-                Ok(object) => {
-                    queue.add_object(&object);
-                    None
-                }
-                Err(e) => Some(Err(e)),
-            })
+        let departed = on_departure_with(cache.clone(), dyntype.clone(), move |object| {
+            queue.gate.left(key_of(&object));
+            gone(object)
         });
+        let queue = self.clone();
+        // Watch errors pass on: kube-runtime reports them.
+        let triggers = events
+            .inspect_ok(departed)
+            .try_filter_map(changed_objects(fingerprint))
+            .filter_map(move |r| {
+                futures::future::ready(match r {
+                    Ok(object) => {
+                        queue.add_object(&object);
+                        None
+                    }
+                    Err(e) => Some(Err(e)),
+                })
+            });
         Controller::for_stream_with(triggers, cache, dyntype.clone())
             .reconcile_on(self.released(dyntype))
     }
@@ -347,11 +360,6 @@ impl Workqueue {
             queue.finished(object.as_ref(), &action);
             Action::await_change()
         }
-    }
-
-    /// `object` left the watch cache (deleted): it leaves the queue.
-    pub fn left<K: kube::Resource>(&self, object: &ObjectRef<K>) {
-        self.gate.left(key_of(object));
     }
 
     /// What the controller yielded: an object it found gone leaves the queue.
@@ -539,7 +547,8 @@ mod tests {
         }
         writer.apply_watcher_event(&watcher::Event::InitDone);
         let triggers =
-            futures::stream::iter(secrets.into_iter().map(Ok)).chain(futures::stream::pending());
+            futures::stream::iter(secrets.into_iter().map(|s| Ok(watcher::Event::Apply(s))))
+                .chain(futures::stream::pending());
         let queue = Workqueues::default().queue("secret").workers(1);
         let reconciled = Arc::new(Mutex::new(HashMap::<String, u32>::new()));
         let counted = reconciled.clone();
@@ -561,7 +570,7 @@ mod tests {
             }
         });
         let run = queue
-            .controller(triggers, reader, ())
+            .controller(triggers, reader, (), |_| {})
             .run(reconcile, |_, _, _| Action::await_change(), Arc::new(()))
             .for_each(|_| async {});
         let _ = tokio::time::timeout(Duration::from_secs(2), run).await;
@@ -591,9 +600,10 @@ mod tests {
             writer.apply_watcher_event(&watcher::Event::InitApply(labelled(name, "1")));
         }
         writer.apply_watcher_event(&watcher::Event::InitDone);
-        let triggers =
-            futures::stream::iter(["busy", "edited", "deleted"].map(|n| Ok(labelled(n, "1"))))
-                .chain(futures::stream::pending());
+        let triggers = futures::stream::iter(
+            ["busy", "edited", "deleted"].map(|n| Ok(watcher::Event::Apply(labelled(n, "1")))),
+        )
+        .chain(futures::stream::pending());
         let queue = Workqueues::default().queue("secret").workers(1);
         let seen = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
         let saw = seen.clone();
@@ -616,7 +626,7 @@ mod tests {
         };
         let outcomes = queue.clone();
         let run = queue
-            .controller(triggers, reader, ())
+            .controller(triggers, reader, (), |_| {})
             .run(reconcile, |_, _, _| Action::await_change(), Arc::new(()))
             .for_each(|r| {
                 outcomes.outcome(&r);

@@ -26,8 +26,8 @@ use api::cluster_secrets::{
 use api::external_secret::{ANNOTATION_FORCE_SYNC, ExternalSecret, SecretStoreKind};
 use api::push_secret::PushSecret;
 use clientmanager::{StoreKind, StoreRef};
+use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
@@ -47,7 +47,6 @@ use crate::events::EventType;
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::status::FIELD_MANAGER;
-use crate::watch::{changed_objects, on_departure};
 use children::owner_name;
 pub use children::{ChildChanges, Children, ClusterChildren, children};
 use plan::{Existing, NamespaceView, Reported, Selection};
@@ -347,19 +346,16 @@ pub(crate) async fn controller<K: Fanout>(
     )
     .default_backoff()
     .modify(|o| o.managed_fields_mut().clear())
-    .reflect(writer)
-    .inspect_ok(on_departure(cached.clone(), {
-        let (ctx, children, queue) = (ctx.clone(), children.clone(), queue.clone());
+    .reflect(writer);
+    let departed = {
+        let (ctx, children) = (ctx.clone(), children.clone());
         move |gone: ObjectRef<DeserializeGuard<K>>| {
-            queue.left(&gone);
             ctx.status.forget(gone.extra.uid.as_deref());
             K::children(&children).forget_owner(&gone.name);
             let (condition, duration) = K::gauges(&ctx.metrics);
             crate::metrics::forget(condition, duration, &gone.name, "");
         }
-    }))
-    // Its own status writes are no reason to look again.
-    .try_filter_map(changed_objects(crate::watch::fingerprint));
+    };
     let owners = child_changes.map(|name| ObjectRef::<DeserializeGuard<K>>::new(&name));
     let state = Arc::new(State {
         ctx: ctx.clone(),
@@ -367,7 +363,7 @@ pub(crate) async fn controller<K: Fanout>(
         namespaces,
     });
     queue
-        .controller(stream, cached.clone(), ())
+        .controller(stream, cached.clone(), (), departed)
         .reconcile_on(queue.triggers(owners))
         .reconcile_on(queue.all_on(
             futures::stream::select(namespace_changes, store_changes),

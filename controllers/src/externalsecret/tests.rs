@@ -670,7 +670,11 @@ async fn a_forced_external_secret_deleted_before_its_turn_leaves_no_mark() {
     while let Some(es) = marks.next().await {
         queued.push(es);
     }
-    assert_eq!(queued, [kept.clone()], "only the one still there is queued");
+    assert_eq!(
+        queued,
+        std::slice::from_ref(&kept),
+        "only the one still there is queued"
+    );
     assert!(forced.take(&kept), "the one still there is forced");
     assert!(
         !forced.take(&ObjectRef::from_obj(&deleted)),

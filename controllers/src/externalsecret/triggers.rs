@@ -29,9 +29,7 @@ use crate::generations::Generations;
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::own_writes::{OwnWriteLog, TargetChange, TargetRef};
-use crate::watch::{
-    changed_objects, fingerprint, forgetting_departed, on_departure, once_needed, scoped,
-};
+use crate::watch::{changed_objects, forgetting_departed, on_departure, once_needed, scoped};
 
 /// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
 /// must not stall the watch for all others; it gets a status condition instead.
@@ -130,7 +128,6 @@ impl ExternalSecretTriggers {
         let writers = Writers::default();
         let store_users = StoreUsers::default();
         let queue = ctx.workqueue("externalsecret");
-        let gone_queue = queue.clone();
         let es_stream = watcher(es_api, watcher::Config::default())
             .default_backoff()
             // managedFields are often the larger part of an object and nothing here reads them.
@@ -146,12 +143,7 @@ impl ExternalSecretTriggers {
                 templates_needed,
             ))
             .inspect_ok(index::kept(writers.clone(), written_targets))
-            .inspect_ok(index::kept(store_users.clone(), stores_read))
-            .inspect_ok(on_departure(reader.clone(), move |es| {
-                gone_queue.left(&es);
-                departed(&gone_ctx, &gone_forced, &es)
-            }))
-            .try_filter_map(changed_objects(fingerprint));
+            .inspect_ok(index::kept(store_users.clone(), stores_read));
         // Only Secrets this operator manages, and only their metadata: no cache of Secret data.
         let (versions, failed) = (
             es_ctx.target_versions.clone(),
@@ -226,7 +218,9 @@ impl ExternalSecretTriggers {
             ss_changes,
         );
         let mut controller = queue
-            .controller(es_stream, reader.clone(), ())
+            .controller(es_stream, reader.clone(), (), move |es| {
+                departed(&gone_ctx, &gone_forced, &es)
+            })
             // By target name rather than owner reference: Orphan and Merge targets have none.
             .watches_stream(
                 secrets,

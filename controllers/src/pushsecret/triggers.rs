@@ -22,9 +22,7 @@ use crate::cluster::ClusterChildren;
 use crate::context::{Context, ReadyStore};
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
-use crate::watch::{
-    changed_objects, fingerprint, forgetting_departed, on_departure, once_needed, scoped,
-};
+use crate::watch::{forgetting_departed, once_needed, scoped};
 
 /// `cache` is filled by this controller's watch; the stores read it.
 pub(crate) fn controller<F>(
@@ -46,7 +44,6 @@ where
     let (needed, needed_by_sources) = tokio::sync::watch::channel(false);
     cluster_children.push.use_cache(ps_reader.clone());
     let queue = ctx.workqueue("pushsecret");
-    let gone_queue = queue.clone();
     let ps_stream = watcher(
         scoped::<Watched>(&client, namespace.as_deref()),
         watcher::Config::default(),
@@ -58,15 +55,7 @@ where
     .inspect(store_use_changes(store_users))
     .inspect_ok(index::kept(sources.clone(), sources_of))
     .inspect_ok(index::kept(stores.clone(), stores_used))
-    .inspect_ok(index::needed_once_filled(sources.clone(), needed))
-    .inspect_ok(on_departure(ps_reader.clone(), {
-        let ctx = ctx.clone();
-        move |ps| {
-            gone_queue.left(&ps);
-            departed(&ctx, &ps)
-        }
-    }))
-    .try_filter_map(changed_objects(fingerprint));
+    .inspect_ok(index::needed_once_filled(sources.clone(), needed));
     // Every Secret's metadata streams by (nothing is cached): a changed source is pushed at
     // once rather than at the next refresh. Only from the first PushSecret on; its list
     // reconciles the PushSecrets of every source, as at a start.
@@ -81,7 +70,10 @@ where
     let ps_by_source = ps_reader.clone();
     let woken = wakes(ps_reader.clone(), stores.clone(), ready_stores);
     queue
-        .controller(ps_stream, ps_reader.clone(), ())
+        .controller(ps_stream, ps_reader.clone(), (), {
+            let ctx = ctx.clone();
+            move |ps| departed(&ctx, &ps)
+        })
         .watches_stream(
             secrets,
             queue.mapper(move |secret: PartialObjectMeta<Secret>| {
