@@ -43,8 +43,13 @@ enum Version {
 
 impl Version {
     fn new(resource_version: &str) -> Self {
+        // Only a number written as a number is one: "007" or "+7" must not equal "7" (the
+        // parse alone takes both), and this runs for every Secret event and reconcile, so
+        // no printing back to compare.
+        let canonical = resource_version.bytes().all(|b| b.is_ascii_digit())
+            && (resource_version == "0" || !resource_version.starts_with('0'));
         match resource_version.parse::<u64>() {
-            Ok(n) if n.to_string() == resource_version => Version::Number(n),
+            Ok(n) if canonical => Version::Number(n),
             _ => Version::Text(resource_version.into()),
         }
     }
@@ -201,6 +206,16 @@ impl TargetVersions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_number_written_as_one_is_kept_as_a_number() {
+        for (rv, number) in [("0", 0), ("7", 7), ("18446744073709551615", u64::MAX)] {
+            assert!(Version::new(rv) == Version::Number(number), "{rv}");
+        }
+        for rv in ["007", "+7", "", "7a", "18446744073709551616", "-1"] {
+            assert!(Version::new(rv) == Version::Text(rv.into()), "{rv}");
+        }
+    }
 
     fn secret(name: &str, rv: &str) -> PartialObjectMeta<Secret> {
         let mut s = PartialObjectMeta::<Secret>::default();
