@@ -122,6 +122,12 @@ where
             .unwrap_or_default()
     }
 
+    /// How many objects are indexed.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
     fn set(&mut self, object: Name, keys: Vec<Key>) {
         self.remove(&object);
         let keys: Box<[Arc<Key>]> = keys

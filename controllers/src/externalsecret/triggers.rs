@@ -125,7 +125,7 @@ impl ExternalSecretTriggers {
         let css_generations = self.store_generations.clone();
         let template_users = SharedIndex::<Watched, TemplateSource>::default();
         let (templates_needed, template_watch_needed) = tokio::sync::watch::channel(false);
-        let writers = Writers::default();
+        let writers = Writers::new(reader.clone());
         let store_users = StoreUsers::default();
         let queue = ctx.workqueue("externalsecret");
         let es_stream = watcher(es_api, watcher::Config::default())
@@ -142,7 +142,7 @@ impl ExternalSecretTriggers {
                 template_users.clone(),
                 templates_needed,
             ))
-            .inspect_ok(index::kept(writers.clone(), written_targets))
+            .inspect_ok(writers.kept())
             .inspect_ok(index::kept(store_users.clone(), stores_read));
         // Only Secrets this operator manages, and only their metadata: no cache of Secret data.
         let (versions, failed) = (
@@ -324,10 +324,70 @@ fn departed(ctx: &Context, forced: &Forced, es: &ObjectRef<Watched>) {
 }
 
 /// The ExternalSecrets by the targets they write.
-pub(crate) type Writers = SharedIndex<Watched, TargetRef>;
+/// The ExternalSecrets writing each target. Most write the Secret of their own name: those are
+/// found in the watch's cache under the target's name and not indexed, as the index entry of
+/// each took about 0.4 KiB (hack/README.md, session 16).
+#[derive(Clone)]
+pub(crate) struct Writers {
+    renamed: SharedIndex<Watched, TargetRef>,
+    watched: reflector::Store<Watched>,
+}
 
-pub(crate) fn written_targets(es: &Watched) -> Vec<TargetRef> {
-    es.0.as_ref().map(TargetRef::of).into_iter().collect()
+impl Writers {
+    pub(crate) fn new(watched: reflector::Store<Watched>) -> Self {
+        Self {
+            renamed: SharedIndex::default(),
+            watched,
+        }
+    }
+
+    /// Keeps the index from the watch's events (`inspect_ok`, after the reflector).
+    pub(crate) fn kept(&self) -> impl FnMut(&watcher::Event<Watched>) + use<> {
+        index::kept(self.renamed.clone(), |es: &Watched| {
+            es.0.as_ref()
+                .ok()
+                .filter(|es| !writes_own_name(es))
+                .map(TargetRef::of)
+                .into_iter()
+                .collect()
+        })
+    }
+
+    fn of(&self, target: &TargetRef) -> Vec<ObjectRef<Watched>> {
+        let mut users = self
+            .renamed
+            .lock()
+            .expect("watch index poisoned")
+            .get(target);
+        if target.group.is_empty() && target.kind == "Secret" {
+            let own = ObjectRef::new(&target.name).within(&target.namespace);
+            let writes_it = self
+                .watched
+                .get(&own)
+                .is_some_and(|es| es.0.as_ref().is_ok_and(writes_own_name));
+            if writes_it {
+                users.push(own);
+            }
+        }
+        users
+    }
+
+    #[cfg(test)]
+    pub(crate) fn indexed(&self) -> usize {
+        self.renamed.lock().expect("watch index poisoned").len()
+    }
+}
+
+/// Whether `es` writes the Secret of its own name (in its own namespace, as every target).
+fn writes_own_name(es: &ExternalSecret) -> bool {
+    super::generic::manifest(es).is_none()
+        && es
+            .spec
+            .target
+            .as_ref()
+            .and_then(|t| t.name.as_deref())
+            .filter(|n| !n.is_empty())
+            .is_none_or(|name| Some(name) == es.metadata.name.as_deref())
 }
 
 /// The ExternalSecrets that write the target a watch event showed: none for the event of our
@@ -340,10 +400,7 @@ pub(crate) fn target_users(
     if own_writes.own_write_seen(seen) {
         return Vec::new();
     }
-    writers
-        .lock()
-        .expect("watch index poisoned")
-        .get(&seen.target)
+    writers.of(&seen.target)
 }
 
 /// ExternalSecrets to resync when a provider object changes: those reading from a store that
