@@ -11,43 +11,18 @@ use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
+use crate::object_name::ObjectName as Name;
+
 pub(crate) struct Index<K: Resource, Key> {
     /// Each key once, shared with `keys` (10k ExternalSecrets of one store had 10k copies of
     /// its name).
     by_key: HashMap<Arc<Key>, Objects>,
+    /// Each object as one shared namespace-and-name block (an `ObjectRef` is 96 bytes inline and
+    /// was kept once per key and once more).
     keys: HashMap<Name, Box<[Arc<Key>]>>,
     /// During a re-list: the objects it held so far.
     relisted: Option<HashSet<Name>>,
     kind: PhantomData<fn() -> K>,
-}
-
-/// An object as the index knows it: its namespace and name, one block shared by every key it is
-/// indexed under. An `ObjectRef` is 96 bytes inline (48 of them its resourceVersion and uid) and
-/// was kept once per key and once more; at 10k ExternalSecrets the two indexes held 1.1 KiB each
-/// (heap profile, hack/README.md).
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct Name(Arc<(Option<Box<str>>, Box<str>)>);
-
-impl Name {
-    fn of<K: Resource>(object: &K) -> Self {
-        let meta = object.meta();
-        Name(Arc::new((
-            meta.namespace.as_deref().map(Into::into),
-            meta.name.as_deref().unwrap_or_default().into(),
-        )))
-    }
-
-    fn to_ref<K: Resource>(&self) -> ObjectRef<K>
-    where
-        K::DynamicType: Default,
-    {
-        let (namespace, name) = &*self.0;
-        let object = ObjectRef::new(name);
-        match namespace {
-            Some(namespace) => object.within(namespace),
-            None => object,
-        }
-    }
 }
 
 /// The objects under one key. Most keys have one (a target Secret, its ExternalSecret), which
@@ -86,11 +61,11 @@ impl Objects {
 
     fn to_vec<K: Resource>(&self) -> Vec<ObjectRef<K>>
     where
-        K::DynamicType: Default,
+        K::DynamicType: Default + Clone,
     {
         match self {
-            Objects::One(one) => vec![one.to_ref()],
-            Objects::Many(many) => many.iter().map(Name::to_ref).collect(),
+            Objects::One(one) => vec![one.to_ref(&Default::default())],
+            Objects::Many(many) => many.iter().map(|o| o.to_ref(&Default::default())).collect(),
         }
     }
 }

@@ -15,6 +15,7 @@ mod index;
 pub mod keys;
 pub mod leadership;
 pub mod metrics;
+mod object_name;
 mod operator;
 pub(crate) mod outcome;
 pub mod own_writes;

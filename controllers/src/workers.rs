@@ -17,6 +17,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::object_name::ObjectName;
+
 pub(crate) struct Gate {
     state: Mutex<State>,
     changed: Notify,
@@ -38,8 +40,7 @@ struct State {
 }
 
 struct Object {
-    namespace: Option<String>,
-    name: String,
+    object: ObjectName,
     phase: Phase,
 }
 
@@ -59,8 +60,7 @@ enum Phase {
 /// An object handed to a worker.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Released {
-    pub namespace: Option<String>,
-    pub name: String,
+    pub object: ObjectName,
     /// Since it fell due.
     pub waited: Duration,
 }
@@ -108,8 +108,7 @@ impl Gate {
                 state.objects.insert(
                     key,
                     Object {
-                        namespace: namespace.map(str::to_owned),
-                        name: name.to_owned(),
+                        object: ObjectName::new(namespace, name),
                         phase: Phase::Later(at),
                     },
                 );
@@ -304,7 +303,8 @@ impl State {
 
     fn make_due(&mut self, key: u64, at: Instant) {
         self.set(key, Phase::Due(at));
-        let namespace = self.objects[&key].namespace.clone().unwrap_or_default();
+        let namespace = self.objects[&key].object.namespace().unwrap_or_default();
+        let namespace = namespace.to_owned();
         match self.lanes.get_mut(&namespace) {
             Some(lane) => lane.push_back(key),
             None => {
@@ -341,8 +341,7 @@ impl State {
                         left: false,
                     };
                     taken = Some(Released {
-                        namespace: object.namespace.clone(),
-                        name: object.name.clone(),
+                        object: object.object.clone(),
                         waited: now.saturating_duration_since(at),
                     });
                     break;
@@ -371,7 +370,9 @@ mod tests {
     }
 
     fn released(gate: &Gate) -> Option<String> {
-        gate.next(Instant::now()).ok().map(|r| r.name)
+        gate.next(Instant::now())
+            .ok()
+            .map(|r| r.object.name().to_owned())
     }
 
     /// One worker, 50 objects of namespace `a` due, then one of `b`: `b` is second, not 51st.
@@ -397,9 +398,9 @@ mod tests {
         let mut order = Vec::new();
         while let Ok(r) = gate.next(Instant::now()) {
             assert_eq!(gate.next(Instant::now()), Err(None), "one worker");
-            let key = crate::workqueue::key(r.namespace.as_deref(), &r.name);
+            let key = crate::workqueue::key(r.object.namespace(), r.object.name());
             assert!(gate.finish(key, None, "", None).is_some());
-            order.push(r.name);
+            order.push(r.object.name().to_owned());
         }
         assert_eq!(order[..3], ["a-0", "b-0", "a-1"], "{order:?}");
         assert_eq!(order.len(), 51);
@@ -505,7 +506,7 @@ mod tests {
         let t0 = Instant::now();
         gate.add(key("a"), Some("ns"), "a", t0);
         gate.add(key("b"), Some("ns"), "b", t0 + Duration::from_secs(5));
-        assert_eq!(gate.release().await.name, "a");
+        assert_eq!(gate.release().await.object.name(), "a");
         let waiting = tokio::spawn({
             let gate = gate.clone();
             async move { gate.release().await }
@@ -517,6 +518,6 @@ mod tests {
         );
         gate.finish(key("a"), None, "", None);
         let b = waiting.await.unwrap();
-        assert_eq!((b.name.as_str(), b.waited), ("b", Duration::from_secs(5)));
+        assert_eq!((b.object.name(), b.waited), ("b", Duration::from_secs(5)));
     }
 }

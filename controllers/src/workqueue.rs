@@ -256,12 +256,7 @@ impl Workqueue {
             async move {
                 let released = queue.gate.release().await;
                 queue.queue_duration.observe(released.waited.as_secs_f64());
-                let object = ObjectRef::new_with(&released.name, dyntype);
-                let object = match &released.namespace {
-                    Some(ns) => object.within(ns),
-                    None => object,
-                };
-                Some((object, ()))
+                Some((released.object.to_ref(&dyntype), ()))
             }
         })
     }
