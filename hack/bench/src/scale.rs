@@ -268,9 +268,11 @@ async fn operator(
                 .with_context(|| format!("creating probe {name}"))?;
             probe_created.push((name, Instant::now()));
             if last_print.elapsed() >= Duration::from_secs(10) {
+                // Where the peak comes: while the backlog drains, or at the end.
                 eprintln!(
-                    "bench: {:.0}s: {done} Ready",
-                    started.elapsed().as_secs_f64()
+                    "bench: {:.0}s: {done} Ready, operator RSS {:.1} MiB",
+                    started.elapsed().as_secs_f64(),
+                    rss_mib(pid, "VmRSS").unwrap_or(f64::NAN)
                 );
                 last_print = Instant::now();
             }
