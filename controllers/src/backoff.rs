@@ -37,18 +37,7 @@ impl Backoff {
     pub fn failed(&self, object: &str) -> Duration {
         let now = Instant::now();
         let n = {
-            let mut failures = self.failures.lock().expect("backoff lock poisoned");
-            // A live failing object fails again within `max` (+25 % jitter).
-            let forgotten = self.max * 2;
-            if failures
-                .swept
-                .is_none_or(|swept| now.duration_since(swept) >= forgotten)
-            {
-                failures
-                    .by_object
-                    .retain(|_, (_, last)| now.duration_since(*last) < forgotten);
-                failures.swept = Some(now);
-            }
+            let mut failures = self.lock_swept(now);
             let (n, last) = failures
                 .by_object
                 .entry(object.to_owned())
@@ -64,11 +53,25 @@ impl Backoff {
     }
 
     pub fn succeeded(&self, object: &str) {
-        self.failures
-            .lock()
-            .expect("backoff lock poisoned")
-            .by_object
-            .remove(object);
+        self.lock_swept(Instant::now()).by_object.remove(object);
+    }
+
+    /// The failures, without those of objects that stopped failing long ago. Swept at successes
+    /// too: where nothing else fails, the entries of objects deleted while failing stayed.
+    fn lock_swept(&self, now: Instant) -> std::sync::MutexGuard<'_, Failures> {
+        let mut failures = self.failures.lock().expect("backoff lock poisoned");
+        // A live failing object fails again within `max` (+25 % jitter).
+        let forgotten = self.max * 2;
+        if failures
+            .swept
+            .is_none_or(|swept| now.duration_since(swept) >= forgotten)
+        {
+            failures
+                .by_object
+                .retain(|_, (_, last)| now.duration_since(*last) < forgotten);
+            failures.swept = Some(now);
+        }
+        failures
     }
 }
 
@@ -105,5 +108,18 @@ mod tests {
             failures.by_object["live"].0, 4,
             "a live object keeps its count"
         );
+    }
+
+    /// Objects deleted while failing are forgotten where nothing fails any more, as long as
+    /// something still succeeds (a periodic refresh).
+    #[tokio::test(start_paused = true)]
+    async fn objects_deleted_while_failing_are_forgotten_when_nothing_else_fails() {
+        let b = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+        for i in 0..1000 {
+            b.failed(&format!("deleted-{i}"));
+        }
+        tokio::time::advance(Duration::from_secs(121)).await;
+        b.succeeded("live");
+        assert!(b.failures.lock().unwrap().by_object.is_empty());
     }
 }
