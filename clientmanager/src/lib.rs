@@ -41,7 +41,7 @@ pub use metrics::Metrics;
 pub use provider_remote::Probe as ClassProbe;
 pub use resolve::{ProviderObject, provider_resource};
 pub use runtime::{ClassHealth, ClassRef};
-pub use store::{LoadedStore, StoreKind, StoreRef};
+pub use store::{LoadedStore, StoreKind, StoreRef, is_ready};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -83,7 +83,8 @@ impl LoadedStore {
     }
 }
 
-fn is_ready(conditions: Option<&[api::conditions::Condition]>) -> bool {
+/// Whether a store's conditions say Ready=True.
+pub fn is_ready(conditions: Option<&[api::conditions::Condition]>) -> bool {
     conditions
         .and_then(|c| find(c, READY))
         .is_some_and(|c| c.status == ConditionStatus::True)

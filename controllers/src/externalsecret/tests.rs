@@ -806,11 +806,9 @@ async fn an_inline_store_s_converted_object_forces_its_users() {
 fn woken_by(events: Vec<watcher::Event<SecretStore>>) -> Vec<String> {
     let (reader, mut writer) = kube::runtime::reflector::store::<SecretStore>();
     let woken = std::sync::Mutex::new(Vec::new());
-    let mut see = triggers::on_turning_ready(
-        reader,
-        clientmanager::LoadedStore::from_secret_store,
-        |store: crate::context::ReadyStore| woken.lock().unwrap().push(store.name),
-    );
+    let mut see = triggers::on_turning_ready(reader, |store: crate::context::ReadyStore| {
+        woken.lock().unwrap().push(store.name)
+    });
     for event in &events {
         see(event);
         writer.apply_watcher_event(event);

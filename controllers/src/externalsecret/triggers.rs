@@ -29,6 +29,7 @@ use crate::generations::Generations;
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::own_writes::{OwnWriteLog, TargetChange, TargetRef};
+use crate::secretstore::StoreObject;
 use crate::watch::{changed_objects, forgetting_departed, on_departure, once_needed, scoped};
 
 /// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
@@ -167,14 +168,10 @@ impl ExternalSecretTriggers {
         )
         .default_backoff()
         .modify(|s| s.managed_fields_mut().clear())
-        .inspect_ok(on_turning_ready(
-            ss_reader.clone(),
-            LoadedStore::from_secret_store,
-            {
-                let ready = self.store_ready.clone();
-                move |store| ready(store)
-            },
-        ))
+        .inspect_ok(on_turning_ready(ss_reader.clone(), {
+            let ready = self.store_ready.clone();
+            move |store| ready(store)
+        }))
         .reflect(ss_writer)
         .inspect_ok(on_departure(ss_reader.clone(), move |s| {
             ss_specs.forget(&s.extra.uid)
@@ -245,14 +242,10 @@ impl ExternalSecretTriggers {
             )
             .default_backoff()
             .modify(|s| s.managed_fields_mut().clear())
-            .inspect_ok(on_turning_ready(
-                css_reader_ready,
-                LoadedStore::from_cluster_secret_store,
-                {
-                    let ready = self.store_ready.clone();
-                    move |store| ready(store)
-                },
-            ))
+            .inspect_ok(on_turning_ready(css_reader_ready, {
+                let ready = self.store_ready.clone();
+                move |store| ready(store)
+            }))
             .reflect(css_writer)
             .inspect_ok(on_departure(css_reader_gone, move |s| {
                 css_specs.forget(&s.extra.uid)
@@ -576,13 +569,14 @@ fn template_sources(es: &Watched) -> Vec<TemplateSource> {
 /// to wake it. A store first seen (at start) wakes nothing: its users are reconciled anyway.
 pub(super) fn on_turning_ready<K>(
     reader: reflector::Store<K>,
-    load: fn(&K) -> LoadedStore,
     wake: impl Fn(ReadyStore),
 ) -> impl FnMut(&watcher::Event<K>)
 where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + Hash + Clone + Default,
+    K: StoreObject,
 {
+    // Loaded (its spec cloned) only when it did turn Ready, not at every event.
+    let ready =
+        |store: &K| clientmanager::is_ready(store.store_status().map(|s| s.conditions.as_slice()));
     move |event| {
         let (watcher::Event::Apply(new) | watcher::Event::InitApply(new)) = event else {
             return;
@@ -590,8 +584,8 @@ where
         let Some(old) = reader.get(&ObjectRef::from_obj(new)) else {
             return;
         };
-        let new = load(new);
-        if new.ready && !load(&old).ready {
+        if ready(new) && !ready(&old) {
+            let new = new.loaded();
             wake(ReadyStore {
                 kind: new.kind,
                 name: new.name,
