@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow, ensure};
 use api::external_secret::ExternalSecret;
 use api::push_secret::PushSecret;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -475,7 +476,8 @@ spec:
 /// plane of its own (the other trials' webhook runs apart from their operator, and this one
 /// points the CRDs at itself): while ExternalSecrets whose templates exceed their budget keep
 /// the render pool busy, the API server's calls to the webhook (a Vault object read at
-/// v1beta1, stored at v1alpha1) and the probes are each answered within a second.
+/// v1beta1, stored at v1alpha1) and the probes are each answered within a second, and the
+/// leader's Lease (4 s, renewed 2 s before it ends) never runs out.
 async fn webhook_answers_while_rendering(_env: Arc<Env>) -> Result<()> {
     const RENDERS: usize = 6;
     let cp = testenv::ControlPlane::start()?;
@@ -503,6 +505,11 @@ async fn webhook_answers_while_rendering(_env: Arc<Env>) -> Result<()> {
             &format!("https://{webhook}/convert"),
             "--webhook-namespace",
             "default",
+            "--enable-leader-election",
+            "--lease-duration",
+            "4s",
+            "--renew-deadline",
+            "2s",
         ]
         .map(str::to_owned)
         .to_vec(),
@@ -535,6 +542,20 @@ async fn webhook_answers_while_rendering(_env: Arc<Env>) -> Result<()> {
     }
     testenv::apply_yaml_in(&client, &ns, &manifests, true).await?;
     let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let lease = || async {
+        let spec = leases
+            .get("external-secrets-controller")
+            .await?
+            .spec
+            .unwrap_or_default();
+        let renewed = spec
+            .renew_time
+            .ok_or_else(|| anyhow!("the Lease has no renewTime"))?;
+        anyhow::Ok((spec.holder_identity.unwrap_or_default(), renewed.0))
+    };
+    let (leader, _) = lease().await?;
+    let mut stalest_lease = Duration::ZERO;
     let (mut slowest_conversion, mut slowest_probe) = (Duration::ZERO, Duration::ZERO);
     let mut asked_while_rendering = 0;
     let deadline = std::time::Instant::now() + TIMEOUT;
@@ -545,6 +566,10 @@ async fn webhook_answers_while_rendering(_env: Arc<Env>) -> Result<()> {
         let asked = std::time::Instant::now();
         crate::operator::get(probes, "/healthz").await?;
         slowest_probe = slowest_probe.max(asked.elapsed());
+        let (holder, renewed) = lease().await?;
+        ensure!(holder == leader, "the Lease went from {leader} to {holder}");
+        let age = jiff::Timestamp::now().duration_since(renewed);
+        stalest_lease = stalest_lease.max(age.try_into().unwrap_or_default());
         let mut stopped = 0;
         for i in 0..RENDERS {
             let es = serde_json::to_value(externalsecrets.get(&format!("keys-{i}")).await?)?;
@@ -565,6 +590,10 @@ async fn webhook_answers_while_rendering(_env: Arc<Env>) -> Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    ensure!(
+        stalest_lease < Duration::from_secs(4),
+        "while templates rendered, the 4 s Lease was last renewed {stalest_lease:?} before"
+    );
     ensure!(
         slowest_conversion < Duration::from_secs(1) && slowest_probe < Duration::from_secs(1),
         "while templates rendered, a conversion took {slowest_conversion:?} and a probe {slowest_probe:?}"
