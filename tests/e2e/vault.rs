@@ -79,6 +79,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             status_write_validates_nothing,
         ),
+        trial(
+            "vault::a_deleted_provider_objects_token_is_revoked",
+            env,
+            deleted_object_revokes,
+        ),
         trial("vault::outage_keeps_every_secret", env, outage),
     ]
 }
@@ -1772,6 +1777,41 @@ async fn status_write_validates_nothing(env: Arc<Env>) -> Result<()> {
         "{lookups} validations (lookup-self) of one provider object that changed once"
     );
     Ok(())
+}
+
+/// A provider object deleted takes its client with it at once (issue 21 §2): the token it
+/// logged in for is revoked (`revoke-self`, told apart by its `X-Team` header), not left alive
+/// in the client cache until the idle eviction a quarter of an hour later.
+async fn deleted_object_revokes(env: Arc<Env>) -> Result<()> {
+    let (vault, client, ns, role_id) = approle_namespace(&env, "vault-revoked").await?;
+    let yaml = format!(
+        "apiVersion: providers.external-secrets.io/v1alpha1\nkind: Vault\nmetadata: {{name: gone}}\nspec:\n  server: {server}\n  path: {KV2}\n  headers: {{X-Team: {ns}}}\n  auth:\n    appRole:\n      roleId: {role_id}\n      secretRef: {{name: approle, key: secret-id}}\n",
+        server = vault.address(),
+    );
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    let resource =
+        api::providers::vault::DESCRIPTOR.storage_resource(api::provider_kinds::Scope::Namespaced);
+    let objects: Api<kube::api::DynamicObject> = Api::namespaced_with(client, &ns, &resource);
+    wait_ready("Vault gone", "True", "Valid", || async {
+        Ok(serde_json::to_value(objects.get("gone").await?)?)
+    })
+    .await?;
+    let revoked = || {
+        vault.count_audit_responses(|r| {
+            !r.failed
+                && r.path == "auth/token/revoke-self"
+                && r.headers["x-team"] == json!([ns.as_str()])
+        })
+    };
+    ensure!(revoked()? == 0, "revoked while the object was still there");
+    objects.delete("gone", &Default::default()).await?;
+    testenv::wait_for(TIMEOUT, "the deleted object's token revoked", || async {
+        match revoked()? {
+            0 => Err(anyhow!("no revoke-self with this object's header yet")),
+            _ => Ok(()),
+        }
+    })
+    .await
 }
 
 /// Vault stops: every Secret stays byte for byte, the ExternalSecrets say so; Vault comes back:
