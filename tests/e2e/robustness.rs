@@ -227,7 +227,9 @@ async fn delete_while_syncing(env: &Env) -> Result<()> {
     .await?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces.delete(&ns, &DeleteParams::default()).await?;
-    testenv::wait_for(TIMEOUT, &format!("namespace {ns} gone"), || async {
+    // The namespace controller's pace, not ours: under the whole suite it took over a minute to
+    // empty a namespace of 200 ExternalSecrets and their Secrets.
+    testenv::wait_for(TIMEOUT * 3, &format!("namespace {ns} gone"), || async {
         match namespaces.get_opt(&ns).await? {
             None => Ok(()),
             Some(_) => Err(anyhow!("namespace {ns} still exists")),
