@@ -105,9 +105,24 @@ impl KubeResolver {
         let sweeper = manager.clone();
         tokio::spawn(async move { sweeper.sweep_idle().await });
         for provider in served.iter() {
+            let kind = provider.descriptor().kind;
             for scope in [Scope::Namespaced, Scope::Cluster] {
                 let resource = provider.descriptor().storage_resource(scope);
-                manager.use_provider_cache(resource.clone(), reflect(&kube, resource));
+                // A deleted object's clients are closed (a Vault token revoked) now, as in the
+                // operator, not at the idle eviction a quarter of an hour later.
+                let manager_of_gone = manager.clone();
+                let gone = move |object: &DynamicObject| {
+                    let (manager, identity) = (
+                        manager_of_gone.clone(),
+                        provider::ProviderIdentity {
+                            kind: kind.to_owned(),
+                            namespace: object.namespace(),
+                            name: object.name_any(),
+                        },
+                    );
+                    tokio::spawn(async move { manager.forget(&identity).await });
+                };
+                manager.use_provider_cache(resource.clone(), reflect(&kube, resource, gone));
             }
         }
         let mut eso = HashMap::new();
@@ -121,7 +136,7 @@ impl KubeResolver {
                 .get_opt(&crd)
                 .await
             {
-                Ok(Some(_)) => Some(reflect(&kube, resource.clone())),
+                Ok(Some(_)) => Some(reflect(&kube, resource.clone(), |_| {})),
                 Ok(None) => {
                     info!(%crd, "ESO's CRD is not installed: its objects are read per call");
                     None
@@ -402,7 +417,13 @@ fn kube_error(what: String, error: kube::Error) -> provider::Error {
 
 /// A watch cache of `resource` in every namespace, kept until the process ends. A kind whose CRD
 /// is missing is retried with backoff, so installing it later needs no restart.
-fn reflect(kube: &kube::Client, resource: ApiResource) -> Store<DynamicObject> {
+/// A watch cache of `resource`; `gone` is told of each object deleted (one deleted while the
+/// watch was down is left to the client cache's idle eviction).
+fn reflect(
+    kube: &kube::Client,
+    resource: ApiResource,
+    gone: impl Fn(&DynamicObject) + Send + Sync + 'static,
+) -> Store<DynamicObject> {
     let writer = Writer::new(resource.clone());
     let reader = writer.as_reader();
     let api: Api<DynamicObject> = Api::all_with(kube.clone(), &resource);
@@ -413,6 +434,9 @@ fn reflect(kube: &kube::Client, resource: ApiResource) -> Store<DynamicObject> {
             .modify(|o| o.managed_fields_mut().clear())
             .reflect(writer)
             .for_each(|event| {
+                if let Ok(watcher::Event::Delete(object)) = &event {
+                    gone(object);
+                }
                 match event {
                     // A new list starting says nothing yet; it may fail again.
                     Ok(watcher::Event::Init) => {}
