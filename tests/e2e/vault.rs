@@ -1750,23 +1750,36 @@ async fn inline_store_logs_in_once(env: Arc<Env>) -> Result<()> {
     Ok(())
 }
 
+/// A namespaced Vault object `name` logging in with the namespace's AppRole, its requests
+/// carrying `X-Team: <ns>` for the audit log, once Ready; its API.
+async fn audited_vault_object(
+    vault: &VaultServer,
+    client: kube::Client,
+    ns: &str,
+    role_id: &str,
+    name: &str,
+) -> Result<Api<kube::api::DynamicObject>> {
+    let yaml = format!(
+        "apiVersion: providers.external-secrets.io/v1alpha1\nkind: Vault\nmetadata: {{name: {name}}}\nspec:\n  server: {server}\n  path: {KV2}\n  headers: {{X-Team: {ns}}}\n  auth:\n    appRole:\n      roleId: {role_id}\n      secretRef: {{name: approle, key: secret-id}}\n",
+        server = vault.address(),
+    );
+    testenv::apply_yaml_in(&client, ns, &yaml, true).await?;
+    let resource =
+        api::providers::vault::DESCRIPTOR.storage_resource(api::provider_kinds::Scope::Namespaced);
+    let objects: Api<kube::api::DynamicObject> = Api::namespaced_with(client, ns, &resource);
+    wait_ready(&format!("Vault {name}"), "True", "Valid", || async {
+        Ok(serde_json::to_value(objects.get(name).await?)?)
+    })
+    .await?;
+    Ok(objects)
+}
+
 /// The provider reconciler's own status write is no reason to validate again (issue 21 §3): a
 /// Vault object alone, Ready, asked Vault `lookup-self` once, not once more for the event of
 /// the status it wrote.
 async fn status_write_validates_nothing(env: Arc<Env>) -> Result<()> {
     let (vault, client, ns, role_id) = approle_namespace(&env, "vault-status-once").await?;
-    let yaml = format!(
-        "apiVersion: providers.external-secrets.io/v1alpha1\nkind: Vault\nmetadata: {{name: alone}}\nspec:\n  server: {server}\n  path: {KV2}\n  headers: {{X-Team: {ns}}}\n  auth:\n    appRole:\n      roleId: {role_id}\n      secretRef: {{name: approle, key: secret-id}}\n",
-        server = vault.address(),
-    );
-    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
-    let resource =
-        api::providers::vault::DESCRIPTOR.storage_resource(api::provider_kinds::Scope::Namespaced);
-    let objects: Api<kube::api::DynamicObject> = Api::namespaced_with(client, &ns, &resource);
-    wait_ready("Vault alone", "True", "Valid", || async {
-        Ok(serde_json::to_value(objects.get("alone").await?)?)
-    })
-    .await?;
+    audited_vault_object(vault, client, &ns, &role_id, "alone").await?;
     // Room for the reconcile a status event would start.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let lookups = vault.count_audit_responses(|r| {
@@ -1784,18 +1797,7 @@ async fn status_write_validates_nothing(env: Arc<Env>) -> Result<()> {
 /// in the client cache until the idle eviction a quarter of an hour later.
 async fn deleted_object_revokes(env: Arc<Env>) -> Result<()> {
     let (vault, client, ns, role_id) = approle_namespace(&env, "vault-revoked").await?;
-    let yaml = format!(
-        "apiVersion: providers.external-secrets.io/v1alpha1\nkind: Vault\nmetadata: {{name: gone}}\nspec:\n  server: {server}\n  path: {KV2}\n  headers: {{X-Team: {ns}}}\n  auth:\n    appRole:\n      roleId: {role_id}\n      secretRef: {{name: approle, key: secret-id}}\n",
-        server = vault.address(),
-    );
-    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
-    let resource =
-        api::providers::vault::DESCRIPTOR.storage_resource(api::provider_kinds::Scope::Namespaced);
-    let objects: Api<kube::api::DynamicObject> = Api::namespaced_with(client, &ns, &resource);
-    wait_ready("Vault gone", "True", "Valid", || async {
-        Ok(serde_json::to_value(objects.get("gone").await?)?)
-    })
-    .await?;
+    let objects = audited_vault_object(vault, client, &ns, &role_id, "gone").await?;
     let revoked = || {
         vault.count_audit_responses(|r| {
             !r.failed
