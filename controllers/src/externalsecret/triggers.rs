@@ -373,14 +373,7 @@ impl Writers {
 
 /// Whether `es` writes the Secret of its own name (in its own namespace, as every target).
 fn writes_own_name(es: &ExternalSecret) -> bool {
-    super::generic::manifest(es).is_none()
-        && es
-            .spec
-            .target
-            .as_ref()
-            .and_then(|t| t.name.as_deref())
-            .filter(|n| !n.is_empty())
-            .is_none_or(|name| Some(name) == es.metadata.name.as_deref())
+    super::generic::manifest(es).is_none() && super::desired::target_name(es) == es.name_any()
 }
 
 /// The ExternalSecrets that write the target a watch event showed: none for the event of our
