@@ -26,7 +26,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
@@ -244,7 +244,11 @@ pub async fn serve(
             ended = &mut server => break Some(ended),
             // A converting CRD installed or replaced later (a Helm upgrade enabling a
             // provider) trusts the webhook at once rather than at the next tick.
-            Some(()) = installed.next() => (keeper.check().await, false),
+            Some(()) = installed.next() => {
+                // A list or an upgrade brings several at once: one check serves them all.
+                while let Some(Some(())) = installed.next().now_or_never() {}
+                (keeper.check().await, false)
+            }
             () = async { tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)).await }, if retry_at.is_some() => (keeper.check().await, true),
             _ = ticks.tick() => (keeper.check().await, false),
         };
