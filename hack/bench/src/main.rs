@@ -1141,11 +1141,16 @@ async fn count_ready(api: &Api<ExternalSecret>, params: &ListParams) -> Result<u
 /// Starts the release operator against `cp` (its webhook on loopback, where the API server
 /// calls it); returns its pid and metrics port.
 fn spawn_operator(cp: &ControlPlane, args: &Args) -> Result<(u32, u16)> {
+    spawn_operator_at(cp, args, free_port()?)
+}
+
+/// As [`spawn_operator`], its webhook at `webhook_port`: an operator restarted where it was,
+/// as behind a Service, finds the CRDs already calling it.
+fn spawn_operator_at(cp: &ControlPlane, args: &Args, webhook_port: u16) -> Result<(u32, u16)> {
     let metrics_port = free_port()?;
     // Its default probe address is a fixed port on every interface, which anything else on
     // the machine may hold.
     let probes_port = free_port()?;
-    let webhook_port = free_port()?;
     let mut operator_args = vec![
         "controller".into(),
         "--kubeconfig".into(),

@@ -21,7 +21,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use testenv::ControlPlane;
 
-use crate::{Args, CREATE_PARALLELISM, Watched, alive, rss_mib, scrape, spawn_operator};
+use crate::{
+    Args, CREATE_PARALLELISM, Watched, alive, free_port, rss_mib, scrape, spawn_operator_at,
+};
 
 /// How often an ExternalSecret is created in the probe namespace while the backlog drains.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
@@ -215,7 +217,8 @@ async fn operator(
     for namespace in [&ns, &probe_ns] {
         testenv::apply_yaml_in(client, namespace, &crate::fake_store_yaml(), true).await?;
     }
-    let (pid, metrics_port) = spawn_operator(cp, &args)?;
+    let webhook_port = free_port()?;
+    let (pid, metrics_port) = spawn_operator_at(cp, &args, webhook_port)?;
     let watched = [Watched {
         pid,
         name: "the operator",
@@ -310,7 +313,7 @@ async fn operator(
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
 
-    let restart = restart(cp, &args, pid).await?;
+    let restart = restart(cp, &args, pid, webhook_port).await?;
     Ok(OperatorRun {
         all_ready,
         apiserver_cpu,
@@ -325,7 +328,12 @@ async fn operator(
 
 /// Stops the operator as Kubernetes would (SIGTERM), starts it again, and returns its own count
 /// of API requests after a minute, by verb and resource.
-async fn restart(cp: &ControlPlane, args: &Args, pid: u32) -> Result<BTreeMap<String, f64>> {
+async fn restart(
+    cp: &ControlPlane,
+    args: &Args,
+    pid: u32,
+    webhook_port: u16,
+) -> Result<BTreeMap<String, f64>> {
     let status = std::process::Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()?;
@@ -344,7 +352,7 @@ async fn restart(cp: &ControlPlane, args: &Args, pid: u32) -> Result<BTreeMap<St
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (pid, metrics_port) = spawn_operator(cp, args)?;
+    let (pid, metrics_port) = spawn_operator_at(cp, args, webhook_port)?;
     tokio::time::sleep(RESTART_WINDOW).await;
     alive(&[Watched {
         pid,
