@@ -28,9 +28,25 @@ pub(crate) struct Caches {
     namespaces: OnceLock<Store<PartialObjectMeta<Namespace>>>,
     provider_classes: OnceLock<Store<ProviderClass>>,
     cluster_provider_classes: OnceLock<Store<ClusterProviderClass>>,
-    /// By (group, kind).
+    /// By (group, kind); a kind's cache is here once its first list has filled it.
     providers: Mutex<HashMap<(String, String), ProviderCache>>,
+    discovery: Discovery,
 }
+
+/// Whether the provider kinds installed when the operator started have been found and their
+/// caches filled. Until then a kind not watched yet is not news: its controller is starting.
+struct Discovery(tokio::sync::watch::Sender<bool>);
+
+impl Default for Discovery {
+    /// Settled, for a manager whose owner never discovers kinds (the provider server).
+    fn default() -> Self {
+        Self(tokio::sync::watch::Sender::new(true))
+    }
+}
+
+/// How long a lookup of a kind not watched yet waits for the discovery to settle: beyond it,
+/// the caller hears that the kind is not watched and retries later.
+const DISCOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Caches {
     pub(crate) fn set_stores(
@@ -84,8 +100,23 @@ impl Caches {
             );
     }
 
+    /// From now until [`Caches::discovered`], a lookup of a kind not watched waits.
+    pub(crate) fn discovering(&self) {
+        self.discovery.0.send_replace(false);
+    }
+
+    pub(crate) fn discovered(&self) {
+        self.discovery.0.send_replace(true);
+    }
+
+    /// Until the kinds installed at the start are watched, within [`DISCOVERY_WAIT`].
+    pub(crate) async fn discovery_settled(&self) {
+        let mut settled = self.discovery.0.subscribe();
+        let _ = tokio::time::timeout(DISCOVERY_WAIT, settled.wait_for(|s| *s)).await;
+    }
+
     /// Whether provider objects of `resource`'s kind are watched (at any version): its CRD is
-    /// installed and the operator may list and watch it.
+    /// installed, the operator may list and watch it, and its cache is filled.
     pub(crate) fn watches(&self, resource: &ApiResource) -> bool {
         self.providers
             .lock()

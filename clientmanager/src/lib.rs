@@ -388,7 +388,24 @@ impl ClientManager {
         self.watched.set_namespaces(namespaces);
     }
 
-    /// Lets provider object lookups use a provider controller's watch cache.
+    /// Provider kinds are being discovered: until [`ClientManager::providers_discovered`], a
+    /// kind not watched yet is waited for rather than reported.
+    pub fn discovering_providers(&self) {
+        self.watched.discovering();
+    }
+
+    /// Every provider kind installed at the start is watched, or waits for permission.
+    pub fn providers_discovered(&self) {
+        self.watched.discovered();
+    }
+
+    /// Until the provider kinds installed at the start are watched (within a bound): what the
+    /// provider caches hold is then all there is.
+    pub async fn providers_settled(&self) {
+        self.watched.discovery_settled().await;
+    }
+
+    /// Lets provider object lookups use a provider controller's watch cache, once filled.
     pub fn use_provider_cache(
         &self,
         resource: kube::api::ApiResource,

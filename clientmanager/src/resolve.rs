@@ -145,6 +145,10 @@ pub(crate) async fn load_provider(
 ) -> Result<ProviderObject> {
     let (provider, scope, resource) = provider_resource(registry, reference)?;
     let namespace = store_namespace.filter(|_| scope == Scope::Namespaced);
+    if !watched.watches(&resource) {
+        // At a start, before its controller has filled its cache: not an error to report.
+        watched.discovery_settled().await;
+    }
     if let Some(obj) = watched.provider(&resource, namespace, &reference.name) {
         return Ok(ProviderObject::from_dynamic(provider, &obj));
     }

@@ -750,3 +750,45 @@ async fn a_converted_object_edited_by_hand_names_its_store() {
     );
     assert_eq!(m.stores_using(&identity).len(), 2);
 }
+
+/// At a start, a store that looks up a provider kind whose controller is still filling its
+/// cache waits for it, instead of hearing that the kind is not watched: that turned every store
+/// NotReady (with a Warning event) and Ready again at each restart, and read the provider
+/// object and its CRD one by one.
+#[tokio::test]
+async fn a_lookup_at_a_start_waits_for_the_kinds_cache() {
+    use api::provider_kinds::Scope;
+    use kube::runtime::{reflector, watcher};
+
+    let reads = Arc::new(AtomicU64::new(0));
+    let m = Arc::new(manager(&Arc::default(), reads.clone()));
+    m.discovering_providers();
+    let reference = api::store::ProviderRef {
+        api_version: "providers.external-secrets.io/v1alpha1".into(),
+        kind: "Fake".into(),
+        name: "fake".into(),
+        ..Default::default()
+    };
+    let lookup = tokio::spawn({
+        let (m, reference) = (m.clone(), reference.clone());
+        async move { m.provider_object(&reference, Some("team-a")).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!lookup.is_finished(), "the lookup waits for the kind");
+
+    let resource = api::providers::fake::DESCRIPTOR.storage_resource(Scope::Namespaced);
+    let mut writer = reflector::store::Writer::new(resource.clone());
+    writer.apply_watcher_event(&watcher::Event::Apply(
+        serde_json::from_value::<DynamicObject>(json!({
+            "apiVersion": resource.api_version, "kind": "Fake",
+            "metadata": {"name": "fake", "namespace": "team-a", "uid": "fake", "generation": 1},
+            "spec": {"data": []},
+        }))
+        .unwrap(),
+    ));
+    m.use_provider_cache(resource, writer.as_reader());
+    m.providers_discovered();
+    let found = lookup.await.unwrap().map_err(|e| e.to_string()).unwrap();
+    assert_eq!(found.identity.name, "fake");
+    assert_eq!(reads.load(Ordering::SeqCst), 0, "nothing read one by one");
+}

@@ -4,6 +4,7 @@
 //! Ready wakes the stores that read through it.
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,8 +12,9 @@ use api::conditions::{Condition, ConditionStatus, READY, set_condition};
 use api::provider_kinds::{ProviderStatus, Scope};
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{LoadedStore, ProviderObject, StoreKind};
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
+use futures::channel::oneshot;
+use futures::{StreamExt, TryStreamExt, future};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
@@ -88,84 +90,120 @@ struct KindContext {
     nudges: StoreNudges,
 }
 
+/// Until the kinds of the first list of CRDs are watched, or wait for permission: lookups of a
+/// kind not watched yet wait (rather than turning every store NotReady for a moment at each
+/// start), and once it settles, a kind not watched is news.
+type Settling = Arc<std::sync::Mutex<Option<oneshot::Sender<()>>>>;
+
 /// Watches CRDs and starts a controller for each provider kind this operator knows, once.
-pub async fn discover(objects_ctx: Arc<ProviderObjectContext>, nudges: StoreNudges) {
+pub fn discover(
+    objects_ctx: Arc<ProviderObjectContext>,
+    nudges: StoreNudges,
+) -> impl Future<Output = ()> {
     let ctx = objects_ctx.shared.clone();
-    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    let mut started = HashSet::new();
-    let mut events = watcher(crds, watcher::Config::default())
-        .applied_objects()
-        .boxed();
-    while let Some(event) = events.next().await {
-        let crd = match event {
-            Ok(crd) => crd,
-            Err(e) => {
-                warn!(error = %e, "watching CRDs failed; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+    ctx.manager.discovering_providers();
+    async move {
+        let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+        let mut started = HashSet::new();
+        // The kinds of the first list, each settled when its receiver hears from it.
+        let mut first_list: Option<Vec<oneshot::Receiver<()>>> = Some(Vec::new());
+        let mut events = watcher(crds, watcher::Config::default()).boxed();
+        while let Some(event) = events.next().await {
+            let crd = match event {
+                Ok(watcher::Event::Apply(crd) | watcher::Event::InitApply(crd)) => crd,
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(kinds) = first_list.take() {
+                        let manager = ctx.clone();
+                        tokio::spawn(async move {
+                            future::join_all(kinds).await;
+                            manager.manager.providers_discovered();
+                        });
+                    }
+                    continue;
+                }
+                Ok(watcher::Event::Init | watcher::Event::Delete(_)) => continue,
+                Err(e) => {
+                    warn!(error = %e, "watching CRDs failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let Some(kctx) = kind_of(&crd, &objects_ctx, &nudges, &mut started) else {
                 continue;
-            }
-        };
-        let cluster = match Scope::of_group(&crd.spec.group) {
-            Some(Scope::Namespaced) => false,
-            Some(Scope::Cluster) if ctx.settings.namespace.is_none() => true,
-            _ => continue,
-        };
-        let Some(provider) = ctx
-            .manager
-            .registry()
-            .by_kind(&crd.spec.names.kind)
-            .cloned()
-        else {
-            continue;
-        };
-        let established = crd
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| {
-                c.iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
+            };
+            let settling = first_list.as_mut().map(|kinds| {
+                let (settled, heard) = oneshot::channel();
+                kinds.push(heard);
+                Arc::new(std::sync::Mutex::new(Some(settled)))
             });
-        if !established || !started.insert(crd.name_any()) {
-            continue;
+            tokio::spawn(run_kind(kctx, settling));
         }
-        // Watched at the version the cluster stores, which this build must also serve.
-        let Some(version) = crd.spec.versions.iter().find(|v| v.storage) else {
-            continue;
-        };
-        let descriptor = provider.descriptor();
-        if !descriptor.serves(&version.name) {
-            warn!(
-                crd = crd.name_any(),
-                version = version.name,
-                "provider CRD stores a version this build does not serve; not watching it"
-            );
-            continue;
-        }
-        info!(
-            crd = crd.name_any(),
-            "provider CRD is installed; starting its controller"
-        );
-        let scope = if cluster {
-            Scope::Cluster
-        } else {
-            Scope::Namespaced
-        };
-        let resource = descriptor.resource(scope, &version.name);
-        let kind_ctx = Arc::new(KindContext {
-            objects: objects_ctx.clone(),
-            provider,
-            resource,
-            cluster,
-            nudges: nudges.clone(),
-        });
-        tokio::spawn(run_kind(kind_ctx));
     }
+}
+
+/// The context of the controller `crd` needs, when it is a provider kind this operator serves,
+/// Established, and not started before.
+fn kind_of(
+    crd: &CustomResourceDefinition,
+    objects_ctx: &Arc<ProviderObjectContext>,
+    nudges: &StoreNudges,
+    started: &mut HashSet<String>,
+) -> Option<Arc<KindContext>> {
+    let ctx = objects_ctx.shared.as_ref();
+    let cluster = match Scope::of_group(&crd.spec.group) {
+        Some(Scope::Namespaced) => false,
+        Some(Scope::Cluster) if ctx.settings.namespace.is_none() => true,
+        _ => return None,
+    };
+    let provider = ctx
+        .manager
+        .registry()
+        .by_kind(&crd.spec.names.kind)
+        .cloned()?;
+    let established = crd
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+    if !established || !started.insert(crd.name_any()) {
+        return None;
+    }
+    // Watched at the version the cluster stores, which this build must also serve.
+    let version = crd.spec.versions.iter().find(|v| v.storage)?;
+    let descriptor = provider.descriptor();
+    if !descriptor.serves(&version.name) {
+        warn!(
+            crd = crd.name_any(),
+            version = version.name,
+            "provider CRD stores a version this build does not serve; not watching it"
+        );
+        return None;
+    }
+    info!(
+        crd = crd.name_any(),
+        "provider CRD is installed; starting its controller"
+    );
+    let scope = if cluster {
+        Scope::Cluster
+    } else {
+        Scope::Namespaced
+    };
+    let resource = descriptor.resource(scope, &version.name);
+    Some(Arc::new(KindContext {
+        objects: objects_ctx.clone(),
+        provider,
+        resource,
+        cluster,
+        nudges: nudges.clone(),
+    }))
 }
 
 /// Until the operator may list and watch `kctx`'s kind. A Helm upgrade that enables a provider
 /// applies its CRD before the ClusterRole that grants it, and a watch started in between would
-/// only be refused and retried.
+/// only be refused, and retried ever further apart.
 async fn wait_for_permission(kctx: &KindContext) {
     let ctx = kctx.objects.shared.as_ref();
     let namespace = match (&ctx.settings.namespace, kctx.cluster) {
@@ -206,12 +244,35 @@ async fn wait_for_permission(kctx: &KindContext) {
 
 const PERMISSION_POLL: Duration = Duration::from_secs(2);
 
-async fn run_kind(kctx: Arc<KindContext>) {
-    wait_for_permission(&kctx).await;
+fn forbidden(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+            | watcher::Error::WatchFailed(kube::Error::Api(status))
+            if status.code == 403
+    )
+}
+
+/// `settling`: this kind was in the first list of CRDs, and is awaited until its cache is
+/// filled or its list refused. Its permission is asked only once a list was refused: installed
+/// before the operator started, it is granted by the same release, and a restart asks nothing.
+/// A kind installed later is asked about first.
+async fn run_kind(kctx: Arc<KindContext>, settling: Option<Settling>) {
+    if settling.is_none() {
+        wait_for_permission(&kctx).await;
+    }
     let ctx = kctx.objects.shared.clone();
     let api: Api<DynamicObject> = match (&ctx.settings.namespace, kctx.cluster) {
         (Some(ns), false) => Api::namespaced_with(ctx.client.clone(), ns, &kctx.resource),
         _ => Api::all_with(ctx.client.clone(), &kctx.resource),
+    };
+    // Whether lookups were still waiting for this kind, which they stop doing now.
+    let settled = move || {
+        settling
+            .as_ref()
+            .and_then(|s| s.lock().expect("settling poisoned").take())
+            .is_some()
     };
     let writer = kube::runtime::reflector::store::Writer::new(kctx.resource.clone());
     let store = writer.as_reader();
@@ -232,16 +293,50 @@ async fn run_kind(kctx: Arc<KindContext>) {
             tokio::spawn(async move { ctx.manager.forget(&identity).await });
         }
     };
+    let refused = {
+        let (kctx, settled) = (kctx.clone(), settled.clone());
+        move |event: watcher::Result<watcher::Event<DynamicObject>>| {
+            let (kctx, settled) = (kctx.clone(), settled.clone());
+            async move {
+                if let Err(e) = &event
+                    && forbidden(e)
+                {
+                    let _ = settled();
+                    wait_for_permission(&kctx).await;
+                }
+                event
+            }
+        }
+    };
+    // Its cache is used, and stores that found the kind missing are told, once its first list
+    // is in. Seen in the stream rather than awaited on the cache: the controller waits on the
+    // cache's readiness too, and it wakes only one waiter.
+    let mut filled = Some({
+        let (kctx, store) = (kctx.clone(), store.clone());
+        move || {
+            let ctx = &kctx.objects.shared;
+            ctx.manager.use_provider_cache(kctx.resource.clone(), store);
+            // Lookups that waited for it need no telling.
+            if !settled() {
+                for tx in &kctx.nudges.installed {
+                    let _ = tx.unbounded_send(());
+                }
+            }
+        }
+    });
     let objects = watcher(api, watcher::Config::default())
+        .then(refused)
         .default_backoff()
-        .reflect(writer);
-    let controller = queue.controller(objects, store.clone(), kctx.resource.clone(), departed);
+        .reflect(writer)
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone)
+                && let Some(filled) = filled.take()
+            {
+                filled();
+            }
+        });
+    let controller = queue.controller(objects, store, kctx.resource.clone(), departed);
     let reconcile = queue.reconciler(reconcile);
-    ctx.manager.use_provider_cache(kctx.resource.clone(), store);
-    // Stores waiting for this kind resolve it now.
-    for tx in &kctx.nudges.installed {
-        let _ = tx.unbounded_send(());
-    }
     controller
         .run(reconcile, queue.error_policy(error_policy), kctx.clone())
         .for_each(crate::outcome::after_reconcile(ctx.clone(), queue))

@@ -39,29 +39,6 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
     ]
 }
 
-/// `external_secrets_api_requests_total` by `verb resource`.
-async fn requests(operator: &Operator) -> Result<BTreeMap<String, f64>> {
-    let text = crate::operator::scrape(operator.metrics()).await?;
-    let label = |line: &str, name: &str| -> String {
-        let start = format!("{name}=\"");
-        line.split_once(&start)
-            .and_then(|(_, rest)| rest.split_once('"'))
-            .map(|(value, _)| value.to_owned())
-            .unwrap_or_default()
-    };
-    Ok(text
-        .lines()
-        .filter(|l| l.starts_with("external_secrets_api_requests_total{"))
-        .filter_map(|l| {
-            let value = l.rsplit(' ').next()?.parse::<f64>().ok()?;
-            Some((
-                format!("{} {}", label(l, "verb"), label(l, "resource")),
-                value,
-            ))
-        })
-        .collect())
-}
-
 /// The requests made between two readings, by `verb resource`, without those that did not move.
 fn since(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
     after
@@ -74,10 +51,10 @@ fn since(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTree
 /// Readings until two in a row, a second apart, agree: the last event of a sync is published
 /// after its Ready status is seen.
 async fn settled(operator: &Operator) -> Result<BTreeMap<String, f64>> {
-    let mut last = requests(operator).await?;
+    let mut last = operator.requests().await?;
     for _ in 0..30 {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = requests(operator).await?;
+        let now = operator.requests().await?;
         if now == last {
             return Ok(now);
         }

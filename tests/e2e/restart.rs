@@ -77,11 +77,6 @@ impl Operator {
         Ok(Self { child, metrics })
     }
 
-    /// Where it serves `/metrics`.
-    pub fn metrics(&self) -> SocketAddr {
-        self.metrics
-    }
-
     /// As Kubernetes stops a pod: SIGTERM, then wait.
     pub fn stop(mut self) {
         if let Err(e) = testenv::terminate(&mut self.child, std::time::Duration::from_secs(30)) {
@@ -95,6 +90,30 @@ impl Operator {
             !l.contains("call=\"Validate\"")
         })
         .await
+    }
+
+    /// Its requests to the API server so far (`external_secrets_api_requests_total`), by
+    /// `verb resource`.
+    pub async fn requests(&self) -> Result<BTreeMap<String, f64>> {
+        let text = scrape(self.metrics).await?;
+        let label = |line: &str, name: &str| -> String {
+            let start = format!("{name}=\"");
+            line.split_once(&start)
+                .and_then(|(_, rest)| rest.split_once('"'))
+                .map(|(value, _)| value.to_owned())
+                .unwrap_or_default()
+        };
+        Ok(text
+            .lines()
+            .filter(|l| l.starts_with("external_secrets_api_requests_total{"))
+            .filter_map(|l| {
+                let value = l.rsplit(' ').next()?.parse::<f64>().ok()?;
+                Some((
+                    format!("{} {}", label(l, "verb"), label(l, "resource")),
+                    value,
+                ))
+            })
+            .collect())
     }
 
     /// The sum of a metric's series that `keep` accepts.
@@ -230,6 +249,30 @@ async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
         "the restarted operator read {gets} Secrets one by one ({lists} lists of Secrets), \
          where {CHANGED_WHILE_DOWN} changed while it was down"
     );
+    // Nor anything else until the store changes below: no write of any object (a store's
+    // status, an event, an access review), no object read one by one but the Secrets that
+    // changed, one list of each kind.
+    let pages = COUNT.div_ceil(500) as f64;
+    let unexpected: Vec<_> = second
+        .requests()
+        .await?
+        .into_iter()
+        .filter(|(request, n)| match request.split_once(' ') {
+            Some(("get", resource)) => resource != "secrets",
+            // Paged: the only kinds with a thousand objects.
+            Some(("list", "secrets" | "externalsecrets")) => *n > pages,
+            // Two watches of SecretStores: the stores' controller's, and the ExternalSecrets'
+            // (their store cache, and what wakes them). Not yet one.
+            Some(("list", "secretstores")) => *n > 2.0,
+            Some(("list", _)) => *n > 1.0,
+            Some(("watch", _)) => false,
+            _ => true,
+        })
+        .collect();
+    ensure!(
+        unexpected.is_empty(),
+        "the restarted operator, beyond its one list and watch of each kind: {unexpected:?}"
+    );
     // Those it read and found right are not read again at their next reconcile: their store
     // changes, which wakes them (an OnChange one is not refreshed by it).
     let reconciled = second
@@ -258,7 +301,6 @@ async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
     );
     // One watch lists the Secrets, in pages of 500: those of PushSecret sources and of
     // templateFrom start with the first object that needs them.
-    let pages = COUNT.div_ceil(500) as f64;
     ensure!(
         lists <= pages,
         "the restarted operator listed Secrets {lists} times, one watch needs {pages}"
