@@ -23,14 +23,14 @@ use tracing::{error, info};
 
 use crate::context::{Context, ReadyStore, Settings};
 use crate::externalsecret::ExternalSecretContext;
-use crate::externalsecret::triggers::ExternalSecretTriggers;
+use crate::externalsecret::triggers::{ExternalSecretTriggers, StoreEvents};
 use crate::generations::Generations;
 use crate::metrics::Metrics;
 use crate::outcome::{after_reconcile, error_policy};
 use crate::provider_class::ProviderClassContext;
 use crate::provider_objects::{ProviderObjectContext, StoreNudges};
 use crate::secretstore::{StoreContext, StoreObject};
-use crate::watch::{changed_objects, on_departure, scoped};
+use crate::watch::{Events, changed_objects, on_departure, scoped, shared};
 use crate::{provider_objects, pushsecret, secretstore};
 
 /// How often the generations of deleted stores, classes and provider objects are forgotten.
@@ -187,9 +187,18 @@ impl Operator {
         let (ss_users_tx, ss_users_rx) = mpsc::unbounded();
         let (css_users_tx, css_users_rx) = mpsc::unbounded();
 
+        let (ss_events, ss_for_externalsecrets) = shared(scoped(&client, namespace.as_deref()));
+        // Not in single-namespace mode, where cluster stores are not served.
+        let (css_events, css_for_externalsecrets) = match namespace {
+            None => {
+                let (stores, externalsecrets) = shared(Api::all(client.clone()));
+                (Some(stores), Some(externalsecrets))
+            }
+            Some(_) => (None, None),
+        };
         let stores = store_controller::<SecretStore>(
             self.stores.clone(),
-            scoped(&client, namespace.as_deref()),
+            ss_events,
             ss_rx,
             ss_installed_rx,
             ss_users_rx,
@@ -202,10 +211,10 @@ impl Operator {
             store_users.push(css_users_tx);
         }
         let cluster_stores = async {
-            if namespace.is_none() {
+            if let Some(events) = css_events {
                 store_controller::<ClusterSecretStore>(
                     self.stores.clone(),
-                    Api::all(client.clone()),
+                    events,
                     css_rx,
                     css_installed_rx,
                     css_users_rx,
@@ -227,6 +236,10 @@ impl Operator {
         let externalsecrets = self.externalsecret_triggers.controller(
             ExternalSecretContext::new(ctx.clone(), self.generic_changed),
             self.cluster_children.clone(),
+            StoreEvents {
+                secret_stores: ss_for_externalsecrets,
+                cluster_secret_stores: css_for_externalsecrets,
+            },
             shutdown.clone(),
         );
         let discovery = provider_objects::discover(self.provider_objects, nudges.clone());
@@ -321,11 +334,12 @@ async fn recoveries(store_ctx: Arc<StoreContext>) {
     future::pending::<()>().await;
 }
 
-/// The controller of one store kind: its own watch, stores nudged by provider objects, stores
-/// whose PushSecrets changed (their finalizer), and all of them when a provider CRD appears.
+/// The controller of one store kind: its store watch (shared with the ExternalSecrets), stores
+/// nudged by provider objects, stores whose PushSecrets changed (their finalizer), and all of
+/// them when a provider CRD appears.
 fn store_controller<S: StoreObject>(
     store_ctx: Arc<StoreContext>,
-    api: Api<S>,
+    events: Events<S>,
     nudged: mpsc::UnboundedReceiver<ObjectRef<S>>,
     installed: mpsc::UnboundedReceiver<()>,
     users: mpsc::UnboundedReceiver<Vec<pushsecret::plan::Uses>>,
@@ -336,19 +350,21 @@ fn store_controller<S: StoreObject>(
     let (cached, writer) = reflector::store::<S>();
     let queue = ctx.workqueue(name);
     let gone_ctx = ctx.clone();
-    let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer);
-    let controller = queue.controller(stream, cached.clone(), (), move |store: ObjectRef<S>| {
-        gone_ctx.status.forget(store.extra.uid.as_deref());
-        let (condition, duration) = S::gauges(&gone_ctx.metrics);
-        crate::metrics::forget(
-            condition,
-            duration,
-            &store.name,
-            store.namespace.as_deref().unwrap_or_default(),
-        );
-    });
+    let controller = queue.controller(
+        events.reflect(writer),
+        cached.clone(),
+        (),
+        move |store: ObjectRef<S>| {
+            gone_ctx.status.forget(store.extra.uid.as_deref());
+            let (condition, duration) = S::gauges(&gone_ctx.metrics);
+            crate::metrics::forget(
+                condition,
+                duration,
+                &store.name,
+                store.namespace.as_deref().unwrap_or_default(),
+            );
+        },
+    );
     let pushsecrets_listed = store_ctx.pushsecrets_listed();
     let reconcile = queue.reconciler(move |store, _: Arc<Context>| {
         secretstore::reconcile::<S>(store, store_ctx.clone())

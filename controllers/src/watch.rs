@@ -18,6 +18,42 @@ where
     }
 }
 
+/// A watch's events as one of its readers gets them (see [`shared`]).
+pub(crate) type Events<K> =
+    futures::channel::mpsc::UnboundedReceiver<watcher::Result<watcher::Event<K>>>;
+
+/// One watch of `api` (one list, one watch connection) for two readers, each of which keeps its
+/// own cache of it: the stores' controller and the ExternalSecrets' trigger both need every
+/// store event, and the second watch of the same kind cost a list at every start. Errors reach
+/// the first reader only, which reports them; the watch stops once both readers are gone.
+pub(crate) fn shared<K>(api: Api<K>) -> (Events<K>, Events<K>)
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+
+    let (first_tx, first) = futures::channel::mpsc::unbounded();
+    let (second_tx, second) = futures::channel::mpsc::unbounded();
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        // managedFields are often the larger part of an object and no reader reads them.
+        .modify(|o| o.managed_fields_mut().clear())
+        .boxed();
+    tokio::spawn(async move {
+        while let Some(event) = events.next().await {
+            let second_gone = match &event {
+                Ok(e) => second_tx.unbounded_send(Ok(e.clone())).is_err(),
+                Err(_) => second_tx.is_closed(),
+            };
+            if first_tx.unbounded_send(event).is_err() && second_gone {
+                break;
+            }
+        }
+    });
+    (first, second)
+}
+
 /// What a reconcile reacts to: spec (generation), labels, annotations, finalizers and deletion,
 /// not status, which the reconcile itself writes.
 pub(crate) fn fingerprint<K: Resource>(obj: &K) -> Option<u64> {

@@ -261,9 +261,6 @@ async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
             Some(("get", resource)) => resource != "secrets",
             // Paged: the only kinds with a thousand objects.
             Some(("list", "secrets" | "externalsecrets")) => *n > pages,
-            // Two watches of SecretStores: the stores' controller's, and the ExternalSecrets'
-            // (their store cache, and what wakes them). Not yet one.
-            Some(("list", "secretstores")) => *n > 2.0,
             Some(("list", _)) => *n > 1.0,
             Some(("watch", _)) => false,
             _ => true,

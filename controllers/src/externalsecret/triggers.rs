@@ -30,7 +30,9 @@ use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::own_writes::{OwnWriteLog, TargetChange, TargetRef};
 use crate::secretstore::StoreObject;
-use crate::watch::{changed_objects, forgetting_departed, on_departure, once_needed, scoped};
+use crate::watch::{
+    Events, changed_objects, forgetting_departed, on_departure, once_needed, scoped,
+};
 
 /// An ExternalSecret as watched: one that does not fit our types (written under ESO's CRD, say)
 /// must not stall the watch for all others; it gets a status condition instead.
@@ -84,6 +86,13 @@ pub(crate) struct ExternalSecretTriggers {
     target_changes: UnboundedReceiver<TargetChange>,
 }
 
+/// The ExternalSecrets' reading of the store watches; no ClusterSecretStores in single-namespace
+/// mode.
+pub(crate) struct StoreEvents {
+    pub(crate) secret_stores: Events<SecretStore>,
+    pub(crate) cluster_secret_stores: Option<Events<ClusterSecretStore>>,
+}
+
 /// Announces a store that turned Ready to whatever waits on it.
 pub(crate) type StoreReady = Arc<dyn Fn(ReadyStore) + Send + Sync>;
 
@@ -104,10 +113,12 @@ impl ExternalSecretTriggers {
         }
     }
 
+    /// `stores`: the store watches this controller shares with the stores' controller.
     pub(crate) fn controller<F>(
         self,
         es_ctx: Arc<super::ExternalSecretContext>,
         cluster_children: Arc<ClusterChildren>,
+        stores: StoreEvents,
         shutdown: F,
     ) -> impl Future<Output = ()>
     where
@@ -162,27 +173,23 @@ impl ExternalSecretTriggers {
         let (css_reader, css_writer) = reflector::store::<ClusterSecretStore>();
         let specs = ProviderSpecs::default();
         let (ss_generations, ss_specs) = (self.store_generations.clone(), specs.clone());
-        let ss_changes = watcher(
-            scoped::<SecretStore>(&client, namespace.as_deref()),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .modify(|s| s.managed_fields_mut().clear())
-        .inspect_ok(on_turning_ready(ss_reader.clone(), {
-            let ready = self.store_ready.clone();
-            move |store| ready(store)
-        }))
-        .reflect(ss_writer)
-        .inspect_ok(on_departure(ss_reader.clone(), move |s| {
-            ss_specs.forget(&s.extra.uid)
-        }))
-        .try_filter_map(changed_objects(predicates::generation))
-        .filter_map(move |s| {
-            futures::future::ready(s.ok().map(|s| {
-                let news = ss_generations.changed(&s);
-                (news, LoadedStore::from_secret_store(&s))
+        let ss_changes = stores
+            .secret_stores
+            .inspect_ok(on_turning_ready(ss_reader.clone(), {
+                let ready = self.store_ready.clone();
+                move |store| ready(store)
             }))
-        });
+            .reflect(ss_writer)
+            .inspect_ok(on_departure(ss_reader.clone(), move |s| {
+                ss_specs.forget(&s.extra.uid)
+            }))
+            .try_filter_map(changed_objects(predicates::generation))
+            .filter_map(move |s| {
+                futures::future::ready(s.ok().map(|s| {
+                    let news = ss_generations.changed(&s);
+                    (news, LoadedStore::from_secret_store(&s))
+                }))
+            });
         let (css_reader_gone, css_reader_ready) = (css_reader.clone(), css_reader.clone());
         let held = reader.clone();
         let writers_secrets = writers.clone();
@@ -234,31 +241,26 @@ impl ExternalSecretTriggers {
                 }),
             )
             .reconcile_on(queue.triggers(store_forced));
-        if namespace.is_none() {
+        if let Some(cluster_secret_stores) = stores.cluster_secret_stores {
             let css_specs = specs.clone();
-            let css_changes = watcher(
-                Api::<ClusterSecretStore>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .modify(|s| s.managed_fields_mut().clear())
-            .inspect_ok(on_turning_ready(css_reader_ready, {
-                let ready = self.store_ready.clone();
-                move |store| ready(store)
-            }))
-            .reflect(css_writer)
-            .inspect_ok(on_departure(css_reader_gone, move |s| {
-                css_specs.forget(&s.extra.uid)
-            }))
-            .try_filter_map(changed_objects(predicates::generation))
-            .filter_map(move |s| {
-                futures::future::ready(s.ok().map(|s| {
-                    let news = css_generations.changed(&s);
-                    // Its `conditions` may refuse or allow namespaces of cluster objects.
-                    cluster_children.cluster_store_changed();
-                    (news, LoadedStore::from_cluster_secret_store(&s))
+            let css_changes = cluster_secret_stores
+                .inspect_ok(on_turning_ready(css_reader_ready, {
+                    let ready = self.store_ready.clone();
+                    move |store| ready(store)
                 }))
-            });
+                .reflect(css_writer)
+                .inspect_ok(on_departure(css_reader_gone, move |s| {
+                    css_specs.forget(&s.extra.uid)
+                }))
+                .try_filter_map(changed_objects(predicates::generation))
+                .filter_map(move |s| {
+                    futures::future::ready(s.ok().map(|s| {
+                        let news = css_generations.changed(&s);
+                        // Its `conditions` may refuse or allow namespaces of cluster objects.
+                        cluster_children.cluster_store_changed();
+                        (news, LoadedStore::from_cluster_secret_store(&s))
+                    }))
+                });
             controller = controller.reconcile_on(queue.triggers(store_changes(
                 store_users,
                 self.forced.clone(),
