@@ -316,14 +316,9 @@ async fn write_generated(
             return Ok(());
         }
     }
-    let params = PatchParams::apply(CONVERT_MANAGER).force();
-    match api
-        .patch(&loaded.name, &params, &Patch::Apply(&generated.object))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Err(not_installed(generated)),
-        Err(e) => Err(Readiness::failed(
+    let failed = |e: kube::Error| match e {
+        kube::Error::Api(s) if s.code == 404 => not_installed(generated),
+        e => Readiness::failed(
             reason::INVALID_PROVIDER_CONFIG,
             format!(
                 "could not write {} {:?}: {}",
@@ -331,8 +326,41 @@ async fn write_generated(
                 loaded.name,
                 crate::api_error::ApiError::from(e)
             ),
-        )),
+        ),
+    };
+    let params = PatchParams::apply(CONVERT_MANAGER).force();
+    let applied = api
+        .patch(&loaded.name, &params, &Patch::Apply(&generated.object))
+        .await
+        .map_err(failed)?;
+    // Fields someone else set in the spec (a hand edit adding one the store does not set) are
+    // not ours under server-side apply and stay: the object must hold the store's spec alone.
+    if !in_sync(loaded, generated, &applied) && spec_set_by_others(&applied) {
+        let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+            {"op": "add", "path": "/spec", "value": generated.spec()},
+        ]))
+        .expect("well-formed JSON patch");
+        let params = PatchParams {
+            field_manager: Some(CONVERT_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        api.patch(&loaded.name, &params, &Patch::<()>::Json(patch))
+            .await
+            .map_err(failed)?;
     }
+    Ok(())
+}
+
+/// Whether a field manager other than ours owns fields of `obj`'s spec. Not the API server's
+/// defaults, which nobody owns: a spec that differs from the store's by a default alone is
+/// left as it is.
+fn spec_set_by_others(obj: &DynamicObject) -> bool {
+    obj.managed_fields().iter().any(|m| {
+        m.manager.as_deref() != Some(CONVERT_MANAGER)
+            && m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.get("f:spec").is_some())
+    })
 }
 
 fn not_installed(generated: &Generated) -> Readiness {

@@ -178,6 +178,23 @@ spec:
         )));
     }
 
+    // So is a field added by hand that the store does not set: the object holds the store's
+    // spec and nothing else, and the store stays Ready.
+    let added = json!({"spec": {"validationResult": 2}});
+    api.patch("inline", &PatchParams::default(), &Patch::Merge(&added))
+        .await?;
+    let want = json!({"data": [{"key": "a", "value": "2"}]});
+    testenv::wait_for(TIMEOUT, "the field added by hand to be removed", || async {
+        let spec = api.get("inline").await?.data["spec"].clone();
+        ensure!(spec == want, "spec is {spec}");
+        anyhow::Ok(())
+    })
+    .await?;
+    wait_ready("SecretStore inline", "True", "Valid", || {
+        store_value(&client, &ns, "inline")
+    })
+    .await?;
+
     // Deleting the store removes it.
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
     stores.delete("inline", &DeleteParams::default()).await?;
