@@ -111,13 +111,13 @@ impl KubeResolver {
                 // A deleted object's clients are closed (a Vault token revoked) now, as in the
                 // operator, not at the idle eviction a quarter of an hour later.
                 let manager_of_gone = manager.clone();
-                let gone = move |object: &DynamicObject| {
+                let gone = move |object: ObjectRef<DynamicObject>| {
                     let (manager, identity) = (
                         manager_of_gone.clone(),
                         provider::ProviderIdentity {
                             kind: kind.to_owned(),
-                            namespace: object.namespace(),
-                            name: object.name_any(),
+                            namespace: object.namespace,
+                            name: object.name,
                         },
                     );
                     tokio::spawn(async move { manager.forget(&identity).await });
@@ -416,17 +416,17 @@ fn kube_error(what: String, error: kube::Error) -> provider::Error {
 }
 
 /// A watch cache of `resource` in every namespace, kept until the process ends. A kind whose CRD
-/// is missing is retried with backoff, so installing it later needs no restart.
-/// A watch cache of `resource`; `gone` is told of each object deleted (one deleted while the
-/// watch was down is left to the client cache's idle eviction).
+/// is missing is retried with backoff, so installing it later needs no restart. `gone` is told
+/// of each object that leaves it, deleted or missing from a re-list after the watch was down.
 fn reflect(
     kube: &kube::Client,
     resource: ApiResource,
-    gone: impl Fn(&DynamicObject) + Send + Sync + 'static,
+    gone: impl Fn(ObjectRef<DynamicObject>) + Send + Sync + 'static,
 ) -> Store<DynamicObject> {
     let writer = Writer::new(resource.clone());
     let reader = writer.as_reader();
     let api: Api<DynamicObject> = Api::all_with(kube.clone(), &resource);
+    let mut departed = watch_departures::on_departure_with(reader.clone(), resource.clone(), gone);
     tokio::spawn(async move {
         let mut failing = false;
         watcher(api, watcher::Config::default())
@@ -434,8 +434,8 @@ fn reflect(
             .modify(|o| o.managed_fields_mut().clear())
             .reflect(writer)
             .for_each(|event| {
-                if let Ok(watcher::Event::Delete(object)) = &event {
-                    gone(object);
+                if let Ok(event) = &event {
+                    departed(event);
                 }
                 match event {
                     // A new list starting says nothing yet; it may fail again.
