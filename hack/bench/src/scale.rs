@@ -433,7 +433,8 @@ fn print(run: &OperatorRun, bare: BareRun, count: usize, args: &Args) {
             .iter()
             .filter(|(s, _)| f(s))
             .map(|(_, v)| v)
-            .sum()
+            // Not `sum`, whose empty sum of floats is -0, printed as such.
+            .fold(0.0, |total, v| total + v)
     };
     println!(
         "\nA restart with all {count} in sync: the new operator's own requests in its first {} s \
