@@ -63,10 +63,14 @@ mod tests {
     use super::*;
 
     fn cm(name: &str) -> ConfigMap {
-        let mut cm = ConfigMap::default();
-        cm.metadata.name = Some(name.into());
-        cm.metadata.namespace = Some("n".into());
-        cm
+        ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("n".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
     }
 
     #[test]
