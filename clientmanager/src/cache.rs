@@ -109,10 +109,26 @@ impl Caches {
         self.discovery.0.send_replace(true);
     }
 
-    /// Until the kinds installed at the start are watched, within [`DISCOVERY_WAIT`].
+    /// Whether the discovery has settled, or been given up on.
+    pub(crate) fn discovery_over(&self) -> bool {
+        *self.discovery.0.borrow()
+    }
+
+    /// Until the kinds installed at the start are watched, within [`DISCOVERY_WAIT`]. Past it
+    /// (the CRDs cannot be listed, say), the discovery is given up on, so that every later
+    /// lookup is answered at once rather than after the same wait.
     pub(crate) async fn discovery_settled(&self) {
         let mut settled = self.discovery.0.subscribe();
-        let _ = tokio::time::timeout(DISCOVERY_WAIT, settled.wait_for(|s| *s)).await;
+        if tokio::time::timeout(DISCOVERY_WAIT, settled.wait_for(|s| *s))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                waited = ?DISCOVERY_WAIT,
+                "provider kinds not all watched yet; lookups of those report them as not watched"
+            );
+            self.discovered();
+        }
     }
 
     /// Whether provider objects of `resource`'s kind are watched (at any version): its CRD is

@@ -399,6 +399,12 @@ impl ClientManager {
         self.watched.discovered();
     }
 
+    /// Whether lookups no longer wait for provider kinds: the discovery settled, or was given
+    /// up on.
+    pub fn providers_known(&self) -> bool {
+        self.watched.discovery_over()
+    }
+
     /// Until the provider kinds installed at the start are watched (within a bound): what the
     /// provider caches hold is then all there is.
     pub async fn providers_settled(&self) {

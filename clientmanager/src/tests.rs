@@ -792,3 +792,28 @@ async fn a_lookup_at_a_start_waits_for_the_kinds_cache() {
     assert_eq!(found.identity.name, "fake");
     assert_eq!(reads.load(Ordering::SeqCst), 0, "nothing read one by one");
 }
+
+/// A discovery that never settles (the CRDs cannot be listed) holds one lookup for the bound,
+/// not every lookup after it: it is given up on, and the kind reported as not watched.
+#[tokio::test(start_paused = true)]
+async fn a_discovery_that_never_settles_is_given_up_on() {
+    let m = manager(&Arc::default(), Arc::default());
+    m.discovering_providers();
+    let reference = api::store::ProviderRef {
+        api_version: "providers.external-secrets.io/v1alpha1".into(),
+        kind: "Fake".into(),
+        name: "fake".into(),
+        ..Default::default()
+    };
+    let started = tokio::time::Instant::now();
+    let first = m.provider_object(&reference, Some("team-a")).await;
+    assert!(first.is_err(), "the kind is not watched");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(10));
+    assert!(m.providers_known(), "given up on");
+    let again = tokio::time::Instant::now();
+    let _ = m.provider_object(&reference, Some("team-a")).await;
+    assert!(
+        again.elapsed() < std::time::Duration::from_secs(1),
+        "no second wait"
+    );
+}

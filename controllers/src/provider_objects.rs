@@ -315,9 +315,10 @@ async fn run_kind(kctx: Arc<KindContext>, settling: Option<Settling>) {
         let (kctx, store) = (kctx.clone(), store.clone());
         move || {
             let ctx = &kctx.objects.shared;
+            // Lookups that waited for it need no telling, unless they gave up waiting.
+            let given_up = ctx.manager.providers_known();
             ctx.manager.use_provider_cache(kctx.resource.clone(), store);
-            // Lookups that waited for it need no telling.
-            if !settled() {
+            if !settled() || given_up {
                 for tx in &kctx.nudges.installed {
                     let _ = tx.unbounded_send(());
                 }
