@@ -49,7 +49,7 @@ impl Default for Settings {
 
 pub struct Context {
     pub client: kube::Client,
-    pub manager: ClientManager,
+    pub manager: Arc<ClientManager>,
     pub metrics: Metrics,
     pub settings: Settings,
     pub backoff: Backoff,
@@ -93,7 +93,7 @@ impl Context {
         );
         Arc::new(Self {
             client,
-            manager,
+            manager: Arc::new(manager),
             metrics,
             settings,
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(420)),

@@ -277,22 +277,7 @@ async fn run_kind(kctx: Arc<KindContext>, settling: Option<Settling>) {
     let writer = kube::runtime::reflector::store::Writer::new(kctx.resource.clone());
     let store = writer.as_reader();
     let queue = ctx.workqueue(format!("{}.{}", kctx.resource.plural, kctx.resource.group));
-    let departed = {
-        let (ctx, kind) = (ctx.clone(), kctx.provider.descriptor().kind);
-        move |object: ObjectRef<DynamicObject>| {
-            // Its clients (an inline store's, deleted with the store) are closed now, not
-            // after the idle eviction's quarter of an hour.
-            let (ctx, identity) = (
-                ctx.clone(),
-                provider::ProviderIdentity {
-                    kind: kind.to_owned(),
-                    namespace: object.namespace,
-                    name: object.name,
-                },
-            );
-            tokio::spawn(async move { ctx.manager.forget(&identity).await });
-        }
-    };
+    let departed = ctx.manager.forget_departed(kctx.provider.descriptor().kind);
     let refused = {
         let (kctx, settled) = (kctx.clone(), settled.clone());
         move |event: watcher::Result<watcher::Event<DynamicObject>>| {

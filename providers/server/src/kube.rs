@@ -108,20 +108,7 @@ impl KubeResolver {
             let kind = provider.descriptor().kind;
             for scope in [Scope::Namespaced, Scope::Cluster] {
                 let resource = provider.descriptor().storage_resource(scope);
-                // A deleted object's clients are closed (a Vault token revoked) now, as in the
-                // operator, not at the idle eviction a quarter of an hour later.
-                let manager_of_gone = manager.clone();
-                let gone = move |object: ObjectRef<DynamicObject>| {
-                    let (manager, identity) = (
-                        manager_of_gone.clone(),
-                        provider::ProviderIdentity {
-                            kind: kind.to_owned(),
-                            namespace: object.namespace,
-                            name: object.name,
-                        },
-                    );
-                    tokio::spawn(async move { manager.forget(&identity).await });
-                };
+                let gone = manager.forget_departed(kind);
                 manager.use_provider_cache(resource.clone(), reflect(&kube, resource, gone));
             }
         }
