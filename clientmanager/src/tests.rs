@@ -763,12 +763,7 @@ async fn a_lookup_at_a_start_waits_for_the_kinds_cache() {
     let reads = Arc::new(AtomicU64::new(0));
     let m = Arc::new(manager(&Arc::default(), reads.clone()));
     m.discovering_providers();
-    let reference = api::store::ProviderRef {
-        api_version: "providers.external-secrets.io/v1alpha1".into(),
-        kind: "Fake".into(),
-        name: "fake".into(),
-        ..Default::default()
-    };
+    let reference = namespaced_fake();
     let lookup = tokio::spawn({
         let (m, reference) = (m.clone(), reference.clone());
         async move { m.provider_object(&reference, Some("team-a")).await }
@@ -799,12 +794,7 @@ async fn a_lookup_at_a_start_waits_for_the_kinds_cache() {
 async fn a_discovery_that_never_settles_is_given_up_on() {
     let m = manager(&Arc::default(), Arc::default());
     m.discovering_providers();
-    let reference = api::store::ProviderRef {
-        api_version: "providers.external-secrets.io/v1alpha1".into(),
-        kind: "Fake".into(),
-        name: "fake".into(),
-        ..Default::default()
-    };
+    let reference = namespaced_fake();
     let started = tokio::time::Instant::now();
     let first = m.provider_object(&reference, Some("team-a")).await;
     assert!(first.is_err(), "the kind is not watched");
@@ -816,4 +806,14 @@ async fn a_discovery_that_never_settles_is_given_up_on() {
         again.elapsed() < std::time::Duration::from_secs(1),
         "no second wait"
     );
+}
+
+/// A reference to the namespaced Fake object `fake`.
+fn namespaced_fake() -> api::store::ProviderRef {
+    api::store::ProviderRef {
+        api_version: "providers.external-secrets.io/v1alpha1".into(),
+        kind: "Fake".into(),
+        name: "fake".into(),
+        ..Default::default()
+    }
 }
