@@ -29,9 +29,8 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Api;
-use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
+use kube::{Api, ResourceExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -225,6 +224,7 @@ pub async fn serve(
             secrets,
             resolver,
             stored,
+            fresh: true,
             next_trusted_since: None,
         }),
         Source::External(version) => Keepers::External(ExternalKeeper {
@@ -235,23 +235,35 @@ pub async fn serve(
         }),
     };
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut installed = converting_crds_applied(&keeper);
+    let mut crd_events = converting_crds(&keeper);
+    // An issuer's certificate needs no CRD: nothing to wait for.
+    let mut crds = inject::Crds::default();
+    let watching = matches!(keeper, Keepers::Own(_));
     let mut retry = Retry::default();
     let early_end = loop {
         let retry_at = retry.at.map(tokio::time::Instant::from_std);
+        let listed = !watching || crds.listed();
         let (checked, retried) = tokio::select! {
             () = &mut shutdown => break None,
             ended = &mut server => break Some(ended),
             // A converting CRD installed or replaced later (a Helm upgrade enabling a
             // provider) trusts the webhook at once rather than at the next tick.
-            Some(()) = installed.next() => {
+            Some(event) = crd_events.next() => {
                 // A list or an upgrade brings several at once: one check serves them all.
-                while let Some(Some(())) = installed.next().now_or_never() {}
-                (keeper.check().await, false)
+                let mut due = crds.apply(event);
+                while let Some(Some(event)) = crd_events.next().now_or_never() {
+                    due |= crds.apply(event);
+                }
+                if !due {
+                    continue;
+                }
+                (keeper.check(&mut crds).await, false)
             }
-            () = async { tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)).await }, if retry_at.is_some() => (keeper.check().await, true),
-            _ = ticks.tick() => (keeper.check().await, false),
+            () = async { tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)).await }, if retry_at.is_some() && listed => (keeper.check(&mut crds).await, true),
+            _ = ticks.tick(), if listed => (keeper.check(&mut crds).await, false),
         };
+        // The next periodic check is a whole interval after any check.
+        ticks.reset();
         match checked {
             Ok(complete) => retry.after(complete, retried, Instant::now()),
             Err(e) => {
@@ -310,23 +322,36 @@ impl Retry {
     }
 }
 
-/// One item each time a CRD that converts through this webhook is created or changed; nothing
-/// when another issuer fills the bundles.
-fn converting_crds_applied(keeper: &Keepers) -> futures::stream::BoxStream<'static, ()> {
+/// The watch of the CRDs that convert through this webhook (the events of others left out);
+/// nothing when another issuer fills the bundles.
+fn converting_crds(
+    keeper: &Keepers,
+) -> futures::stream::BoxStream<'static, kube::runtime::watcher::Event<CustomResourceDefinition>> {
+    use kube::runtime::watcher::Event;
     let Keepers::Own(keeper) = keeper else {
         return futures::stream::pending().boxed();
     };
     let converters = keeper.converters.clone();
-    let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(keeper.client.clone());
+    let crds = Api::<CustomResourceDefinition>::all(keeper.client.clone());
     kube::runtime::watcher(crds, kube::runtime::watcher::Config::default())
         .default_backoff()
-        .applied_objects()
-        .filter_map(move |crd| {
-            let converts = crd
-                .ok()
-                .and_then(|crd| crd.metadata.name)
-                .is_some_and(|name| converters.needs_conversion(&name));
-            futures::future::ready(converts.then_some(()))
+        .filter_map(move |event| {
+            let ours =
+                |crd: &CustomResourceDefinition| converters.needs_conversion(&crd.name_any());
+            let event = match event {
+                Ok(Event::InitApply(crd) | Event::Apply(crd) | Event::Delete(crd))
+                    if !ours(&crd) =>
+                {
+                    None
+                }
+                Ok(event) => Some(event),
+                // The watcher retries with its backoff.
+                Err(e) => {
+                    tracing::debug!(error = %e, "watching CRDs");
+                    None
+                }
+            };
+            futures::future::ready(event)
         })
         .boxed()
 }
@@ -368,9 +393,9 @@ enum Keepers {
 
 impl Keepers {
     /// Whether every converting CRD trusts the webhook now (always, for an issuer's certificate).
-    async fn check(&mut self) -> Result<bool, Error> {
+    async fn check(&mut self, crds: &mut inject::Crds) -> Result<bool, Error> {
         match self {
-            Self::Own(keeper) => keeper.check().await,
+            Self::Own(keeper) => keeper.check(crds).await,
             Self::External(keeper) => keeper.check().await,
         }
     }
@@ -404,20 +429,25 @@ struct Keeper {
     secrets: Api<Secret>,
     resolver: Arc<server::CertResolver>,
     stored: certs::Stored,
+    /// `stored` was just loaded, at the start.
+    fresh: bool,
     /// The pending certificate, and since when every CRD has trusted its CA (this replica's
     /// clock, so other replicas' clocks do not matter).
     next_trusted_since: Option<(Vec<u8>, Instant)>,
 }
 
 impl Keeper {
-    async fn check(&mut self) -> Result<bool, Error> {
+    async fn check(&mut self, crds: &mut inject::Crds) -> Result<bool, Error> {
         let target = self.settings.target();
-        let stored = match certs::reload(&self.secrets, &target).await? {
-            Some(stored) => stored,
-            None => certs::load_or_create(&self.secrets, &target).await?,
-        };
-        self.adopt(stored);
-        let injected = self.inject().await?;
+        // At the first check the Secret was read moments ago, at the start.
+        if !std::mem::take(&mut self.fresh) {
+            let stored = match certs::reload(&self.secrets, &target).await? {
+                Some(stored) => stored,
+                None => certs::load_or_create(&self.secrets, &target).await?,
+            };
+            self.adopt(stored);
+        }
+        let injected = self.inject(crds).await;
 
         let now = SystemTime::now();
         let material = &self.stored.material;
@@ -443,22 +473,22 @@ impl Keeper {
             let prepared = material.prepare(&target, now)?;
             if self.write(prepared).await? {
                 tracing::info!(secret = %self.settings.secret_ref(), "issued the next certificate; its CA goes into the CRDs first");
-                return self.inject().await;
+                return Ok(self.inject(crds).await);
             }
         }
         Ok(injected)
     }
 
     /// Whether every CRD that needs conversion trusts the required CAs now.
-    async fn inject(&self) -> Result<bool, Error> {
+    async fn inject(&self, crds: &mut inject::Crds) -> bool {
         let injected = inject::ensure(
             &self.client,
-            self.converters.as_ref(),
+            crds,
             &self.stored.material,
             self.settings.url.as_deref(),
         )
-        .await?;
-        Ok(injected.complete())
+        .await;
+        injected.complete()
     }
 
     /// Serves the Secret's certificate if it changed.

@@ -60,6 +60,11 @@ fn main() -> ExitCode {
         ),
         trial(
             &cp,
+            "restarted_webhook_reads_crds_only_through_its_watch",
+            restarted_webhook_reads_crds_through_its_watch,
+        ),
+        trial(
+            &cp,
             "rotation_while_running_fails_no_conversion",
             rotation_while_running,
         ),
@@ -643,6 +648,74 @@ async fn two_replicas_agree(client: Client, name: &'static str) -> Result<()> {
     }
     f.delete_crds().await;
     Ok(())
+}
+
+/// A webhook restarted over CRDs that already trust it (as at every operator start) reads
+/// them through its one watch: its checks (every 500 ms here) read no CRD one by one, list
+/// none again, and write nothing.
+async fn restarted_webhook_reads_crds_through_its_watch(
+    client: Client,
+    name: &'static str,
+) -> Result<()> {
+    let mut f = Fixture::start(client.clone(), name, 1, settings).await?;
+    let port = f.replicas[0].port;
+    f.stop(0).await?;
+    let (recording, recorded) = recording(client);
+    f.client = recording;
+    f.spawn(
+        TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await?,
+        settings(&f.namespace),
+    )?;
+    f.widgets_v1
+        .create(
+            &PostParams::default(),
+            &widget(&f.group, "v1", "restarted", json!({"size": "M"}))?,
+        )
+        .await?;
+    testenv::wait_for(Duration::from_secs(30), "a Widget read at v2", || async {
+        f.widgets_v2.get("restarted").await
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let requests = recorded.0.lock().expect("recorded requests").clone();
+    let crds = |r: &&String| r.contains("/customresourcedefinitions");
+    let unexpected: Vec<_> = requests
+        .iter()
+        .filter(|r| match r.split_once(' ') {
+            // Its watch: one list, then watches.
+            Some(("GET", path)) if path.contains("/customresourcedefinitions?") => false,
+            Some(("GET", path)) => !path.contains("/secrets/"),
+            _ => true,
+        })
+        .collect();
+    let lists = requests
+        .iter()
+        .filter(crds)
+        .filter(|r| !r.contains("watch=true"))
+        .count();
+    ensure!(
+        unexpected.is_empty() && lists <= 1,
+        "the restarted webhook, beyond reading its Secret and watching CRDs ({lists} lists): \
+         {unexpected:?}"
+    );
+    f.delete_crds().await;
+    Ok(())
+}
+
+/// A client that records each request it sends, as "METHOD path?query".
+#[derive(Clone, Default)]
+struct Recorded(Arc<std::sync::Mutex<Vec<String>>>);
+
+fn recording(client: Client) -> (Client, Recorded) {
+    let recorded = Recorded::default();
+    let log = recorded.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let line = format!("{} {}", request.method(), request.uri());
+        log.0.lock().expect("recorded requests").push(line);
+        let client = client.clone();
+        async move { client.send(request).await }
+    });
+    (Client::new(service, "default"), recorded)
 }
 
 async fn rotation_while_running(client: Client, name: &'static str) -> Result<()> {
