@@ -30,7 +30,7 @@ use crate::outcome::{after_reconcile, error_policy};
 use crate::provider_class::ProviderClassContext;
 use crate::provider_objects::{ProviderObjectContext, StoreNudges};
 use crate::secretstore::{StoreContext, StoreObject};
-use crate::watch::{Events, changed_objects, on_departure, scoped, shared};
+use crate::watch::{Cached, Events, FirstList, changed_objects, on_departure, scoped, shared};
 use crate::{provider_objects, pushsecret, secretstore};
 
 /// How often the generations of deleted stores, classes and provider objects are forgotten.
@@ -56,6 +56,7 @@ pub struct Operator {
     provider_objects: Arc<ProviderObjectContext>,
     /// Filled by the PushSecret controller's watch; the stores read it.
     pushsecret_cache: reflector::store::Writer<pushsecret::Watched>,
+    pushsecrets: pushsecret::Known,
     pub metrics_registry: Arc<MetricsRegistry>,
     ready: Arc<AtomicBool>,
     externalsecret_triggers: ExternalSecretTriggers,
@@ -92,6 +93,7 @@ impl Operator {
         let (cluster_children, child_changes) = crate::cluster::children();
         let shared = Context::new(client, manager, metrics, settings);
         let (pushsecrets, pushsecret_cache) = reflector::store();
+        let pushsecrets = pushsecret::Known::new(pushsecrets);
         let store_ready: crate::externalsecret::triggers::StoreReady = Arc::new({
             let (es_wake, ps_wake) = (es_wake.clone(), ps_wake.clone());
             move |store: ReadyStore| {
@@ -100,10 +102,16 @@ impl Operator {
             }
         });
         Self {
-            stores: StoreContext::new(shared.clone(), store_ready.clone(), ps_wake, pushsecrets),
+            stores: StoreContext::new(
+                shared.clone(),
+                store_ready.clone(),
+                ps_wake,
+                pushsecrets.clone(),
+            ),
             classes: ProviderClassContext::new(shared.clone()),
             provider_objects: ProviderObjectContext::new(shared.clone(), provider_changed),
             pushsecret_cache,
+            pushsecrets,
             shared,
             metrics_registry: Arc::new(registry),
             ready: Arc::default(),
@@ -228,6 +236,7 @@ impl Operator {
         let pushsecrets = pushsecret::triggers::controller(
             ctx.clone(),
             self.pushsecret_cache,
+            self.pushsecrets.listed,
             self.pushsecret_wakes,
             store_users,
             self.cluster_children.clone(),
@@ -244,11 +253,13 @@ impl Operator {
         );
         let discovery = provider_objects::discover(self.provider_objects, nudges.clone());
         let (namespaces_cached, namespaces_writer) = reflector::store();
+        let namespaces_cached = Cached::new(namespaces_cached);
         let (ces_namespaces_tx, ces_namespaces) = mpsc::unbounded();
         let (cps_namespaces_tx, cps_namespaces) = mpsc::unbounded();
         let namespaces = namespace_cache(
             ctx.clone(),
             namespaces_writer,
+            namespaces_cached.listed.clone(),
             vec![ces_namespaces_tx, cps_namespaces_tx],
         );
         // Not in single-namespace mode, where cluster kinds are not served.
@@ -366,13 +377,14 @@ fn store_controller<S: StoreObject>(
         },
     );
     let pushsecrets_listed = store_ctx.pushsecrets_listed();
+    let listing = store_ctx.pushsecrets_listing();
     let reconcile = queue.reconciler(move |store, _: Arc<Context>| {
         secretstore::reconcile::<S>(store, store_ctx.clone())
     });
     let all = cached.clone();
     let used = users
         .flat_map(move |uses| futures::stream::iter(secretstore::used_by::<S>(&uses, &cached)));
-    controller
+    let run = controller
         .reconcile_on(queue.triggers(nudged))
         .reconcile_on(queue.triggers(used))
         // A store's finalizer waits for the PushSecrets to be known (pushsecret::holding).
@@ -384,8 +396,18 @@ fn store_controller<S: StoreObject>(
             queue.error_policy(error_policy(name)),
             ctx.clone(),
         )
-        .for_each(after_reconcile(ctx, queue))
+        .for_each(after_reconcile(ctx, queue));
+    async move {
+        // The first reconciles wait for the PushSecrets' first list (usually a moment), so that
+        // they settle the finalizer and are not all made again, backend validation included,
+        // when it is in. A list slower than that is not waited for.
+        let _ = tokio::time::timeout(PUSHSECRETS_WAIT, listing.wait()).await;
+        run.await
+    }
 }
+
+/// How long the stores' first reconciles wait for the PushSecrets' first list.
+const PUSHSECRETS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Forgets, now and then, the generations seen of objects deleted since.
 async fn sweep_generations<const N: usize>(ctx: Arc<Context>, generations: [Arc<Generations>; N]) {
@@ -408,6 +430,7 @@ async fn sweep_generations<const N: usize>(ctx: Arc<Context>, generations: [Arc<
 async fn namespace_cache(
     ctx: Arc<Context>,
     writer: reflector::store::Writer<PartialObjectMeta<Namespace>>,
+    listed: FirstList,
     changed: Vec<mpsc::UnboundedSender<()>>,
 ) {
     if ctx.settings.namespace.is_some() {
@@ -424,6 +447,7 @@ async fn namespace_cache(
         .default_backoff()
         .modify(|ns| ns.managed_fields_mut().clear())
         .reflect(writer)
+        .inspect_ok(move |e| listed.observe(e))
         .inspect_ok(move |e| gone(e))
         .try_filter_map(changed_objects(crate::cluster::namespace_fingerprint))
         .for_each(|_| {

@@ -21,7 +21,7 @@ use tracing::{info, instrument};
 
 use crate::context::{Context, ReadyStore};
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels, labels};
-use crate::pushsecret::PushSecretCache;
+use crate::pushsecret::Known;
 use crate::readiness::{self, Readiness, StatusError, Subject, reason};
 
 /// What the store reconcilers work with: the handles every reconciler shares, where they tell
@@ -33,8 +33,8 @@ pub struct StoreContext {
     ready: crate::externalsecret::triggers::StoreReady,
     /// Where a store that turned Ready, or is being deleted, is announced to PushSecrets.
     pushsecret_wake: UnboundedSender<ReadyStore>,
-    /// Every PushSecret: the PushSecret controller's watch cache, read for the finalizer.
-    pushsecrets: PushSecretCache,
+    /// Every PushSecret, as the PushSecret controller's watch keeps them, read for the finalizer.
+    pushsecrets: Known,
 }
 
 impl StoreContext {
@@ -42,7 +42,7 @@ impl StoreContext {
         shared: Arc<Context>,
         ready: crate::externalsecret::triggers::StoreReady,
         pushsecret_wake: UnboundedSender<ReadyStore>,
-        pushsecrets: PushSecretCache,
+        pushsecrets: Known,
     ) -> Arc<Self> {
         Arc::new(Self {
             shared,
@@ -50,6 +50,11 @@ impl StoreContext {
             pushsecret_wake,
             pushsecrets,
         })
+    }
+
+    /// Whether every PushSecret is known yet.
+    pub(crate) fn pushsecrets_listing(&self) -> crate::watch::FirstList {
+        self.pushsecrets.listed.clone()
     }
 
     /// Once, when every PushSecret is known: a store's finalizer waits for that.

@@ -20,6 +20,62 @@ where
     }
 }
 
+/// Whether a watch's first list is in, for any number of tasks to ask or await. kube-runtime's
+/// `Store::wait_until_ready` wakes only the task that polled it last, and every controller
+/// awaits its own cache's: a second task awaiting the same cache could wait for good, and an
+/// answer at once (`now_or_never`, a poll with no task to wake) took the controller's wake-up.
+/// What our own code waits on is this, set where the watch's events pass.
+#[derive(Clone)]
+pub(crate) struct FirstList(std::sync::Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for FirstList {
+    fn default() -> Self {
+        Self(std::sync::Arc::new(tokio::sync::watch::channel(false).0))
+    }
+}
+
+impl FirstList {
+    /// Takes in one event of the watch, after its reflector (so the cache holds the list).
+    pub(crate) fn observe<K>(&self, event: &watcher::Event<K>) {
+        if matches!(event, watcher::Event::InitDone) {
+            self.0.send_replace(true);
+        }
+    }
+
+    pub(crate) fn is_in(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    pub(crate) async fn wait(&self) {
+        // The sender lives as long as `self`: the wait ends only with the list.
+        let _ = self.0.subscribe().wait_for(|listed| *listed).await;
+    }
+}
+
+/// A watch's cache, and whether its first list is in.
+pub struct Cached<K: Resource<DynamicType = ()> + 'static> {
+    pub(crate) cache: Store<K>,
+    pub(crate) listed: FirstList,
+}
+
+impl<K: Resource<DynamicType = ()> + 'static> Clone for Cached<K> {
+    fn clone(&self) -> Self {
+        Self {
+            cache: self.cache.clone(),
+            listed: self.listed.clone(),
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Cached<K> {
+    pub(crate) fn new(cache: Store<K>) -> Self {
+        Self {
+            cache,
+            listed: FirstList::default(),
+        }
+    }
+}
+
 /// A watch's events as one of its readers gets them (see [`shared`]).
 pub(crate) type Events<K> =
     futures::channel::mpsc::UnboundedReceiver<watcher::Result<watcher::Event<K>>>;

@@ -18,11 +18,14 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::index::{Index, SharedIndex};
+use crate::watch::FirstList;
 
 /// The children of one cluster kind, as the child kind's own controller watches them: its cache,
 /// an index of them by owner name, and where a change of one is announced to its owner.
 pub struct Children<C: Resource<DynamicType = ()> + 'static> {
     pub(super) reader: OnceLock<Store<DeserializeGuard<C>>>,
+    /// Whether that cache's first list is in.
+    pub(super) listed: FirstList,
     by_owner: SharedIndex<DeserializeGuard<C>, String>,
     changed: UnboundedSender<String>,
     owner_kind: &'static str,
@@ -38,6 +41,7 @@ where
     pub(crate) fn new(owner_kind: &'static str, changed: UnboundedSender<String>) -> Self {
         Self {
             reader: OnceLock::new(),
+            listed: FirstList::default(),
             by_owner: Arc::new(std::sync::Mutex::new(Index::default())),
             changed,
             owner_kind,
@@ -52,6 +56,7 @@ where
 
     /// Takes in one event of the child kind's watch (after its reflector).
     pub(crate) fn observe(&self, event: &watcher::Event<DeserializeGuard<C>>) {
+        self.listed.observe(event);
         let kind = self.owner_kind;
         self.by_owner
             .lock()

@@ -26,8 +26,8 @@ use api::cluster_secrets::{
 use api::external_secret::{ANNOTATION_FORCE_SYNC, ExternalSecret, SecretStoreKind};
 use api::push_secret::PushSecret;
 use clientmanager::{StoreKind, StoreRef};
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
+use futures::{StreamExt, future};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
@@ -47,6 +47,7 @@ use crate::events::EventType;
 use crate::metrics::{ConditionGauge, Metrics, ObjectLabels};
 use crate::outcome::{after_reconcile, error_policy};
 use crate::status::FIELD_MANAGER;
+use crate::watch::Cached;
 use children::owner_name;
 pub use children::{ChildChanges, Children, ClusterChildren, children};
 use plan::{Existing, NamespaceView, Reported, Selection};
@@ -319,21 +320,16 @@ impl Fanout for ClusterPushSecret {
 pub(crate) async fn controller<K: Fanout>(
     ctx: Arc<Context>,
     children: Arc<ClusterChildren>,
-    namespaces: Namespaces,
+    namespaces: Cached<PartialObjectMeta<Namespace>>,
     namespace_changes: UnboundedReceiver<()>,
     store_changes: UnboundedReceiver<()>,
     child_changes: UnboundedReceiver<String>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let children_cache = loop {
-        if let Some(reader) = K::children(&children).reader.get() {
-            break reader.clone();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    if children_cache.wait_until_ready().await.is_err()
-        || namespaces.wait_until_ready().await.is_err()
-    {
+    let own = K::children(&children);
+    future::join(own.listed.wait(), namespaces.listed.wait()).await;
+    // The child kind's controller hands its cache over before its watch starts.
+    if own.reader.get().is_none() {
         return;
     }
     // Guarded: one object these types cannot read (written under another CRD) is reported on
@@ -360,7 +356,7 @@ pub(crate) async fn controller<K: Fanout>(
     let state = Arc::new(State {
         ctx: ctx.clone(),
         children,
-        namespaces,
+        namespaces: namespaces.cache,
     });
     queue
         .controller(stream, cached.clone(), (), departed)

@@ -16,7 +16,6 @@ use api::push_secret::{
 };
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{LoadedStore, StoreKind, StoreRef};
-use futures::FutureExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -29,6 +28,7 @@ use tracing::instrument;
 
 use crate::context::Context;
 use crate::events::EventType;
+use crate::watch::Cached;
 use plan::Synced;
 
 const DEFAULT_REFRESH: Duration = Duration::from_secs(3600);
@@ -76,6 +76,9 @@ pub(crate) type Watched = kube::core::DeserializeGuard<PushSecret>;
 /// finalizer.
 pub type PushSecretCache = kube::runtime::reflector::Store<Watched>;
 
+/// Every PushSecret as the PushSecret controller's watch keeps them, and whether its first list
+/// is in.
+pub type Known = Cached<Watched>;
 #[instrument(skip_all, fields(namespace = ps.namespace(), name = ps.name_any()))]
 pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
@@ -712,12 +715,15 @@ fn on_record(mut synced: Synced) -> Option<Synced> {
 /// strength of a cache still filling at start-up. Answered at once rather than awaited, so that
 /// a slow first list holds no store worker; the store controller reconciles every store again
 /// when it is in ([`listed`]).
-pub(crate) fn holding(cache: &PushSecretCache, store: &LoadedStore) -> Option<bool> {
-    cache.wait_until_ready().now_or_never()?.ok()?;
+pub(crate) fn holding(pushsecrets: &Known, store: &LoadedStore) -> Option<bool> {
+    if !pushsecrets.listed.is_in() {
+        return None;
+    }
     let this = plan::Store::of(store);
     let namespace = store.namespace.as_deref();
     Some(
-        cache
+        pushsecrets
+            .cache
             .state()
             .iter()
             .filter_map(|ps| ps.0.as_ref().ok())
@@ -726,10 +732,8 @@ pub(crate) fn holding(cache: &PushSecretCache, store: &LoadedStore) -> Option<bo
 }
 
 /// Once, when every PushSecret is known (see [`holding`]).
-pub(crate) fn listed(cache: PushSecretCache) -> impl futures::Stream<Item = ()> {
-    futures::stream::once(async move {
-        let _ = cache.wait_until_ready().await;
-    })
+pub(crate) fn listed(pushsecrets: Known) -> impl futures::Stream<Item = ()> {
+    futures::stream::once(async move { pushsecrets.listed.wait().await })
 }
 
 /// A PushSecret that does not fit our types gets a condition instead of a push.

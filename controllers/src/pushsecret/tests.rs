@@ -118,22 +118,58 @@ async fn a_store_is_not_kept_waiting_for_the_pushsecrets_to_be_listed() {
     }))
     .unwrap();
     let loaded = LoadedStore::from_secret_store(&store);
-    assert_eq!(holding(&cache, &loaded), None, "not known yet");
-    let mut listed = std::pin::pin!(listed(cache.clone()));
+    let known = Known::new(cache);
+    assert_eq!(holding(&known, &loaded), None, "not known yet");
+    let mut listed = std::pin::pin!(listed(known.clone()));
     assert!(futures::poll!(futures::StreamExt::next(&mut listed)).is_pending());
     writer.apply_watcher_event(&watcher::Event::Init);
     writer.apply_watcher_event(&watcher::Event::InitApply(kube::core::DeserializeGuard(
         Ok(push_secret(None, false)),
     )));
     writer.apply_watcher_event(&watcher::Event::InitDone);
+    known.listed.observe(&watcher::Event::<Watched>::InitDone);
     assert_eq!(
         futures::StreamExt::next(&mut listed).await,
         Some(()),
         "the stores are told once"
     );
     assert_eq!(
-        holding(&cache, &loaded),
+        holding(&known, &loaded),
         Some(true),
         "a Delete PushSecret holds it"
+    );
+}
+
+/// Asking early whether PushSecrets hold a store takes nothing from the PushSecret controller,
+/// which awaits the same cache's first list: kube-runtime wakes only the task that polled that
+/// readiness last, and an answer at once (a poll with no task to wake) took the wake-up, so the
+/// controller waited for its watch's next event after the list was in.
+#[tokio::test]
+async fn an_early_answer_leaves_the_pushsecret_controller_its_wake_up() {
+    use kube::runtime::{reflector, watcher};
+    let (cache, mut writer) = reflector::store::<Watched>();
+    let store: SecretStore = serde_json::from_value(json!({
+        "apiVersion": "external-secrets.io/v1",
+        "kind": "SecretStore",
+        "metadata": {"name": "fake", "namespace": NS, "uid": "store-uid"},
+        "spec": {"provider": {"fake": {"data": []}}},
+    }))
+    .unwrap();
+    // As kube's controller does before its first reconcile.
+    let controller = tokio::spawn({
+        let cache = cache.clone();
+        async move { cache.wait_until_ready().await.is_ok() }
+    });
+    tokio::task::yield_now().await;
+    let loaded = LoadedStore::from_secret_store(&store);
+    let known = Known::new(cache);
+    assert_eq!(holding(&known, &loaded), None, "not known yet");
+    writer.apply_watcher_event(&watcher::Event::Init);
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    known.listed.observe(&watcher::Event::<Watched>::InitDone);
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(2), controller).await;
+    assert!(
+        matches!(waited, Ok(Ok(true))),
+        "the controller still waits for the first list, which is in"
     );
 }

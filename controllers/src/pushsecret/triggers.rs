@@ -22,12 +22,13 @@ use crate::cluster::ClusterChildren;
 use crate::context::{Context, ReadyStore};
 use crate::index::{self, SharedIndex};
 use crate::outcome::{after_reconcile, error_policy};
-use crate::watch::{forgetting_departed, once_needed, scoped};
+use crate::watch::{FirstList, forgetting_departed, once_needed, scoped};
 
 /// `cache` is filled by this controller's watch; the stores read it.
 pub(crate) fn controller<F>(
     ctx: Arc<Context>,
     cache: reflector::store::Writer<Watched>,
+    listed: FirstList,
     ready_stores: UnboundedReceiver<ReadyStore>,
     store_users: Vec<UnboundedSender<Vec<Uses>>>,
     cluster_children: Arc<ClusterChildren>,
@@ -51,6 +52,7 @@ where
     .default_backoff()
     .modify(|ps| ps.managed_fields_mut().clear())
     .reflect(ps_writer)
+    .inspect_ok(move |e| listed.observe(e))
     .inspect_ok(move |e| cluster_children.push.observe(e))
     .inspect(store_use_changes(store_users))
     .inspect_ok(index::kept(sources.clone(), sources_of))
