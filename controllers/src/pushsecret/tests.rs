@@ -104,12 +104,7 @@ async fn pushed_key_is_deleted_even_when_the_status_write_after_the_push_failed(
     );
 }
 
-/// A store's reconcile is told at once that the PushSecrets are not known yet, rather than wait
-/// for their first list in a worker (up to 10 s before); once they are listed it gets the answer.
-#[tokio::test]
-async fn a_store_is_not_kept_waiting_for_the_pushsecrets_to_be_listed() {
-    use kube::runtime::{reflector, watcher};
-    let (cache, mut writer) = reflector::store::<Watched>();
+fn fake_store() -> LoadedStore {
     let store: SecretStore = serde_json::from_value(json!({
         "apiVersion": "external-secrets.io/v1",
         "kind": "SecretStore",
@@ -117,7 +112,16 @@ async fn a_store_is_not_kept_waiting_for_the_pushsecrets_to_be_listed() {
         "spec": {"provider": {"fake": {"data": []}}},
     }))
     .unwrap();
-    let loaded = LoadedStore::from_secret_store(&store);
+    LoadedStore::from_secret_store(&store)
+}
+
+/// A store's reconcile is told at once that the PushSecrets are not known yet, rather than wait
+/// for their first list in a worker (up to 10 s before); once they are listed it gets the answer.
+#[tokio::test]
+async fn a_store_is_not_kept_waiting_for_the_pushsecrets_to_be_listed() {
+    use kube::runtime::{reflector, watcher};
+    let (cache, mut writer) = reflector::store::<Watched>();
+    let loaded = fake_store();
     let known = Known::new(cache);
     assert_eq!(holding(&known, &loaded), None, "not known yet");
     let mut listed = std::pin::pin!(listed(known.clone()));
@@ -148,20 +152,13 @@ async fn a_store_is_not_kept_waiting_for_the_pushsecrets_to_be_listed() {
 async fn an_early_answer_leaves_the_pushsecret_controller_its_wake_up() {
     use kube::runtime::{reflector, watcher};
     let (cache, mut writer) = reflector::store::<Watched>();
-    let store: SecretStore = serde_json::from_value(json!({
-        "apiVersion": "external-secrets.io/v1",
-        "kind": "SecretStore",
-        "metadata": {"name": "fake", "namespace": NS, "uid": "store-uid"},
-        "spec": {"provider": {"fake": {"data": []}}},
-    }))
-    .unwrap();
     // As kube's controller does before its first reconcile.
     let controller = tokio::spawn({
         let cache = cache.clone();
         async move { cache.wait_until_ready().await.is_ok() }
     });
     tokio::task::yield_now().await;
-    let loaded = LoadedStore::from_secret_store(&store);
+    let loaded = fake_store();
     let known = Known::new(cache);
     assert_eq!(holding(&known, &loaded), None, "not known yet");
     writer.apply_watcher_event(&watcher::Event::Init);
