@@ -59,21 +59,23 @@ struct State {
     inner: Box<dyn SecretsClient>,
     outage: Mutex<Outage>,
     metrics: BreakerMetrics,
-    /// Called when an outage ends: what was held back need not wait out its own backoff.
-    recovered: Box<dyn Fn() + Send + Sync>,
+    /// Called with `false` when an outage starts (what reports the provider's state need not
+    /// wait for its next check) and with `true` when it ends (what was held back need not wait
+    /// out its own backoff).
+    available: Box<dyn Fn(bool) + Send + Sync>,
 }
 
 impl Guarded {
     pub(crate) fn new(
         inner: Box<dyn SecretsClient>,
         metrics: BreakerMetrics,
-        recovered: impl Fn() + Send + Sync + 'static,
+        available: impl Fn(bool) + Send + Sync + 'static,
     ) -> Self {
         Self(Arc::new(State {
             inner,
             outage: Mutex::default(),
             metrics,
-            recovered: Box::new(recovered),
+            available: Box::new(available),
         }))
     }
 
@@ -114,11 +116,12 @@ impl State {
     }
 
     fn record<T>(self: &Arc<Self>, result: &Result<T>, now: Instant) {
-        let ended = {
+        let (started, ended) = {
             let mut outage = self.lock();
             match result {
                 Err(Error::Unavailable(message)) => {
-                    if outage.failures == 0 {
+                    let started = outage.failures == 0;
+                    if started {
                         self.metrics.open.inc();
                     }
                     outage.failures = outage.failures.saturating_add(1);
@@ -134,20 +137,23 @@ impl State {
                         let task = runtime.spawn(ask_after_waits(Arc::downgrade(self)));
                         outage.prober = Some(task.abort_handle());
                     }
-                    false
+                    (started, false)
                 }
                 _ => {
                     let over = std::mem::take(&mut *outage);
                     if let Some(prober) = over.prober {
                         prober.abort();
                     }
-                    over.failures > 0
+                    (false, over.failures > 0)
                 }
             }
         };
+        if started {
+            (self.available)(false);
+        }
         if ended {
             self.metrics.open.dec();
-            (self.recovered)();
+            (self.available)(true);
         }
     }
 }
@@ -286,11 +292,13 @@ mod tests {
         }
     }
 
-    /// A breaker over a provider that is down, with what it is asked and how often it recovered.
+    /// A breaker over a provider that is down, with what it is asked, how often an outage
+    /// started and how often it recovered.
     struct Rig {
         client: Guarded,
         down: Arc<std::sync::atomic::AtomicBool>,
         asked: Arc<AtomicU32>,
+        outages: Arc<AtomicU32>,
         recoveries: Arc<AtomicU32>,
         metrics: BreakerMetrics,
     }
@@ -298,8 +306,9 @@ mod tests {
     fn rig(validation: Validation) -> Rig {
         let down = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let asked = Arc::new(AtomicU32::new(0));
+        let outages = Arc::new(AtomicU32::new(0));
         let recoveries = Arc::new(AtomicU32::new(0));
-        let counted = recoveries.clone();
+        let counted = (outages.clone(), recoveries.clone());
         let metrics = BreakerMetrics::default();
         let client = Guarded::new(
             Box::new(Flaky {
@@ -308,14 +317,16 @@ mod tests {
                 validation,
             }),
             metrics.clone(),
-            move || {
-                counted.fetch_add(1, Ordering::SeqCst);
+            move |available| {
+                let count = if available { &counted.1 } else { &counted.0 };
+                count.fetch_add(1, Ordering::SeqCst);
             },
         );
         Rig {
             client,
             down,
             asked,
+            outages,
             recoveries,
             metrics,
         }
@@ -331,6 +342,7 @@ mod tests {
             client,
             down,
             asked,
+            outages,
             recoveries,
             metrics,
         } = rig(Validation::Ready);
@@ -368,6 +380,11 @@ mod tests {
                 .record::<()>(&Err(Error::Unavailable("x".into())), now);
         }
         assert_eq!(client.lock().until, Some(now + LONGEST_WAIT));
+        assert_eq!(
+            outages.load(Ordering::SeqCst),
+            1,
+            "the start of the outage is told once"
+        );
         // Back: once the wait is over the call goes through, and the outage ends.
         down.store(false, Ordering::SeqCst);
         client.lock().until = Some(Instant::now());
@@ -388,6 +405,7 @@ mod tests {
             &Err(Error::Unavailable("down again".into())),
             Instant::now(),
         );
+        assert_eq!(outages.load(Ordering::SeqCst), 2, "a new outage is told");
         client.lock().until = Some(Instant::now());
         let now = Instant::now();
         assert!(!held(&client, now), "the first call after the wait asks");

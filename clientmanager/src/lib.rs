@@ -279,6 +279,14 @@ pub struct Handle {
     pub capabilities: Capabilities,
 }
 
+/// A provider that became unreachable (its client's breaker opened: `available` is false), or
+/// reachable again.
+#[derive(Clone, Debug)]
+pub struct Availability {
+    pub identity: ProviderIdentity,
+    pub available: bool,
+}
+
 pub struct ClientManager {
     kube: kube::Client,
     registry: Arc<ProviderRegistry>,
@@ -288,8 +296,8 @@ pub struct ClientManager {
     watched: cache::Caches,
     credentials: credentials::CredentialVersions,
     metrics: Metrics,
-    /// Where a client tells that its provider is reachable again.
-    recovered: Arc<std::sync::OnceLock<futures::channel::mpsc::UnboundedSender<ProviderIdentity>>>,
+    /// Where a client tells that its provider became unreachable, or reachable again.
+    availability: Arc<std::sync::OnceLock<futures::channel::mpsc::UnboundedSender<Availability>>>,
     pool: provider_remote::Pool,
     /// Provider kinds every store of which is served by a ClusterProviderClass.
     routes: BTreeMap<String, String>,
@@ -314,7 +322,7 @@ impl ClientManager {
             cache: Mutex::default(),
             watched: cache::Caches::default(),
             metrics,
-            recovered: Arc::default(),
+            availability: Arc::default(),
             pool: provider_remote::Pool::new(Default::default(), Default::default()),
             routes: BTreeMap::new(),
             breaker: true,
@@ -360,9 +368,9 @@ impl ClientManager {
         self.watched.set_classes(classes, cluster);
     }
 
-    /// Where the identities of providers that are reachable again after an outage go.
-    pub fn on_recovery(&self, to: futures::channel::mpsc::UnboundedSender<ProviderIdentity>) {
-        let _ = self.recovered.set(to);
+    /// Where the news of providers that became unreachable, or reachable again, goes.
+    pub fn on_availability(&self, to: futures::channel::mpsc::UnboundedSender<Availability>) {
+        let _ = self.availability.set(to);
     }
 
     pub fn registry(&self) -> &Arc<ProviderRegistry> {
@@ -745,14 +753,18 @@ impl ClientManager {
         let built = build().await?;
         // Held back while its provider is unavailable (breaker.rs): one question per wait
         // instead of one per ExternalSecret retry.
-        let (recovered, identity) = (self.recovered.clone(), slot.provider.clone());
+        let (to, identity) = (self.availability.clone(), slot.provider.clone());
         let client: Box<dyn SecretsClient> = if self.breaker {
             Box::new(breaker::Guarded::new(
                 built.client,
                 self.metrics.breaker(&kind),
-                move || {
-                    if let Some(to) = recovered.get() {
-                        let _ = to.unbounded_send(identity.clone());
+                move |available| {
+                    if let Some(to) = to.get() {
+                        let identity = identity.clone();
+                        let _ = to.unbounded_send(Availability {
+                            identity,
+                            available,
+                        });
                     }
                 },
             ))

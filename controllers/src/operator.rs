@@ -19,7 +19,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use prometheus_client::registry::Registry as MetricsRegistry;
 use provider::ProviderRegistry;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::context::{Context, ReadyStore, Settings};
 use crate::externalsecret::ExternalSecretContext;
@@ -288,7 +288,7 @@ impl Operator {
                 .await;
             }
         };
-        let recoveries = recoveries(self.stores.clone());
+        let availability = availability(self.stores.clone(), nudges.clone());
         let classes = crate::provider_class::controller::<ProviderClass>(
             self.classes.clone(),
             scoped(&client, namespace.as_deref()),
@@ -317,30 +317,39 @@ impl Operator {
             _ = future::join5(stores, cluster_stores, externalsecrets, pushsecrets, cluster_kinds) => {}
             _ = discovery => {}
             _ = namespaces => {}
-            _ = recoveries => {}
+            _ = availability => {}
         }
     }
 }
 
-/// A provider reachable again after an outage wakes the ExternalSecrets and PushSecrets of the
-/// stores that read through it, as a store turning Ready does: held back, they may be deep in
-/// their backoff.
-async fn recoveries(store_ctx: Arc<StoreContext>) {
+/// The stores that read through a provider that became unreachable are validated now, so that
+/// their status says so rather than stay Ready until their next check (minutes); the client
+/// answers for the provider while it waits, so nothing is asked of it. Once it is reachable
+/// again they are validated again, and their ExternalSecrets and PushSecrets are woken as when
+/// a store turns Ready: held back, they may be deep in their backoff.
+async fn availability(store_ctx: Arc<StoreContext>, nudges: StoreNudges) {
     let ctx = store_ctx.shared.as_ref();
-    let (to, mut recovered) = mpsc::unbounded();
-    ctx.manager.on_recovery(to);
+    let (to, mut changes) = mpsc::unbounded();
+    ctx.manager.on_availability(to);
     // The manager keeps the sender while it lives; should it not take this one, the loop ends
     // at once, and that must not end the select in `run` that stops every controller.
-    while let Some(identity) = recovered.next().await {
-        for store in ctx.manager.stores_using(&identity) {
-            info!(store = %store.name, namespace = ?store.namespace, "provider reachable again");
-            store_ctx.store_ready(ReadyStore {
-                kind: store.kind,
-                name: store.name,
-                namespace: store.namespace,
-                labels: store.labels,
-            });
+    while let Some(change) = changes.next().await {
+        let stores = ctx.manager.stores_using(&change.identity);
+        for store in &stores {
+            let (name, namespace) = (&store.name, &store.namespace);
+            if change.available {
+                info!(store = %name, ?namespace, "provider reachable again");
+                store_ctx.store_ready(ReadyStore {
+                    kind: store.kind,
+                    name: store.name.clone(),
+                    namespace: store.namespace.clone(),
+                    labels: store.labels.clone(),
+                });
+            } else {
+                warn!(store = %name, ?namespace, "provider unreachable; validating the store now");
+            }
         }
+        nudges.send(stores);
     }
     future::pending::<()>().await;
 }

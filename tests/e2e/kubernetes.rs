@@ -836,6 +836,19 @@ spec:
         message.contains(remote.server_url()),
         "the condition should name the server that cannot be reached: {message}"
     );
+    // The store says so too, rather than stay Ready until its next validation (5 minutes).
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    let store = wait_ready("SecretStore remote", "False", "ValidationFailed", || {
+        value(&stores, "remote")
+    })
+    .await?;
+    let message = store["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    ensure!(
+        message.contains(remote.server_url()),
+        "the store's condition should name the server that cannot be reached: {message}"
+    );
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let during = secrets.get("db").await?;
     ensure!(
@@ -857,6 +870,7 @@ spec:
         .await?;
     wait_secret(&client, &ns, "db", &bytes(&[("password", "rotated")])).await?;
     es_ready(&client, &ns, "db").await?;
+    store_ready(&client, &ns, "remote").await?;
     Ok(())
 }
 
