@@ -825,30 +825,17 @@ spec:
 
     remote.stop()?;
     let externals: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    let server = remote.server_url();
     let failed = wait_ready("ExternalSecret db", "False", "SecretSyncedError", || {
         value(&externals, "db")
-    })
-    .await?;
-    let message = failed["status"]["conditions"][0]["message"]
-        .as_str()
-        .unwrap_or_default();
-    ensure!(
-        message.contains(remote.server_url()),
-        "the condition should name the server that cannot be reached: {message}"
-    );
+    });
+    names_server(failed.await?, server)?;
     // The store says so too, rather than stay Ready until its next validation (5 minutes).
     let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
-    let store = wait_ready("SecretStore remote", "False", "ValidationFailed", || {
+    let failed = wait_ready("SecretStore remote", "False", "ValidationFailed", || {
         value(&stores, "remote")
-    })
-    .await?;
-    let message = store["status"]["conditions"][0]["message"]
-        .as_str()
-        .unwrap_or_default();
-    ensure!(
-        message.contains(remote.server_url()),
-        "the store's condition should name the server that cannot be reached: {message}"
-    );
+    });
+    names_server(failed.await?, server)?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let during = secrets.get("db").await?;
     ensure!(
@@ -871,6 +858,19 @@ spec:
     wait_secret(&client, &ns, "db", &bytes(&[("password", "rotated")])).await?;
     es_ready(&client, &ns, "db").await?;
     store_ready(&client, &ns, "remote").await?;
+    Ok(())
+}
+
+/// `object`'s Ready condition names `server`, which cannot be reached.
+fn names_server(object: Value, server: &str) -> Result<()> {
+    let message = object["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    ensure!(
+        message.contains(server),
+        "{}'s condition should name the server that cannot be reached: {message}",
+        object["kind"]
+    );
     Ok(())
 }
 
