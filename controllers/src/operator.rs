@@ -385,8 +385,13 @@ fn store_controller<S: StoreObject>(
             );
         },
     );
-    let pushsecrets_listed = store_ctx.pushsecrets_listed();
     let listing = store_ctx.pushsecrets_listing();
+    // Set before the controller starts: whether its first reconciles waited for the list.
+    let listed_in_time = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let listed_late = store_ctx.pushsecrets_listed().filter({
+        let in_time = listed_in_time.clone();
+        move |()| future::ready(!in_time.load(std::sync::atomic::Ordering::Relaxed))
+    });
     let reconcile = queue.reconciler(move |store, _: Arc<Context>| {
         secretstore::reconcile::<S>(store, store_ctx.clone())
     });
@@ -397,7 +402,7 @@ fn store_controller<S: StoreObject>(
         .reconcile_on(queue.triggers(nudged))
         .reconcile_on(queue.triggers(used))
         // A store's finalizer waits for the PushSecrets to be known (pushsecret::holding).
-        .reconcile_on(queue.all_on(futures::stream::select(installed, pushsecrets_listed), all))
+        .reconcile_on(queue.all_on(futures::stream::select(installed, listed_late), all))
         .graceful_shutdown_on(shutdown)
         .run(
             // The controller's context is the shared one, which its error policy reads.
@@ -409,8 +414,10 @@ fn store_controller<S: StoreObject>(
     async move {
         // The first reconciles wait for the PushSecrets' first list (usually a moment), so that
         // they settle the finalizer and are not all made again, backend validation included,
-        // when it is in. A list slower than that is not waited for.
-        let _ = tokio::time::timeout(PUSHSECRETS_WAIT, listing.wait()).await;
+        // when it is in. A list slower than that is not waited for, and reconciles them all
+        // again when it comes.
+        let in_time = tokio::time::timeout(PUSHSECRETS_WAIT, listing.wait()).await;
+        listed_in_time.store(in_time.is_ok(), std::sync::atomic::Ordering::Relaxed);
         run.await
     }
 }

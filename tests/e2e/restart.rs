@@ -236,6 +236,18 @@ async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
         reads == 0.0,
         "the restarted operator asked the provider {reads} times for secrets that were in sync"
     );
+    // Each store and its converted provider object is validated once, not again when the
+    // PushSecrets (none here) turn out to be listed.
+    let validations = second
+        .sum("externalsecret_provider_api_calls_count", |l| {
+            l.contains("call=\"Validate\"")
+        })
+        .await?;
+    ensure!(
+        validations == 4.0,
+        "the restarted operator made {validations} validations of its 2 stores and their 2 \
+         provider objects"
+    );
     // Nor the API server, Secret by Secret: its watch of their metadata shows each unchanged
     // since the resourceVersion the ExternalSecret's status recorded.
     let requests = |verb: &'static str| {
