@@ -251,7 +251,7 @@ impl Operator {
             },
             shutdown.clone(),
         );
-        let discovery = provider_objects::discover(self.provider_objects, nudges.clone());
+        let discovery = provider_objects::discover(self.provider_objects.clone(), nudges.clone());
         let (namespaces_cached, namespaces_writer) = reflector::store();
         let namespaces_cached = Cached::new(namespaces_cached);
         let (ces_namespaces_tx, ces_namespaces) = mpsc::unbounded();
@@ -288,7 +288,11 @@ impl Operator {
                 .await;
             }
         };
-        let availability = availability(self.stores.clone(), nudges.clone());
+        let availability = availability(
+            self.stores.clone(),
+            self.provider_objects.clone(),
+            nudges.clone(),
+        );
         let classes = crate::provider_class::controller::<ProviderClass>(
             self.classes.clone(),
             scoped(&client, namespace.as_deref()),
@@ -322,12 +326,16 @@ impl Operator {
     }
 }
 
-/// The stores that read through a provider that became unreachable are validated now, so that
-/// their status says so rather than stay Ready until their next check (minutes); the client
+/// The stores that read through a provider that became unreachable, and its provider object,
+/// are validated now, so that their status says so rather than stay Ready until their next check (minutes); the client
 /// answers for the provider while it waits, so nothing is asked of it. Once it is reachable
 /// again they are validated again, and their ExternalSecrets and PushSecrets are woken as when
 /// a store turns Ready: held back, they may be deep in their backoff.
-async fn availability(store_ctx: Arc<StoreContext>, nudges: StoreNudges) {
+async fn availability(
+    store_ctx: Arc<StoreContext>,
+    provider_objects: Arc<ProviderObjectContext>,
+    nudges: StoreNudges,
+) {
     let ctx = store_ctx.shared.as_ref();
     let (to, mut changes) = mpsc::unbounded();
     ctx.manager.on_availability(to);
@@ -350,6 +358,7 @@ async fn availability(store_ctx: Arc<StoreContext>, nudges: StoreNudges) {
             }
         }
         nudges.send(stores);
+        provider_objects.revalidate(&change.identity);
     }
     future::pending::<()>().await;
 }

@@ -3,7 +3,7 @@
 //! the operator runs is picked up without a restart. A provider object that changes or turns
 //! Ready wakes the stores that read through it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,6 +37,8 @@ pub struct ProviderObjectContext {
     pub generations: Arc<Generations>,
     /// Provider objects whose spec changed: the ExternalSecrets reading through them resync.
     provider_changed: UnboundedSender<ProviderIdentity>,
+    /// Each watched kind's queue, by kind and whether it is the cluster-scoped one.
+    queues: std::sync::Mutex<HashMap<(String, bool), crate::workqueue::Workqueue>>,
 }
 
 impl ProviderObjectContext {
@@ -48,7 +50,17 @@ impl ProviderObjectContext {
             shared,
             generations: Default::default(),
             provider_changed,
+            queues: Default::default(),
         })
+    }
+
+    /// Has the provider object `identity` validated now rather than at its interval; nothing
+    /// while its kind is not watched.
+    pub fn revalidate(&self, identity: &ProviderIdentity) {
+        let queues = self.queues.lock().expect("provider queues poisoned");
+        if let Some(queue) = queues.get(&(identity.kind.clone(), identity.namespace.is_none())) {
+            queue.trigger(identity.namespace.as_deref(), &identity.name);
+        }
     }
 }
 
@@ -277,6 +289,11 @@ async fn run_kind(kctx: Arc<KindContext>, settling: Option<Settling>) {
     let writer = kube::runtime::reflector::store::Writer::new(kctx.resource.clone());
     let store = writer.as_reader();
     let queue = ctx.workqueue(format!("{}.{}", kctx.resource.plural, kctx.resource.group));
+    kctx.objects
+        .queues
+        .lock()
+        .expect("provider queues poisoned")
+        .insert((kctx.resource.kind.clone(), kctx.cluster), queue.clone());
     let departed = ctx.manager.forget_departed(kctx.provider.descriptor().kind);
     let refused = {
         let (kctx, settled) = (kctx.clone(), settled.clone());

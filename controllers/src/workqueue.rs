@@ -191,7 +191,8 @@ impl Workqueue {
         );
     }
 
-    fn trigger(&self, namespace: Option<&str>, name: &str) {
+    /// A trigger for the object `name` in `namespace`: due now.
+    pub(crate) fn trigger(&self, namespace: Option<&str>, name: &str) {
         self.adds.inc();
         let at = Instant::now();
         self.gate.add(key(namespace, name), namespace, name, at);

@@ -14,7 +14,7 @@ use base64::Engine;
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::{Api, Client, ResourceExt};
 use libtest_mimic::Trial;
 use serde_json::Value;
@@ -836,6 +836,19 @@ spec:
         value(&stores, "remote")
     });
     names_server(failed.await?, server)?;
+    // And the provider object the store was converted to.
+    let resource = ApiResource {
+        group: "providers.external-secrets.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "providers.external-secrets.io/v1alpha1".into(),
+        kind: "Kubernetes".into(),
+        plural: "kubernetes".into(),
+    };
+    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    let failed = wait_ready("Kubernetes remote", "False", "ValidationFailed", || {
+        value(&objects, "remote")
+    });
+    names_server(failed.await?, server)?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let during = secrets.get("db").await?;
     ensure!(
@@ -858,6 +871,10 @@ spec:
     wait_secret(&client, &ns, "db", &bytes(&[("password", "rotated")])).await?;
     es_ready(&client, &ns, "db").await?;
     store_ready(&client, &ns, "remote").await?;
+    wait_ready("Kubernetes remote", "True", "Valid", || {
+        value(&objects, "remote")
+    })
+    .await?;
     Ok(())
 }
 
