@@ -133,8 +133,14 @@ async fn merge_target_in_sync(env: Arc<Env>) -> Result<()> {
         let es = externalsecrets.get("merger").await?;
         anyhow::Ok(es.status.and_then(|s| s.refresh_time))
     };
-    let before = refreshed().await?;
-    ensure!(before.is_some(), "the ExternalSecret records its refresh");
+    // The status is written after the Secret.
+    let before = testenv::wait_for(
+        TIMEOUT,
+        "the ExternalSecret to record its refresh",
+        || async { refreshed().await?.context("no refreshTime yet") },
+    )
+    .await
+    .map(Some)?;
     // refreshTime has whole seconds: a fetch after this would show.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
