@@ -107,6 +107,10 @@ struct KindContext {
 /// start), and once it settles, a kind not watched is news.
 type Settling = Arc<std::sync::Mutex<Option<oneshot::Sender<()>>>>;
 
+/// CRDs are listed this many at a time: with their schemas they can weigh hundreds of KiB, and a
+/// cluster with thousands of them would have 500 in memory at once while the list passes.
+const CRD_PAGE: u32 = 50;
+
 /// Watches CRDs and starts a controller for each provider kind this operator knows, once.
 pub fn discover(
     objects_ctx: Arc<ProviderObjectContext>,
@@ -119,7 +123,8 @@ pub fn discover(
         let mut started = HashSet::new();
         // The kinds of the first list, each settled when its receiver hears from it.
         let mut first_list: Option<Vec<oneshot::Receiver<()>>> = Some(Vec::new());
-        let mut events = watcher(crds, watcher::Config::default()).boxed();
+        let config = watcher::Config::default().page_size(CRD_PAGE);
+        let mut events = watcher(crds, config).boxed();
         while let Some(event) = events.next().await {
             let crd = match event {
                 Ok(watcher::Event::Apply(crd) | watcher::Event::InitApply(crd)) => crd,

@@ -333,27 +333,28 @@ fn converting_crds(
     };
     let converters = keeper.converters.clone();
     let crds = Api::<CustomResourceDefinition>::all(keeper.client.clone());
-    kube::runtime::watcher(crds, kube::runtime::watcher::Config::default())
-        .default_backoff()
-        .filter_map(move |event| {
-            let ours =
-                |crd: &CustomResourceDefinition| converters.needs_conversion(&crd.name_any());
-            let event = match event {
-                Ok(Event::InitApply(crd) | Event::Apply(crd) | Event::Delete(crd))
-                    if !ours(&crd) =>
-                {
-                    None
-                }
-                Ok(event) => Some(event),
-                // The watcher retries with its backoff.
-                Err(e) => {
-                    tracing::debug!(error = %e, "watching CRDs");
-                    None
-                }
-            };
-            futures::future::ready(event)
-        })
-        .boxed()
+    // A page of CRDs, with their schemas, can weigh tens of MiB: 50 at a time, not 500.
+    kube::runtime::watcher(
+        crds,
+        kube::runtime::watcher::Config::default().page_size(50),
+    )
+    .default_backoff()
+    .filter_map(move |event| {
+        let ours = |crd: &CustomResourceDefinition| converters.needs_conversion(&crd.name_any());
+        let event = match event {
+            Ok(Event::InitApply(crd) | Event::Apply(crd) | Event::Delete(crd)) if !ours(&crd) => {
+                None
+            }
+            Ok(event) => Some(event),
+            // The watcher retries with its backoff.
+            Err(e) => {
+                tracing::debug!(error = %e, "watching CRDs");
+                None
+            }
+        };
+        futures::future::ready(event)
+    })
+    .boxed()
 }
 
 /// Where the serving certificate comes from: the Secret this webhook writes and rotates
