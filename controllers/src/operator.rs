@@ -56,7 +56,6 @@ pub struct Operator {
     provider_objects: Arc<ProviderObjectContext>,
     /// Filled by the PushSecret controller's watch; the stores read it.
     pushsecret_cache: reflector::store::Writer<pushsecret::Watched>,
-    pushsecrets: pushsecret::Known,
     pub metrics_registry: Arc<MetricsRegistry>,
     ready: Arc<AtomicBool>,
     externalsecret_triggers: ExternalSecretTriggers,
@@ -102,16 +101,10 @@ impl Operator {
             }
         });
         Self {
-            stores: StoreContext::new(
-                shared.clone(),
-                store_ready.clone(),
-                ps_wake,
-                pushsecrets.clone(),
-            ),
+            stores: StoreContext::new(shared.clone(), store_ready.clone(), ps_wake, pushsecrets),
             classes: ProviderClassContext::new(shared.clone()),
             provider_objects: ProviderObjectContext::new(shared.clone(), provider_changed),
             pushsecret_cache,
-            pushsecrets,
             shared,
             metrics_registry: Arc::new(registry),
             ready: Arc::default(),
@@ -236,7 +229,7 @@ impl Operator {
         let pushsecrets = pushsecret::triggers::controller(
             ctx.clone(),
             self.pushsecret_cache,
-            self.pushsecrets.listed,
+            self.stores.pushsecrets_listing(),
             self.pushsecret_wakes,
             store_users,
             self.cluster_children.clone(),
@@ -327,8 +320,9 @@ impl Operator {
 }
 
 /// The stores that read through a provider that became unreachable, and its provider object,
-/// are validated now, so that their status says so rather than stay Ready until their next check (minutes); the client
-/// answers for the provider while it waits, so nothing is asked of it. Once it is reachable
+/// are validated now, so that their status says so rather than stay Ready until their next
+/// check (minutes); the client answers for the provider while it waits, so nothing is asked of
+/// it. Once it is reachable
 /// again they are validated again, and their ExternalSecrets and PushSecrets are woken as when
 /// a store turns Ready: held back, they may be deep in their backoff.
 async fn availability(
