@@ -346,9 +346,10 @@ fn converting_crds(
                 None
             }
             Ok(event) => Some(event),
-            // The watcher retries with its backoff.
+            // The watcher retries with its backoff. No check runs until its first list is in,
+            // so a refusal (RBAC) must be seen.
             Err(e) => {
-                tracing::debug!(error = %e, "watching CRDs");
+                tracing::warn!(error = %e, "watching CRDs; the CA bundles wait for it");
                 None
             }
         };

@@ -330,6 +330,10 @@ pub(crate) async fn controller<K: Fanout>(
     future::join(own.listed.wait(), namespaces.listed.wait()).await;
     // The child kind's controller hands its cache over before its watch starts.
     if own.reader.get().is_none() {
+        warn!(
+            kind = K::CONTROLLER,
+            "the children's cache was never handed over; not started"
+        );
         return;
     }
     // Guarded: one object these types cannot read (written under another CRD) is reported on
