@@ -58,12 +58,15 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         Some(lease) => Some(Election::start(&control, &lease).await?),
         None => None,
     };
+    // One watch of CRDs for the webhook and the provider discovery; on the control client, as
+    // the CA bundles it carries are.
+    let mut crds = crd_watch::CrdWatch::new(control.clone());
     // Every replica serves conversions, leader or not: the API server calls any of them, and
     // a kind that needs conversion is unreadable at its other versions while none answers.
     let conversions = conversion_webhook::Metrics::default();
     let webhook = (!args.disable_webhook).then(|| {
         let settings = args.webhook.settings();
-        Background::spawn(control.clone(), settings, conversions.clone())
+        Background::spawn(control.clone(), settings, conversions.clone(), &mut crds)
     });
     // Every replica keeps them, as every replica keeps the webhook's certificate: a TLS write
     // names the resourceVersion read, so only one replica's rotation lands, and applying the
@@ -79,7 +82,8 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
         let keep = provider_class::keep_declared(client.clone(), declared, interval);
         keepers.push(tokio::spawn(keep));
     }
-    let mut operator = controllers::Operator::new(client, args.settings(), registry);
+    let mut operator = controllers::Operator::new(client, args.settings(), registry, &mut crds);
+    keepers.push(tokio::spawn(crds.run()));
     operator.register_metrics(|registry| requests.register(registry));
     if webhook.is_some() {
         operator.register_metrics(|registry| conversions.register(registry));

@@ -66,10 +66,20 @@ pub struct Operator {
     /// The ExternalSecrets and PushSecrets cluster objects own, as their kinds' watches see them.
     cluster_children: Arc<crate::cluster::ClusterChildren>,
     child_changes: crate::cluster::ChildChanges,
+    /// The provider CRDs, summarized, kept from the process's start: a replica that becomes
+    /// the leader lists nothing to learn them.
+    provider_crds: crd_watch::Catalog,
 }
 
 impl Operator {
-    pub fn new(client: kube::Client, settings: Settings, providers: ProviderRegistry) -> Self {
+    /// Reads the provider CRDs from `crds`, the process's watch of CRDs, which must run for
+    /// any provider kind to be watched.
+    pub fn new(
+        client: kube::Client,
+        settings: Settings,
+        providers: ProviderRegistry,
+        crds: &mut crd_watch::CrdWatch,
+    ) -> Self {
         let mut registry = MetricsRegistry::default();
         let metrics = Metrics::register(&mut registry);
         let cache_metrics = clientmanager::Metrics::register(&mut registry);
@@ -118,6 +128,7 @@ impl Operator {
             generic_changed,
             cluster_children: Arc::new(cluster_children),
             child_changes,
+            provider_crds: crds.catalog(provider_objects::provider_crds),
         }
     }
 
@@ -244,7 +255,11 @@ impl Operator {
             },
             shutdown.clone(),
         );
-        let discovery = provider_objects::discover(self.provider_objects.clone(), nudges.clone());
+        let discovery = provider_objects::discover(
+            self.provider_objects.clone(),
+            nudges.clone(),
+            self.provider_crds,
+        );
         let (namespaces_cached, namespaces_writer) = reflector::store();
         let namespaces_cached = Cached::new(namespaces_cached);
         let (ces_namespaces_tx, ces_namespaces) = mpsc::unbounded();

@@ -12,6 +12,7 @@ use api::conditions::{Condition, ConditionStatus, READY, set_condition};
 use api::provider_kinds::{ProviderStatus, Scope};
 use api::store::{ClusterSecretStore, SecretStore};
 use clientmanager::{LoadedStore, ProviderObject, StoreKind};
+use crd_watch::{Catalog, Summary};
 use futures::channel::mpsc::UnboundedSender;
 use futures::channel::oneshot;
 use futures::{StreamExt, TryStreamExt, future};
@@ -107,100 +108,96 @@ struct KindContext {
 /// start), and once it settles, a kind not watched is news.
 type Settling = Arc<std::sync::Mutex<Option<oneshot::Sender<()>>>>;
 
-/// CRDs are listed this many at a time: with their schemas they can weigh hundreds of KiB, and a
-/// cluster with thousands of them would have 500 in memory at once while the list passes.
-const CRD_PAGE: u32 = 50;
+/// Which CRDs the provider discovery reads: those of the provider groups.
+pub fn provider_crds(crd: &CustomResourceDefinition) -> bool {
+    Scope::of_group(&crd.spec.group).is_some()
+}
 
-/// Watches CRDs and starts a controller for each provider kind this operator knows, once.
+/// Starts a controller for each provider kind this operator knows, once, as the catalog of
+/// provider CRDs (kept by the process's one CRD watch, see [`provider_crds`]) shows it
+/// Established.
 pub fn discover(
     objects_ctx: Arc<ProviderObjectContext>,
     nudges: StoreNudges,
+    mut crds: Catalog,
 ) -> impl Future<Output = ()> {
     let ctx = objects_ctx.shared.clone();
     ctx.manager.discovering_providers();
     async move {
-        let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
         let mut started = HashSet::new();
-        // The kinds of the first list, each settled when its receiver hears from it.
-        let mut first_list: Option<Vec<oneshot::Receiver<()>>> = Some(Vec::new());
-        let config = watcher::Config::default().page_size(CRD_PAGE);
-        let mut events = watcher(crds, config).boxed();
-        while let Some(event) = events.next().await {
-            let crd = match event {
-                Ok(watcher::Event::Apply(crd) | watcher::Event::InitApply(crd)) => crd,
-                Ok(watcher::Event::InitDone) => {
-                    if let Some(kinds) = first_list.take() {
-                        let manager = ctx.clone();
-                        tokio::spawn(async move {
-                            future::join_all(kinds).await;
-                            manager.manager.providers_discovered();
-                        });
-                    }
-                    continue;
-                }
-                Ok(watcher::Event::Init | watcher::Event::Delete(_)) => continue,
-                Err(e) => {
-                    warn!(error = %e, "watching CRDs failed; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
+        // The kinds of the first listing, each settled when its receiver hears from it.
+        let mut first_listing = true;
+        loop {
+            let (listed, kinds) = match &*crds.borrow_and_update() {
+                Some(listing) => (
+                    true,
+                    listing
+                        .iter()
+                        .filter_map(|(name, crd)| {
+                            kind_of(name, crd, &objects_ctx, &nudges, &mut started)
+                        })
+                        .collect(),
+                ),
+                None => (false, Vec::new()),
             };
-            let Some(kctx) = kind_of(&crd, &objects_ctx, &nudges, &mut started) else {
-                continue;
-            };
-            let settling = first_list.as_mut().map(|kinds| {
-                let (settled, heard) = oneshot::channel();
-                kinds.push(heard);
-                Arc::new(std::sync::Mutex::new(Some(settled)))
-            });
-            tokio::spawn(run_kind(kctx, settling));
+            if listed && std::mem::take(&mut first_listing) {
+                let mut settled = Vec::new();
+                for kctx in kinds {
+                    let (settle, heard) = oneshot::channel();
+                    settled.push(heard);
+                    let settling = Arc::new(std::sync::Mutex::new(Some(settle)));
+                    tokio::spawn(run_kind(kctx, Some(settling)));
+                }
+                let manager = ctx.clone();
+                tokio::spawn(async move {
+                    future::join_all(settled).await;
+                    manager.manager.providers_discovered();
+                });
+            } else {
+                for kctx in kinds {
+                    tokio::spawn(run_kind(kctx, None));
+                }
+            }
+            if crds.changed().await.is_err() {
+                warn!("the watch of CRDs ended: no provider kind installed from now on is watched");
+                return;
+            }
         }
     }
 }
 
-/// The context of the controller `crd` needs, when it is a provider kind this operator serves,
-/// Established, and not started before.
+/// The context of the controller the CRD `name` needs, when it is a provider kind this operator
+/// serves, Established, and not started before.
 fn kind_of(
-    crd: &CustomResourceDefinition,
+    name: &str,
+    crd: &Summary,
     objects_ctx: &Arc<ProviderObjectContext>,
     nudges: &StoreNudges,
     started: &mut HashSet<String>,
 ) -> Option<Arc<KindContext>> {
     let ctx = objects_ctx.shared.as_ref();
-    let cluster = match Scope::of_group(&crd.spec.group) {
+    let cluster = match Scope::of_group(&crd.group) {
         Some(Scope::Namespaced) => false,
         Some(Scope::Cluster) if ctx.settings.namespace.is_none() => true,
         _ => return None,
     };
-    let provider = ctx
-        .manager
-        .registry()
-        .by_kind(&crd.spec.names.kind)
-        .cloned()?;
-    let established = crd
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        });
-    if !established || !started.insert(crd.name_any()) {
+    let provider = ctx.manager.registry().by_kind(&crd.kind).cloned()?;
+    if !crd.established || started.contains(name) {
         return None;
     }
+    started.insert(name.to_owned());
     // Watched at the version the cluster stores, which this build must also serve.
-    let version = crd.spec.versions.iter().find(|v| v.storage)?;
+    let version = crd.storage_version.as_deref()?;
     let descriptor = provider.descriptor();
-    if !descriptor.serves(&version.name) {
+    if !descriptor.serves(version) {
         warn!(
-            crd = crd.name_any(),
-            version = version.name,
-            "provider CRD stores a version this build does not serve; not watching it"
+            crd = name,
+            version, "provider CRD stores a version this build does not serve; not watching it"
         );
         return None;
     }
     info!(
-        crd = crd.name_any(),
+        crd = name,
         "provider CRD is installed; starting its controller"
     );
     let scope = if cluster {
@@ -208,7 +205,7 @@ fn kind_of(
     } else {
         Scope::Namespaced
     };
-    let resource = descriptor.resource(scope, &version.name);
+    let resource = descriptor.resource(scope, version);
     Some(Arc::new(KindContext {
         objects: objects_ctx.clone(),
         provider,

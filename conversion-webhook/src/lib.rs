@@ -29,11 +29,11 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::runtime::WatchStreamExt;
 use kube::{Api, ResourceExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use crd_watch::Followed;
 pub use metrics::{Counted, Metrics};
 pub use providers::ProviderConverters;
 pub use review::review;
@@ -166,22 +166,33 @@ pub async fn run(
     client: kube::Client,
     settings: Settings,
     converters: Arc<dyn Converters>,
+    crd_events: Followed,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
     let listener = TcpListener::bind(settings.listen)
         .await
         .map_err(|e| Error::Bind(settings.listen, e))?;
-    serve(client, settings, converters, listener, shutdown).await
+    serve(client, settings, converters, listener, crd_events, shutdown).await
+}
+
+/// Which CRDs' events [`serve`] follows: those that convert through it, whose CA bundle and
+/// URL it keeps.
+pub fn converting(
+    converters: Arc<dyn Converters>,
+) -> impl Fn(&CustomResourceDefinition) -> bool + Send + Sync + 'static {
+    move |crd| converters.needs_conversion(&crd.name_any())
 }
 
 /// Loads (or creates) the certificates, serves conversions on `listener`, keeps the CRDs'
 /// CA bundle and the certificates current, until `shutdown` completes; then stops accepting
-/// connections and returns once the requests under way are answered.
+/// connections and returns once the requests under way are answered. `crd_events` are those
+/// of the CRDs [`converting`] names, from the watch's start.
 pub async fn serve(
     client: kube::Client,
     settings: Settings,
     converters: Arc<dyn Converters>,
     listener: TcpListener,
+    crd_events: Followed,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
     tokio::pin!(shutdown);
@@ -211,7 +222,7 @@ pub async fn serve(
     let mut server = tokio::spawn(server::serve(
         listener,
         resolver.clone(),
-        converters.clone(),
+        converters,
         stopped,
     ));
 
@@ -220,7 +231,6 @@ pub async fn serve(
         Source::Own(stored) => Keepers::Own(Keeper {
             client,
             settings,
-            converters,
             secrets,
             resolver,
             stored,
@@ -235,10 +245,15 @@ pub async fn serve(
         }),
     };
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut crd_events = converting_crds(&keeper);
     // An issuer's certificate needs no CRD: nothing to wait for.
-    let mut crds = inject::Crds::default();
     let watching = matches!(keeper, Keepers::Own(_));
+    let mut crd_events = if watching {
+        crd_events.left_stream()
+    } else {
+        drop(crd_events);
+        futures::stream::pending().right_stream()
+    };
+    let mut crds = inject::Crds::default();
     let mut retry = Retry::default();
     let early_end = loop {
         let retry_at = retry.at.map(tokio::time::Instant::from_std);
@@ -322,42 +337,6 @@ impl Retry {
     }
 }
 
-/// The watch of the CRDs that convert through this webhook (the events of others left out);
-/// nothing when another issuer fills the bundles.
-fn converting_crds(
-    keeper: &Keepers,
-) -> futures::stream::BoxStream<'static, kube::runtime::watcher::Event<CustomResourceDefinition>> {
-    use kube::runtime::watcher::Event;
-    let Keepers::Own(keeper) = keeper else {
-        return futures::stream::pending().boxed();
-    };
-    let converters = keeper.converters.clone();
-    let crds = Api::<CustomResourceDefinition>::all(keeper.client.clone());
-    // A page of CRDs, with their schemas, can weigh tens of MiB: 50 at a time, not 500.
-    kube::runtime::watcher(
-        crds,
-        kube::runtime::watcher::Config::default().page_size(50),
-    )
-    .default_backoff()
-    .filter_map(move |event| {
-        let ours = |crd: &CustomResourceDefinition| converters.needs_conversion(&crd.name_any());
-        let event = match event {
-            Ok(Event::InitApply(crd) | Event::Apply(crd) | Event::Delete(crd)) if !ours(&crd) => {
-                None
-            }
-            Ok(event) => Some(event),
-            // The watcher retries with its backoff. No check runs until its first list is in,
-            // so a refusal (RBAC) must be seen.
-            Err(e) => {
-                tracing::warn!(error = %e, "watching CRDs; the CA bundles wait for it");
-                None
-            }
-        };
-        futures::future::ready(event)
-    })
-    .boxed()
-}
-
 /// Where the serving certificate comes from: the Secret this webhook writes and rotates
 /// itself, or one another issuer writes (its resourceVersion as last read).
 // One value per webhook, made once and moved once: boxing the large variant would save nothing.
@@ -427,7 +406,6 @@ impl ExternalKeeper {
 struct Keeper {
     client: kube::Client,
     settings: Settings,
-    converters: Arc<dyn Converters>,
     secrets: Api<Secret>,
     resolver: Arc<server::CertResolver>,
     stored: certs::Stored,

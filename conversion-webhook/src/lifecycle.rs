@@ -5,37 +5,66 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use crd_watch::{CrdWatch, Followed};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::{Counted, Metrics, ProviderConverters, Settings};
+use crate::{Converters, Counted, Error, Metrics, ProviderConverters, Settings};
 
-/// Serves the provider kinds' conversions until `shutdown`, counting them in `metrics`; an
-/// error ends it with a log line.
+/// Serves the provider kinds' conversions until `shutdown`, counting them in `metrics`, on a
+/// watch of CRDs of its own (the webhook alone in its process); an error ends it with a log
+/// line.
 pub async fn serve_logged(
     client: kube::Client,
     settings: Settings,
     metrics: Metrics,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let converters = Arc::new(Counted::new(ProviderConverters, metrics));
-    if let Err(e) = crate::run(client, settings, converters, shutdown).await {
+    let converters = counted(metrics);
+    let crd_events = Followed::alone(client.clone(), crate::converting(converters.clone()));
+    logged(crate::run(
+        client, settings, converters, crd_events, shutdown,
+    ))
+    .await;
+}
+
+fn counted(metrics: Metrics) -> Arc<dyn Converters> {
+    Arc::new(Counted::new(ProviderConverters, metrics))
+}
+
+async fn logged(serving: impl Future<Output = Result<(), Error>>) {
+    if let Err(e) = serving.await {
         tracing::error!(error = %e, "the conversion webhook stopped");
     }
 }
 
-/// [`serve_logged`] on a task of its own, until [`Background::stop`].
+/// The webhook beside the controllers, on a task of its own, until [`Background::stop`].
 pub struct Background {
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
 }
 
 impl Background {
-    pub fn spawn(client: kube::Client, settings: Settings, metrics: Metrics) -> Self {
+    /// Follows the converting CRDs on `crds`, the process's watch, which must run for the
+    /// CA bundles to be kept.
+    pub fn spawn(
+        client: kube::Client,
+        settings: Settings,
+        metrics: Metrics,
+        crds: &mut CrdWatch,
+    ) -> Self {
+        let converters = counted(metrics);
+        let crd_events = crds.follow(crate::converting(converters.clone()));
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_logged(client, settings, metrics, async {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(logged(crate::run(
+            client,
+            settings,
+            converters,
+            crd_events,
+            async {
+                let _ = stopped.await;
+            },
+        )));
         Self { stop, task }
     }
 
@@ -73,6 +102,7 @@ mod tests {
             unreachable_client(),
             settings(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))),
             Metrics::default(),
+            &mut CrdWatch::new(unreachable_client()),
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!webhook.task.is_finished(), "it gave up on its own");
@@ -89,6 +119,7 @@ mod tests {
             unreachable_client(),
             settings(taken.local_addr().unwrap()),
             Metrics::default(),
+            &mut CrdWatch::new(unreachable_client()),
         );
         tokio::time::timeout(Duration::from_secs(5), async {
             while !webhook.task.is_finished() {

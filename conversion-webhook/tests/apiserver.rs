@@ -206,11 +206,14 @@ impl Fixture {
     fn spawn(&mut self, listener: TcpListener, settings: Settings) -> Result<()> {
         let port = listener.local_addr()?.port();
         let (stop, stopped) = oneshot::channel::<()>();
+        let crd_events =
+            webhook::Followed::alone(self.client.clone(), webhook::converting(self.converters()));
         let task = tokio::spawn(webhook::serve(
             self.client.clone(),
             settings,
             self.converters(),
             listener,
+            crd_events,
             async {
                 let _ = stopped.await;
             },
@@ -807,13 +810,17 @@ async fn issuer_certificate(client: Client, name: &'static str) -> Result<()> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let port = listener.local_addr()?.port();
     let (stop, stopped) = oneshot::channel::<()>();
+    let converters: Arc<dyn Converters> = Arc::new(support::Widgets {
+        crd: format!("widgets.{name}.{}", support::GROUP_SUFFIX),
+    });
+    let crd_events =
+        webhook::Followed::alone(client.clone(), webhook::converting(converters.clone()));
     let task = tokio::spawn(webhook::serve(
         client.clone(),
         s,
-        Arc::new(support::Widgets {
-            crd: format!("widgets.{name}.{}", support::GROUP_SUFFIX),
-        }),
+        converters,
         listener,
+        crd_events,
         async {
             let _ = stopped.await;
         },

@@ -122,7 +122,10 @@ fn start_registering(
                     registry.register(p.clone());
                 }
                 let client = Client::try_from(config).expect("operator client");
-                let mut operator = controllers::Operator::new(client, settings, registry);
+                let mut crds = crd_watch::CrdWatch::new(client.clone());
+                let mut operator =
+                    controllers::Operator::new(client, settings, registry, &mut crds);
+                tokio::spawn(crds.run());
                 operator.register_metrics(register);
                 operator
                     .run(addresses, std::future::ready(()), shutdown)
@@ -156,15 +159,21 @@ pub async fn start_webhook(env: &Env) -> Result<()> {
             rt.block_on(async move {
                 let client = Client::try_from(config).expect("webhook client");
                 let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                let converters = std::sync::Arc::new(conversion_webhook::Counted::new(
-                    conversion_webhook::ProviderConverters,
-                    conversions,
-                ));
+                let converters: std::sync::Arc<dyn conversion_webhook::Converters> =
+                    std::sync::Arc::new(conversion_webhook::Counted::new(
+                        conversion_webhook::ProviderConverters,
+                        conversions,
+                    ));
+                let crd_events = conversion_webhook::Followed::alone(
+                    client.clone(),
+                    conversion_webhook::converting(converters.clone()),
+                );
                 let served = conversion_webhook::serve(
                     client,
                     settings,
                     converters,
                     listener,
+                    crd_events,
                     std::future::pending(),
                 )
                 .await;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, ensure};
 use api::external_secret::ExternalSecret;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use libtest_mimic::Trial;
@@ -28,11 +29,18 @@ const ARGS: &[&str] = &["--client-qps=0", "--disable-webhook"];
 const CHANGED_WHILE_DOWN: usize = 10;
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
-    vec![trial(
-        "restart::nothing_is_refetched_or_rewritten",
-        env,
-        nothing_refetched,
-    )]
+    vec![
+        trial(
+            "restart::nothing_is_refetched_or_rewritten",
+            env,
+            nothing_refetched,
+        ),
+        trial(
+            "restart::a_start_lists_each_kind_once",
+            env,
+            a_start_lists_each_kind_once,
+        ),
+    ]
 }
 
 /// The operator binary in its own process, for one namespace and controller class.
@@ -317,6 +325,88 @@ async fn nothing_refetched(env: Arc<Env>) -> Result<()> {
     ensure!(
         secret_versions(&secrets).await? == before,
         "a Secret was rewritten after the restart"
+    );
+    Ok(())
+}
+
+/// A start with the conversion webhook and leader election, as in a pod, lists each kind once:
+/// the CRDs too, which the webhook (on every replica) and the provider discovery (on the
+/// leader) both follow. On a control plane of its own: this operator's webhook points the
+/// CRDs at itself.
+async fn a_start_lists_each_kind_once(_env: Arc<Env>) -> Result<()> {
+    let cp = testenv::ControlPlane::start()?;
+    let client = cp.client().await;
+    testenv::install_crds(&client, Env::path("crds")).await?;
+    let ns = testenv::create_namespace(&client, "start").await?;
+    let class = format!("start-{ns}");
+    testenv::apply_yaml_in(&client, &ns, &crate::leader::class_store(&class), true).await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: es}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {name: fake}\n  data: [{secretKey: user, remoteRef: {key: user}}]\n",
+        true,
+    )
+    .await?;
+    let webhook = TcpListener::bind("127.0.0.1:0")?.local_addr()?.to_string();
+    let url = format!("https://{webhook}/convert");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_external-secrets"));
+    command
+        .arg("controller")
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let operator = Operator::start_command(
+        command,
+        &ns,
+        &class,
+        &[
+            "--client-qps=0",
+            "--webhook-addr",
+            &webhook,
+            "--webhook-url",
+            &url,
+            "--webhook-namespace",
+            "default",
+            "--enable-leader-election",
+            "--leader-election-namespace",
+            "default",
+        ],
+    )?;
+    every_one_ready(&Api::namespaced(client.clone(), &ns)).await?;
+    // The webhook followed the converting CRDs: it pointed them at itself.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    testenv::wait_for(TIMEOUT, "the webhook's URL in the Vault CRD", || async {
+        let crd = crds.get("vaults.providers.external-secrets.io").await?;
+        let config = crd
+            .spec
+            .conversion
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config);
+        ensure!(
+            config.as_ref().and_then(|c| c.url.as_deref()) == Some(url.as_str())
+                && config.is_some_and(|c| c.ca_bundle.is_some()),
+            "not yet"
+        );
+        anyhow::Ok(())
+    })
+    .await?;
+    let requests = operator.requests().await?;
+    let crd_lists = requests
+        .get("list customresourcedefinitions")
+        .copied()
+        .unwrap_or_default();
+    ensure!(
+        crd_lists == 1.0,
+        "the operator listed CRDs {crd_lists} times at its start"
+    );
+    let repeated: Vec<_> = requests
+        .iter()
+        .filter(|(request, n)| request.starts_with("list ") && **n > 1.0)
+        .collect();
+    ensure!(
+        repeated.is_empty(),
+        "the operator listed these kinds more than once at its start: {repeated:?}"
     );
     Ok(())
 }
