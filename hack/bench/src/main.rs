@@ -149,6 +149,11 @@ struct Args {
     /// server.
     #[arg(long)]
     bare_apply: bool,
+    /// Pairs of --scale runs (the bare client's, then the operator's), each on fresh control
+    /// planes: one pair's time ratio varies by a third on a small machine, their median less.
+    /// The restart is measured after the last.
+    #[arg(long, default_value_t = 1)]
+    scale_rounds: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

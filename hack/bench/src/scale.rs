@@ -32,25 +32,33 @@ const RESTART_WINDOW: Duration = Duration::from_secs(60);
 
 pub fn run(tokio: &tokio::runtime::Runtime, args: &Args) -> Result<()> {
     let count = args.counts[0];
-    eprintln!("bench: scale, {count} ExternalSecrets, a bare client first");
-    let bare = {
-        // Started outside the runtime: start() blocks, and dropping it joins the supervisor.
+    let rounds = args.scale_rounds.max(1);
+    let mut runs = Vec::new();
+    for round in 1..=rounds {
+        eprintln!(
+            "bench: scale, round {round} of {rounds}, {count} ExternalSecrets, a bare client first"
+        );
+        let bare = {
+            // Started outside the runtime: start() blocks, and dropping it joins the supervisor.
+            let cp = ControlPlane::start()?;
+            tokio.block_on(async { bare(&cp, &cp.client().await, args, count).await })?
+        };
+        eprintln!(
+            "bench: the bare client took {:.1}s; now the operator",
+            bare.took.as_secs_f64()
+        );
         let cp = ControlPlane::start()?;
-        tokio.block_on(async { bare(&cp, &cp.client().await, args, count).await })?
-    };
-    eprintln!(
-        "bench: the bare client took {:.1}s; now the operator",
-        bare.took.as_secs_f64()
-    );
-    let cp = ControlPlane::start()?;
-    let result = tokio.block_on(async { operator(&cp, &cp.client().await, args, count).await });
-    let log = cp.dir().join("operator.log");
-    crate::report_log("operator", &log);
-    if result.is_err() {
-        crate::print_tail(&log);
+        let restart = round == rounds;
+        let result =
+            tokio.block_on(async { operator(&cp, &cp.client().await, args, count, restart).await });
+        let log = cp.dir().join("operator.log");
+        crate::report_log("operator", &log);
+        if result.is_err() {
+            crate::print_tail(&log);
+        }
+        runs.push((result?, bare));
     }
-    let run = result?;
-    print(&run, bare, count, args);
+    print(&runs, count, args);
     Ok(())
 }
 
@@ -161,8 +169,9 @@ struct OperatorRun {
     /// The operator's requests from the first create until all were Ready, by verb and
     /// resource.
     sync: BTreeMap<String, f64>,
-    /// The restarted operator's requests in its first minute, by verb and resource.
-    restart: BTreeMap<String, f64>,
+    /// The restarted operator's requests in its first minute, by verb and resource, when it
+    /// was restarted.
+    restart: Option<BTreeMap<String, f64>>,
 }
 
 /// When each ExternalSecret of `ns` was first seen Ready=True, from a watch (a poll of 100k
@@ -208,6 +217,7 @@ async fn operator(
     client: &Client,
     args: &Args,
     count: usize,
+    restart_after: bool,
 ) -> Result<OperatorRun> {
     let mut args = args.clone();
     args.operator_args.push("--client-qps=0".into());
@@ -313,7 +323,10 @@ async fn operator(
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
 
-    let restart = restart(cp, &args, pid, webhook_port).await?;
+    let restart = match restart_after {
+        true => Some(restart(cp, &args, pid, webhook_port).await?),
+        false => None,
+    };
     Ok(OperatorRun {
         all_ready,
         apiserver_cpu,
@@ -374,17 +387,17 @@ fn requests(metrics: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
-fn print(run: &OperatorRun, bare: BareRun, count: usize, args: &Args) {
-    let ratio = run.all_ready.as_secs_f64() / bare.took.as_secs_f64();
+fn print(runs: &[(OperatorRun, BareRun)], count: usize, args: &Args) {
+    let ratio = |(run, bare): &(OperatorRun, BareRun)| {
+        run.all_ready.as_secs_f64() / bare.took.as_secs_f64()
+    };
     let per_es_ms = |seconds: f64| seconds * 1000.0 / count as f64;
     let rss_goal = 16.0 + 3.0 * count as f64 / 1024.0;
-    let mut probes = run.probes.clone();
-    probes.sort_by(f64::total_cmp);
     println!(
         "\n{count} ExternalSecrets on one Fake store, the operator with --client-qps=0 and --concurrent {}; \
          the bare client creates each ExternalSecret, its Secret and a Ready status with {} in flight, \
          on a fresh control plane of its own. Probes: one ExternalSecret created every {}s in \
-         another namespace while the backlog drained.\n",
+         another namespace while the backlog drained. One row per pair of runs.\n",
         args.concurrency,
         CREATE_PARALLELISM,
         PROBE_EVERY.as_secs()
@@ -393,16 +406,32 @@ fn print(run: &OperatorRun, bare: BareRun, count: usize, args: &Args) {
         "| ExternalSecrets | bare client | operator, all Ready | ratio (goal ≤ 1.25) | operator peak RSS | goal (16 MiB + 3 KiB each) | API requests per ExternalSecret (bare: 2 besides the create) | probe to Ready p50 / p99 (goal p99 ≤ 2 s) | probes |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    println!(
-        "| {count} | {:.1} s | {:.1} s | {ratio:.2} | {:.1} MiB | {rss_goal:.1} MiB | {:.2} | {:.2} s / {:.2} s | {} |",
-        bare.took.as_secs_f64(),
-        run.all_ready.as_secs_f64(),
-        run.peak_rss_mib,
-        run.requests_per_es,
-        crate::quantile(&probes, 0.5),
-        crate::quantile(&probes, 0.99),
-        probes.len(),
-    );
+    for pair @ (run, bare) in runs {
+        let mut probes = run.probes.clone();
+        probes.sort_by(f64::total_cmp);
+        println!(
+            "| {count} | {:.1} s | {:.1} s | {:.2} | {:.1} MiB | {rss_goal:.1} MiB | {:.2} | {:.2} s / {:.2} s | {} |",
+            bare.took.as_secs_f64(),
+            run.all_ready.as_secs_f64(),
+            ratio(pair),
+            run.peak_rss_mib,
+            run.requests_per_es,
+            crate::quantile(&probes, 0.5),
+            crate::quantile(&probes, 0.99),
+            probes.len(),
+        );
+    }
+    if runs.len() > 1 {
+        let mut ratios: Vec<f64> = runs.iter().map(ratio).collect();
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "\nMedian ratio of {} pairs: {:.2} (from {:.2} to {:.2}).",
+            runs.len(),
+            crate::quantile(&ratios, 0.5),
+            ratios[0],
+            ratios[ratios.len() - 1],
+        );
+    }
     println!(
         "\nCPU per ExternalSecret from the first create until the bench's watch saw all Ready, \
          in both runs. Watches are part of the API server's: the bench's own in both, the \
@@ -411,25 +440,33 @@ fn print(run: &OperatorRun, bare: BareRun, count: usize, args: &Args) {
     println!(
         "| API server, bare client | API server, operator | ratio | operator |\n|---:|---:|---:|---:|"
     );
-    println!(
-        "| {:.2} ms | {:.2} ms | {:.2} | {:.2} ms |",
-        per_es_ms(bare.apiserver_cpu),
-        per_es_ms(run.apiserver_cpu),
-        run.apiserver_cpu / bare.apiserver_cpu,
-        per_es_ms(run.operator_cpu),
-    );
-    println!("\nThe operator's requests during the sync, per ExternalSecret:\n");
+    for (run, bare) in runs {
+        println!(
+            "| {:.2} ms | {:.2} ms | {:.2} | {:.2} ms |",
+            per_es_ms(bare.apiserver_cpu),
+            per_es_ms(run.apiserver_cpu),
+            run.apiserver_cpu / bare.apiserver_cpu,
+            per_es_ms(run.operator_cpu),
+        );
+    }
+    let Some((run, _)) = runs.last() else {
+        return;
+    };
+    println!("\nThe operator's requests during the (last) sync, per ExternalSecret:\n");
     println!("| request (verb, resource) | per ExternalSecret |\n|---|---:|");
     for (series, n) in &run.sync {
         println!("| {series} | {:.3} |", n / count as f64);
     }
+    let Some(restart) = &run.restart else {
+        return;
+    };
     let is_write = |s: &str| {
         ["create", "patch", "update", "delete"]
             .iter()
             .any(|v| s.contains(&format!("verb=\"{v}\"")))
     };
     let total = |f: &dyn Fn(&str) -> bool| -> f64 {
-        run.restart
+        restart
             .iter()
             .filter(|(s, _)| f(s))
             .map(|(_, v)| v)
@@ -450,7 +487,7 @@ fn print(run: &OperatorRun, bare: BareRun, count: usize, args: &Args) {
         total(&|s: &str| s.contains("verb=\"watch\"")),
     );
     println!("\n| request (verb, resource) | count |\n|---|---:|");
-    for (series, n) in &run.restart {
+    for (series, n) in restart {
         println!("| {series} | {n} |");
     }
 }
