@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use futures::future;
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{self, Action};
+use kube::runtime::watcher;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::context::Context;
@@ -33,19 +34,18 @@ where
 }
 
 /// What a controller's `run` stream yields for each reconcile.
-type RunResult<K, E, Q> = Result<(ObjectRef<K>, Action), kube::runtime::controller::Error<E, Q>>;
+type RunResult<K, E> = Result<(ObjectRef<K>, Action), controller::Error<E, watcher::Error>>;
 
 /// Logs failures (already counted and backed off), forgets the backoff of objects that
 /// reconciled, and takes objects found gone out of the controller's queue.
-pub(crate) fn after_reconcile<K, E, Q>(
+pub(crate) fn after_reconcile<K, E>(
     ctx: Arc<Context>,
     queue: Workqueue,
-) -> impl FnMut(RunResult<K, E, Q>) -> future::Ready<()>
+) -> impl FnMut(RunResult<K, E>) -> future::Ready<()>
 where
     K: kube::Resource,
     K::DynamicType: std::fmt::Debug,
     E: std::fmt::Display,
-    Q: std::fmt::Display,
 {
     move |result| {
         queue.outcome(&result);
@@ -53,6 +53,15 @@ where
             Ok((object, _)) => {
                 ctx.backoff.succeeded(&object.to_string());
                 tracing::debug!(%object, "reconciled");
+            }
+            // The API server ends every long watch this way, and the watcher lists again.
+            Err(controller::Error::QueueError(watcher::Error::WatchError(status)))
+                if status.code == 410 =>
+            {
+                tracing::debug!(error = %status, "a watch expired; listing again");
+            }
+            Err(controller::Error::QueueError(e)) => {
+                tracing::warn!(error = %e, "a watch failed; retrying");
             }
             Err(e) => tracing::warn!(error = %e, "reconcile failed"),
         }
