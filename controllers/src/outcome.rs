@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use futures::future;
 use kube::runtime::controller::{self, Action};
-use kube::runtime::watcher;
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 
 use crate::context::Context;
 use crate::workqueue::Workqueue;
