@@ -17,6 +17,7 @@ use api::external_secret::{ExternalSecret, ExternalSecretSpec};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use testenv::ControlPlane;
@@ -62,6 +63,24 @@ pub fn run(tokio: &tokio::runtime::Runtime, args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// What the operator watches while it syncs: the ExternalSecrets whole, the managed Secrets'
+/// metadata. Drained and dropped.
+fn operator_watches(client: &Client, ns: &str) {
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), ns);
+    let secrets: Api<kube::core::PartialObjectMeta<Secret>> = Api::namespaced(client.clone(), ns);
+    let managed = format!("{}=true", api::external_secret::LABEL_MANAGED);
+    tokio::spawn(
+        watcher(externalsecrets, watcher::Config::default())
+            .default_backoff()
+            .for_each(|_| async {}),
+    );
+    tokio::spawn(
+        watcher(secrets, watcher::Config::default().labels(&managed))
+            .default_backoff()
+            .for_each(|_| async {}),
+    );
+}
+
 fn spec() -> Result<ExternalSecretSpec> {
     Ok(serde_json::from_value(serde_json::json!({
         "refreshInterval": "1h",
@@ -96,17 +115,33 @@ async fn bare(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> 
     let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let ready = ready_times(client, &ns);
+    let as_operator = args.bare_as_operator;
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "bench".into(),
+            instance: None,
+        },
+    );
+    if as_operator {
+        operator_watches(client, &ns);
+    }
     let cpu_before = apiserver_cpu(cp)?;
     let started = Instant::now();
     futures::stream::iter(names(count).into_iter().map(|name| {
         let (externalsecrets, secrets) = (externalsecrets.clone(), secrets.clone());
         let es = ExternalSecret::new(&name, spec.clone());
-        let apply = args.bare_apply;
+        let apply = args.bare_apply || as_operator;
+        let recorder = recorder.clone();
         async move {
-            externalsecrets.create(&PostParams::default(), &es).await?;
+            let es = externalsecrets.create(&PostParams::default(), &es).await?;
+            let labels = as_operator.then(|| {
+                BTreeMap::from([(api::external_secret::LABEL_MANAGED.into(), "true".into())])
+            });
             let secret = Secret {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
+                    labels,
                     ..ObjectMeta::default()
                 },
                 string_data: Some(BTreeMap::from([("user".into(), "alice".into())])),
@@ -127,7 +162,18 @@ async fn bare(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> 
                 status["kind"] = ExternalSecret::kind(&()).into();
                 externalsecrets
                     .patch_status(&name, &params, &Patch::Apply(&status))
-                    .await
+                    .await?;
+                if as_operator {
+                    let event = Event {
+                        type_: EventType::Normal,
+                        reason: "Created".into(),
+                        note: Some("Secret created".into()),
+                        action: "Created".into(),
+                        secondary: None,
+                    };
+                    recorder.publish(&event, &es.object_ref(&())).await?;
+                }
+                Ok(es)
             } else {
                 secrets.create(&PostParams::default(), &secret).await?;
                 externalsecrets
