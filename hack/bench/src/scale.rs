@@ -470,10 +470,14 @@ fn print(runs: &[(OperatorRun, BareRun)], count: usize, args: &Args) {
     if runs.len() > 1 {
         let mut ratios: Vec<f64> = runs.iter().map(ratio).collect();
         ratios.sort_by(f64::total_cmp);
+        let mid = ratios.len() / 2;
+        let median = match ratios.len() % 2 {
+            1 => ratios[mid],
+            _ => (ratios[mid - 1] + ratios[mid]) / 2.0,
+        };
         println!(
-            "\nMedian ratio of {} pairs: {:.2} (from {:.2} to {:.2}).",
+            "\nMedian ratio of {} pairs: {median:.2} (from {:.2} to {:.2}).",
             runs.len(),
-            crate::quantile(&ratios, 0.5),
             ratios[0],
             ratios[ratios.len() - 1],
         );
