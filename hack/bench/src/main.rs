@@ -155,6 +155,10 @@ struct Args {
     /// the API server then spends beyond the operator's run is the operator's own doing.
     #[arg(long)]
     bare_as_operator: bool,
+    /// The bare client of --scale creates every ExternalSecret first, then makes the writes,
+    /// as the operator's run has them come.
+    #[arg(long)]
+    bare_creates_first: bool,
     /// Pairs of --scale runs (the bare client's, then the operator's), each on fresh control
     /// planes: one pair's time ratio varies by a third on a small machine, their median less.
     /// The restart is measured after the last.

@@ -128,13 +128,38 @@ async fn bare(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> 
     }
     let cpu_before = apiserver_cpu(cp)?;
     let started = Instant::now();
+    let create = |name: String| {
+        let externalsecrets = externalsecrets.clone();
+        let es = ExternalSecret::new(&name, spec.clone());
+        async move {
+            externalsecrets
+                .create(&PostParams::default(), &es)
+                .await
+                .with_context(|| format!("creating ExternalSecret {name}"))
+        }
+    };
+    // As the operator's run has them: every create first, then the writes.
+    let created: Option<HashMap<String, ExternalSecret>> = match args.bare_creates_first {
+        true => Some(
+            futures::stream::iter(names(count).into_iter().map(create))
+                .buffer_unordered(CREATE_PARALLELISM)
+                .map_ok(|es| (es.name_any(), es))
+                .try_collect()
+                .await?,
+        ),
+        false => None,
+    };
     futures::stream::iter(names(count).into_iter().map(|name| {
         let (externalsecrets, secrets) = (externalsecrets.clone(), secrets.clone());
-        let es = ExternalSecret::new(&name, spec.clone());
+        let precreated = created.as_ref().and_then(|c| c.get(&name).cloned());
+        let creating = create(name.clone());
         let apply = args.bare_apply || as_operator;
         let recorder = recorder.clone();
         async move {
-            let es = externalsecrets.create(&PostParams::default(), &es).await?;
+            let es = match precreated {
+                Some(es) => es,
+                None => creating.await?,
+            };
             let labels = as_operator.then(|| {
                 BTreeMap::from([(api::external_secret::LABEL_MANAGED.into(), "true".into())])
             });
