@@ -45,12 +45,17 @@ pub fn parse(es: &ExternalSecret) -> Option<Windows> {
 }
 
 impl Windows {
-    /// The start of the window of `schedule` open at `at`, found as ESO does: the first firing
-    /// after `at - duration - 1s`, if it is not after `at` and the window still covers `at`.
+    /// The start of the earliest window of `schedule` open at `at`: from the first firing
+    /// after `at - duration - 1s`, as ESO looks, on to the first whose window still covers
+    /// `at`, if it is not after `at`. ESO looks at the first one only, which in the second
+    /// before `at - duration` has just closed, whatever later ones are open.
     fn opened(schedule: &Schedule, duration: Duration, at: Timestamp) -> Option<Timestamp> {
         let from = at.checked_sub(duration + Duration::from_secs(1)).ok()?;
-        let start = schedule.next(from)?;
-        (start <= at && at <= start.checked_add(duration).ok()?).then_some(start)
+        let mut start = schedule.next(from)?;
+        while start.checked_add(duration).ok()? < at {
+            start = schedule.next(start)?;
+        }
+        (start <= at).then_some(start)
     }
 
     fn any_open(&self, at: Timestamp) -> bool {
@@ -122,6 +127,24 @@ mod tests {
             w.wait(ts("2026-11-24T02:00:00Z")),
             Duration::from_secs(4 * 3600 + 1)
         );
+    }
+
+    /// Found by an e2e flake: in the second after each minute, the window that opened an hour
+    /// before had just closed, and the one that opened 59 minutes before, open, was not looked
+    /// at; a refresh every second got through a deny window that never closes.
+    #[test]
+    fn windows_that_overlap_leave_no_gap_as_one_closes() {
+        let w = windows("deny", &[("* * * * *", "1h")]);
+        for at in [
+            "2026-11-27T12:00:00Z",
+            "2026-11-27T12:00:00.5Z",
+            "2026-11-27T12:00:01Z",
+            "2026-11-27T12:00:30Z",
+        ] {
+            assert!(!w.allow(ts(at)), "a refresh got through at {at}");
+        }
+        let w = windows("allow", &[("* * * * *", "1h")]);
+        assert!(w.allow(ts("2026-11-27T12:00:00.5Z")));
     }
 
     #[test]
