@@ -89,6 +89,7 @@ impl Context {
             client.clone(),
             FIELD_MANAGER,
             std::env::var("POD_NAME").ok(),
+            usize::from(settings.concurrency),
             metrics.events_dropped.clone(),
         );
         Arc::new(Self {

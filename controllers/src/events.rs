@@ -26,8 +26,11 @@ use serde_json::json;
 const CAPACITY: usize = 4096;
 /// Events waiting for the sender; a burst of this many is published, a longer one loses events.
 const QUEUE: usize = 4096;
-/// Events the sender publishes at once.
-const IN_FLIGHT: usize = 8;
+/// Events the sender publishes at once, at the least; as many as the reconciles run in parallel
+/// otherwise, since each can record one: with 32 workers and 8 in flight, a quarter of a 10k
+/// sync's events were still queued when every ExternalSecret was Ready, and a longer backlog
+/// than the queue loses them.
+const MIN_IN_FLIGHT: usize = 8;
 /// Repeats within this time become a series on the first event.
 const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
 
@@ -91,6 +94,7 @@ impl Recorder {
         client: kube::Client,
         controller: &str,
         instance: Option<String>,
+        concurrency: usize,
         dropped: Counter,
     ) -> Self {
         let publisher = Arc::new(Publisher {
@@ -106,7 +110,7 @@ impl Recorder {
                 waiting.recv().await.map(|event| (event, waiting))
             },
         )
-        .for_each_concurrent(IN_FLIGHT, move |event| {
+        .for_each_concurrent(concurrency.max(MIN_IN_FLIGHT), move |event| {
             let publisher = publisher.clone();
             async move {
                 if let Err(e) = publisher.publish(&event).await {
@@ -252,14 +256,21 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// An API server that answers an event's create only when the test lets it.
-    fn held_api_server() -> (kube::Client, Arc<tokio::sync::Semaphore>, Arc<AtomicUsize>) {
+    /// An API server that answers an event's create only when the test lets it; it counts the
+    /// requests that came and those it answered.
+    fn held_api_server() -> (
+        kube::Client,
+        Arc<tokio::sync::Semaphore>,
+        Arc<AtomicUsize>,
+        Arc<AtomicUsize>,
+    ) {
         let release = Arc::new(tokio::sync::Semaphore::new(0));
-        let answered = Arc::new(AtomicUsize::new(0));
-        let (r, a) = (release.clone(), answered.clone());
+        let (came, answered) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (r, c, a) = (release.clone(), came.clone(), answered.clone());
         let service = tower::service_fn(move |_: http::Request<kube::client::Body>| {
-            let (release, answered) = (r.clone(), a.clone());
+            let (release, came, answered) = (r.clone(), c.clone(), a.clone());
             async move {
+                came.fetch_add(1, Ordering::SeqCst);
                 release.acquire().await.expect("open").forget();
                 answered.fetch_add(1, Ordering::SeqCst);
                 let mut response = http::Response::new(kube::client::Body::from(b"{}".to_vec()));
@@ -267,7 +278,12 @@ mod tests {
                 Ok::<_, std::convert::Infallible>(response)
             }
         });
-        (kube::Client::new(service, "default"), release, answered)
+        (
+            kube::Client::new(service, "default"),
+            release,
+            came,
+            answered,
+        )
     }
 
     fn object(n: usize) -> ObjectReference {
@@ -281,9 +297,9 @@ mod tests {
 
     #[tokio::test]
     async fn recording_never_waits_for_the_api_server_and_a_backlog_past_the_queue_is_counted() {
-        let (client, release, answered) = held_api_server();
+        let (client, release, _, answered) = held_api_server();
         let dropped = Counter::default();
-        let recorder = Recorder::start(client, "test", None, dropped.clone());
+        let recorder = Recorder::start(client, "test", None, 1, dropped.clone());
         // The API server answers nothing yet: every record returns at once, the queue fills,
         // and what does not fit is dropped and counted.
         for n in 0..QUEUE + 10 {
@@ -299,6 +315,27 @@ mod tests {
         .await
         .expect("every queued event is published");
         assert_eq!(dropped.get(), 10, "nothing else was dropped");
+    }
+
+    #[tokio::test]
+    async fn as_many_events_are_in_flight_as_reconciles_run() {
+        for (concurrency, in_flight) in [(32, 32), (2, MIN_IN_FLIGHT)] {
+            let (client, release, came, _) = held_api_server();
+            let recorder = Recorder::start(client, "test", None, concurrency, Counter::default());
+            for n in 0..40 {
+                recorder.record(&object(n), EventType::Normal, "Created", "synced".into());
+            }
+            tokio::time::timeout(std::time::Duration::from_secs(10), async {
+                while came.load(Ordering::SeqCst) < in_flight {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("{in_flight} events in flight at once"));
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            assert_eq!(came.load(Ordering::SeqCst), in_flight, "no more than that");
+            release.add_permits(40);
+        }
     }
 
     #[test]
