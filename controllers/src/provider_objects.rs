@@ -125,7 +125,6 @@ pub fn discover(
     ctx.manager.discovering_providers();
     async move {
         let mut started = HashSet::new();
-        // The kinds of the first listing, each settled when its receiver hears from it.
         let mut first_listing = true;
         loop {
             let (listed, kinds) = match &*crds.borrow_and_update() {
@@ -140,23 +139,23 @@ pub fn discover(
                 ),
                 None => (false, Vec::new()),
             };
-            if listed && std::mem::take(&mut first_listing) {
-                let mut settled = Vec::new();
-                for kctx in kinds {
+            // The kinds of the first listing are awaited (see `Settling`); later ones are news.
+            let first = listed && std::mem::take(&mut first_listing);
+            let mut settled = Vec::new();
+            for kctx in kinds {
+                let settling = first.then(|| {
                     let (settle, heard) = oneshot::channel();
                     settled.push(heard);
-                    let settling = Arc::new(std::sync::Mutex::new(Some(settle)));
-                    tokio::spawn(run_kind(kctx, Some(settling)));
-                }
+                    Arc::new(std::sync::Mutex::new(Some(settle)))
+                });
+                tokio::spawn(run_kind(kctx, settling));
+            }
+            if first {
                 let manager = ctx.clone();
                 tokio::spawn(async move {
                     future::join_all(settled).await;
                     manager.manager.providers_discovered();
                 });
-            } else {
-                for kctx in kinds {
-                    tokio::spawn(run_kind(kctx, None));
-                }
             }
             if crds.changed().await.is_err() {
                 warn!("the watch of CRDs ended: no provider kind installed from now on is watched");
@@ -182,10 +181,9 @@ fn kind_of(
         _ => return None,
     };
     let provider = ctx.manager.registry().by_kind(&crd.kind).cloned()?;
-    if !crd.established || started.contains(name) {
+    if !crd.established || !started.insert(name.to_owned()) {
         return None;
     }
-    started.insert(name.to_owned());
     // Watched at the version the cluster stores, which this build must also serve.
     let version = crd.storage_version.as_deref()?;
     let descriptor = provider.descriptor();
