@@ -653,6 +653,21 @@ async fn two_replicas_agree(client: Client, name: &'static str) -> Result<()> {
     Ok(())
 }
 
+/// A listener on `port` again, as a restarted pod behind its Service. The bind failed once
+/// with "address in use" under the whole suite's load (the stopped replica's sockets are
+/// released by tasks that end after it), so it is tried again for a while.
+async fn rebind(port: u16) -> Result<TcpListener> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            bound => return bound.with_context(|| format!("binding 127.0.0.1:{port} again")),
+        }
+    }
+}
+
 /// A webhook restarted over CRDs that already trust it (as at every operator start) reads
 /// them through its one watch: its checks (every 500 ms here) read no CRD one by one, list
 /// none again, and write nothing.
@@ -665,10 +680,7 @@ async fn restarted_webhook_reads_crds_through_its_watch(
     f.stop(0).await?;
     let (recording, recorded) = recording(client);
     f.client = recording;
-    f.spawn(
-        TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await?,
-        settings(&f.namespace),
-    )?;
+    f.spawn(rebind(port).await?, settings(&f.namespace))?;
     f.widgets_v1
         .create(
             &PostParams::default(),
