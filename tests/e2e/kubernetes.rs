@@ -21,7 +21,7 @@ use serde_json::Value;
 use testenv::ControlPlane;
 
 use crate::operator::{TIMEOUT, wait_ready};
-use crate::sync::{bytes, data_of, value, wait_secret};
+use crate::sync::{bytes, data_of, value, wait_secret, wait_secret_within};
 use crate::{Env, trial};
 
 pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
@@ -872,14 +872,12 @@ spec:
     // (clientmanager's LONGEST_WAIT); under a whole suite's load the outage above lasts long
     // enough for a wait that long to be under way when the cluster returns.
     let rotated = bytes(&[("password", "rotated")]);
-    testenv::wait_for(
+    wait_secret_within(
         std::time::Duration::from_secs(150),
-        "the Secret rotated after the outage",
-        || async {
-            let have = data_of(&secrets.get("db").await?);
-            ensure!(have == rotated, "Secret holds keys {:?}", have.keys());
-            anyhow::Ok(())
-        },
+        &client,
+        &ns,
+        "db",
+        &rotated,
     )
     .await?;
     es_ready(&client, &ns, "db").await?;

@@ -148,9 +148,20 @@ pub async fn wait_secret(
     name: &str,
     want: &BTreeMap<String, Vec<u8>>,
 ) -> Result<Secret> {
+    wait_secret_within(TIMEOUT, client, ns, name, want).await
+}
+
+/// [`wait_secret`] for up to `timeout`.
+pub async fn wait_secret_within(
+    timeout: std::time::Duration,
+    client: &Client,
+    ns: &str,
+    name: &str,
+    want: &BTreeMap<String, Vec<u8>>,
+) -> Result<Secret> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     testenv::wait_for(
-        TIMEOUT,
+        timeout,
         &format!("Secret {ns}/{name} to hold the expected data"),
         || async {
             let s = secrets.get(name).await?;

@@ -186,29 +186,24 @@ async fn bare(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> 
             // it (ESO's default `creationPolicy: Owner`): the garbage collector follows every
             // owner reference, and that work was missing from the floor until session 20. As the
             // operator, also labelled managed and its data's hash annotated.
-            let metadata = match as_operator {
-                true => ObjectMeta {
-                    name: Some(name.clone()),
-                    labels: Some(BTreeMap::from([
-                        (api::external_secret::LABEL_MANAGED.into(), "true".into()),
-                        (
-                            api::external_secret::LABEL_CREATED_BY.into(),
-                            "0".repeat(56),
-                        ),
-                    ])),
-                    annotations: Some(BTreeMap::from([(
-                        api::external_secret::ANNOTATION_DATA_HASH.into(),
-                        "0".repeat(56),
-                    )])),
-                    owner_references: Some(es.controller_owner_ref(&()).into_iter().collect()),
-                    ..ObjectMeta::default()
-                },
-                false => ObjectMeta {
-                    name: Some(name.clone()),
-                    owner_references: Some(es.controller_owner_ref(&()).into_iter().collect()),
-                    ..ObjectMeta::default()
-                },
+            let mut metadata = ObjectMeta {
+                name: Some(name.clone()),
+                owner_references: Some(es.controller_owner_ref(&()).into_iter().collect()),
+                ..ObjectMeta::default()
             };
+            if as_operator {
+                metadata.labels = Some(BTreeMap::from([
+                    (api::external_secret::LABEL_MANAGED.into(), "true".into()),
+                    (
+                        api::external_secret::LABEL_CREATED_BY.into(),
+                        "0".repeat(56),
+                    ),
+                ]));
+                metadata.annotations = Some(BTreeMap::from([(
+                    api::external_secret::ANNOTATION_DATA_HASH.into(),
+                    "0".repeat(56),
+                )]));
+            }
             let secret = Secret {
                 metadata,
                 string_data: Some(BTreeMap::from([("user".into(), "alice".into())])),
