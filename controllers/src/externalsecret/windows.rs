@@ -7,6 +7,10 @@ use jiff::Timestamp;
 
 use crate::cron::Schedule;
 
+/// How many windows handing a deny on to each other are followed before the refresh sleeps
+/// and looks again: windows that never all close (`* * * * *` for an hour) end the walk.
+const DENY_WALK: usize = 64;
+
 pub struct Windows {
     kind: SyncWindowKind,
     windows: Vec<(Schedule, Duration)>,
@@ -72,22 +76,35 @@ impl Windows {
     }
 
     /// How long until a refresh held back at `at` may be allowed: until the next window opens
-    /// (allow), or until the open ones close (deny). ESO retries with backoff instead, which
-    /// polls all night through a deny window; the time is checked again on waking.
+    /// (allow), or until no window is open (deny). ESO retries with backoff instead, which polls
+    /// all night through a deny window; the time is checked again on waking.
     pub fn wait(&self, at: Timestamp) -> Duration {
         let change = match self.kind {
             SyncWindowKind::Allow => self.windows.iter().filter_map(|(s, _)| s.next(at)).min(),
-            SyncWindowKind::Deny => self
-                .windows
-                .iter()
-                .filter_map(|(s, d)| Self::opened(s, *d, at)?.checked_add(*d).ok())
-                .max()
-                .and_then(|end| end.checked_add(Duration::from_secs(1)).ok()),
+            SyncWindowKind::Deny => self.denied_until(at),
         };
         change
             .map(|t| t.duration_since(at).unsigned_abs())
             .unwrap_or(Duration::from_secs(3600))
             .max(Duration::from_secs(1))
+    }
+
+    /// The first moment after `at` when no deny window is open, walking from close to close:
+    /// windows that overlap hand the deny on to each other.
+    fn denied_until(&self, at: Timestamp) -> Option<Timestamp> {
+        let mut free = at;
+        for _ in 0..DENY_WALK {
+            let open_until = self
+                .windows
+                .iter()
+                .filter_map(|(s, d)| Self::opened(s, *d, free)?.checked_add(*d).ok())
+                .max();
+            match open_until {
+                Some(close) => free = close.checked_add(Duration::from_secs(1)).ok()?,
+                None => break,
+            }
+        }
+        Some(free)
     }
 }
 
@@ -145,6 +162,22 @@ mod tests {
         }
         let w = windows("allow", &[("* * * * *", "1h")]);
         assert!(w.allow(ts("2026-11-27T12:00:00.5Z")));
+    }
+
+    /// A refresh held back by windows that overlap sleeps until the last of them closes, not
+    /// until the earliest does, to wake and find itself held back again.
+    #[test]
+    fn a_deny_held_by_overlapping_windows_waits_for_the_last_to_close() {
+        // 22:00 to 06:00, and 05:00 to 07:00: at 02:00 the deny lasts until 07:00.
+        let w = windows("deny", &[("0 22 * * *", "8h"), ("0 5 * * *", "2h")]);
+        assert_eq!(
+            w.wait(ts("2026-11-24T02:00:00Z")),
+            Duration::from_secs(5 * 3600 + 1)
+        );
+        // A window every minute for an hour never closes: look again in an hour, not a minute.
+        let w = windows("deny", &[("* * * * *", "1h")]);
+        let wait = w.wait(ts("2026-11-27T12:00:30Z"));
+        assert!(wait > Duration::from_secs(3600), "{wait:?}");
     }
 
     #[test]
