@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use api::conditions::{ConditionStatus, READY};
 use api::external_secret::{ExternalSecret, ExternalSecretSpec};
 use futures::{StreamExt, TryStreamExt};
@@ -141,12 +141,13 @@ async fn bare(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> 
     // The operator's own recorder, with its in-flight count: kube's `Recorder` scans every event
     // of the last six minutes at each publish, which cost this client CPU that the operator's
     // run does not spend.
+    let dropped = prometheus_client::metrics::counter::Counter::<u64>::default();
     let recorder = std::sync::Arc::new(controllers::events::Recorder::start(
         client.clone(),
         "bench",
         None,
         CREATE_PARALLELISM,
-        prometheus_client::metrics::counter::Counter::default(),
+        dropped.clone(),
     ));
     if as_operator {
         operator_watches(client, &ns);
@@ -259,6 +260,12 @@ async fn bare(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> 
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // A floor that left events out would cost less than the operator's requests.
+    ensure!(
+        dropped.get() == 0,
+        "the bare client dropped {} events behind its writes",
+        dropped.get()
+    );
     Ok(BareRun {
         took: last_ready(&ready, started),
         apiserver_cpu: apiserver_cpu(cp)? - cpu_before,
