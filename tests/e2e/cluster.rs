@@ -425,6 +425,7 @@ async fn conflicting(env: Arc<Env>) -> Result<()> {
             && after.metadata.generation == before.metadata.generation
             && after.labels() == before.labels()
             && after.annotations() == before.annotations()
+            && after.finalizers() == before.finalizers()
             && after.owner_references().is_empty(),
         "the foreign ExternalSecret was touched: {:?}",
         after.metadata

@@ -151,8 +151,9 @@ struct Args {
     bare_apply: bool,
     /// The bare client of --scale makes every request the operator makes, and nothing else: the
     /// writes by server-side apply, the Secret labelled as managed, a `Created` event published
-    /// by the operator's own recorder, and the operator's two busy watches (the ExternalSecrets, the managed Secrets' metadata). What
-    /// the API server then spends beyond the operator's run is the operator's own doing.
+    /// by the operator's own recorder, and the operator's two busy watches (the ExternalSecrets,
+    /// the managed Secrets' metadata). What the API server then spends beyond the operator's run
+    /// is the operator's own doing.
     #[arg(long)]
     bare_as_operator: bool,
     /// The bare client of --scale creates every ExternalSecret first, then makes the writes,

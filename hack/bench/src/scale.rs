@@ -20,6 +20,7 @@ use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
+use prometheus_client::metrics::counter::Counter;
 use testenv::ControlPlane;
 
 use crate::{
@@ -141,8 +142,8 @@ async fn bare(cp: &ControlPlane, client: &Client, args: &Args, count: usize) -> 
     // The operator's own recorder, with its in-flight count: kube's `Recorder` scans every event
     // of the last six minutes at each publish, which cost this client CPU that the operator's
     // run does not spend.
-    let dropped = prometheus_client::metrics::counter::Counter::<u64>::default();
-    let recorder = std::sync::Arc::new(controllers::events::Recorder::start(
+    let dropped = Counter::<u64>::default();
+    let recorder = Arc::new(controllers::events::Recorder::start(
         client.clone(),
         "bench",
         None,
