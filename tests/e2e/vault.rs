@@ -140,10 +140,34 @@ pub async fn approle_for(
     ns: &str,
     token: TokenOptions,
 ) -> Result<String> {
+    approle_on(vault, client, "approle", ns, token).await
+}
+
+/// Like [`approle_for`], on an AppRole mount that `ns` has to itself, so that a trial counting
+/// logins counts none of the trials running beside it; the mount and the role id.
+async fn approle_of_its_own(
+    vault: &VaultServer,
+    client: &Client,
+    ns: &str,
+    token: TokenOptions,
+) -> Result<(String, String)> {
+    let mount = format!("approle-{ns}");
+    vault.enable_auth(&mount, "approle").await?;
+    let role_id = approle_on(vault, client, &mount, ns, token).await?;
+    Ok((mount, role_id))
+}
+
+async fn approle_on(
+    vault: &VaultServer,
+    client: &Client,
+    mount: &str,
+    ns: &str,
+    token: TokenOptions,
+) -> Result<String> {
     policy_for(vault, ns).await?;
-    vault.create_approle_role("approle", ns, &token).await?;
-    let role_id = vault.approle_role_id("approle", ns).await?;
-    store_secret_id(vault, client, ns).await?;
+    vault.create_approle_role(mount, ns, &token).await?;
+    let role_id = vault.approle_role_id(mount, ns).await?;
+    store_secret_id(vault, client, mount, ns).await?;
     Ok(role_id)
 }
 
@@ -160,9 +184,14 @@ async fn approle_namespace<'a>(
     Ok((vault, client, ns, role_id))
 }
 
-/// A fresh secret id in Secret `approle` of `ns`.
-async fn store_secret_id(vault: &VaultServer, client: &Client, ns: &str) -> Result<()> {
-    let secret_id = vault.approle_secret_id("approle", ns).await?;
+/// A fresh secret id of `ns`'s role on AppRole `mount` in Secret `approle` of `ns`.
+async fn store_secret_id(
+    vault: &VaultServer,
+    client: &Client,
+    mount: &str,
+    ns: &str,
+) -> Result<()> {
+    let secret_id = vault.approle_secret_id(mount, ns).await?;
     let yaml = format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: approle}}\nstringData: {{secret-id: {secret_id}}}\n"
     );
@@ -191,6 +220,12 @@ spec:
 "#,
         server = vault.address()
     )
+}
+
+/// [`approle_store`] on KV v2 logging in at AppRole `mount`.
+fn approle_store_on(vault: &VaultServer, name: &str, role_id: &str, mount: &str) -> String {
+    approle_store(vault, name, role_id, "v2")
+        .replace("path: approle\n", &format!("path: {mount}\n"))
 }
 
 async fn store_ready(client: &Client, ns: &str, name: &str) -> Result<Value> {
@@ -1630,15 +1665,16 @@ async fn one_login_per_identity(env: Arc<Env>) -> Result<()> {
     let token = TokenOptions::policies(&[ns.as_str()])
         .ttl(TTL)
         .max_ttl(TTL * 2);
-    let role_id = approle_for(vault, &client, &ns, token).await?;
-    let logins = || vault.count_audit_responses(|r| !r.failed && r.path == "auth/approle/login");
-    // Only the operator logs in with AppRole here; the helpers use the root token.
+    let (mount, role_id) = approle_of_its_own(vault, &client, &ns, token).await?;
+    let path = format!("auth/{mount}/login");
+    let logins = || vault.count_audit_responses(|r| !r.failed && r.path == path);
+    // Only the operator logs in at this mount; the helpers use the root token.
     let before = logins()?;
     let started = Instant::now();
     testenv::apply_yaml_in(
         &client,
         &ns,
-        &approle_store(vault, "vault", &role_id, "v2"),
+        &approle_store_on(vault, "vault", &role_id, &mount),
         true,
     )
     .await?;
@@ -1678,7 +1714,7 @@ async fn one_login_per_identity(env: Arc<Env>) -> Result<()> {
     let revocations =
         || vault.count_audit_responses(|r| !r.failed && r.path == "auth/token/revoke-self");
     let (before_rotation, revoked_before) = (logins()?, revocations()?);
-    store_secret_id(vault, &client, &ns).await?;
+    store_secret_id(vault, &client, &mount, &ns).await?;
     testenv::wait_for(TIMEOUT, "a login with the rotated secret id", || async {
         if logins()? > before_rotation && revocations()? > revoked_before {
             Ok(())
@@ -1698,22 +1734,12 @@ async fn inline_store_logs_in_once(env: Arc<Env>) -> Result<()> {
     let vault = env.vault()?;
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "vault-inline-once").await?;
-    let mount = format!("approle-{ns}");
-    vault.enable_auth(&mount, "approle").await?;
-    policy_for(vault, &ns).await?;
-    vault
-        .create_approle_role(&mount, &ns, &TokenOptions::policies(&[ns.as_str()]))
-        .await?;
-    let role_id = vault.approle_role_id(&mount, &ns).await?;
-    let secret_id = vault.approle_secret_id(&mount, &ns).await?;
+    let (mount, role_id) =
+        approle_of_its_own(vault, &client, &ns, TokenOptions::policies(&[ns.as_str()])).await?;
     vault
         .write_kv_v2(KV2, &format!("{ns}/shared"), &json!({"v": "1"}))
         .await?;
-    let mut yaml = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: approle}}\nstringData: {{secret-id: {secret_id}}}\n---\n{store}",
-        store = approle_store(vault, "vault", &role_id, "v2")
-            .replace("path: approle\n", &format!("path: {mount}\n")),
-    );
+    let mut yaml = approle_store_on(vault, "vault", &role_id, &mount);
     for i in 0..COUNT {
         yaml.push_str(&format!(
             "---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 1h\n  secretStoreRef: {{name: vault}}\n  data: [{{secretKey: v, remoteRef: {{key: {ns}/shared, property: v}}}}]\n"
