@@ -167,17 +167,26 @@ enum Written {
     MissingForMerge,
 }
 
+/// `force`: whether a store change marked the ExternalSecret to refresh; asked only by a
+/// reconcile that goes on, so that the mark outlives one held back.
 #[instrument(skip_all, fields(namespace = es.namespace(), name = es.name_any()))]
 pub async fn reconcile(
     es: Arc<ExternalSecret>,
     es_ctx: Arc<ExternalSecretContext>,
-    force: bool,
+    force: impl FnOnce() -> bool,
 ) -> Result<Action, Error> {
     let ctx = es_ctx.shared.as_ref();
+    if let Some(wait) = ctx
+        .status
+        .catching_up(es.meta(), || es.status.clone().unwrap_or_default())
+    {
+        debug!("the watch cache does not show our last status write yet");
+        return Ok(Action::requeue(wait));
+    }
     let started = Instant::now();
     let name = es.name_any();
     let namespace = es.namespace().unwrap_or_default();
-    let result = sync(&es, &es_ctx, force).await;
+    let result = sync(&es, &es_ctx, force()).await;
     let failed = matches!(result, Err(Failed(_)));
     ctx.metrics
         .es

@@ -284,13 +284,16 @@ impl ExternalSecretTriggers {
             .run(
                 queue.reconciler(move |watched: Arc<Watched>, ctx: Arc<Context>| {
                     let object = ObjectRef::from(watched.as_ref());
-                    let force = forced.take(&object);
                     let es = watched.0.clone().map(Arc::new);
                     let (held, forced, es_ctx) = (held.clone(), forced.clone(), es_ctx.clone());
+                    let (marked, mark) = (forced.clone(), object.clone());
                     async move {
                         let reconcile = async {
                             match es {
-                                Ok(es) => super::reconcile(es, es_ctx, force).await,
+                                Ok(es) => {
+                                    let force = move || marked.take(&mark);
+                                    super::reconcile(es, es_ctx, force).await
+                                }
                                 Err(invalid) => super::report_invalid(&ctx, invalid).await,
                             }
                         };

@@ -81,6 +81,14 @@ pub type PushSecretCache = kube::runtime::reflector::Store<Watched>;
 pub type Known = Cached<Watched>;
 #[instrument(skip_all, fields(namespace = ps.namespace(), name = ps.name_any()))]
 pub async fn reconcile(ps: Arc<PushSecret>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // What is on record decides what is written ahead and deleted: never the record of a
+    // status older than our own last write.
+    if let Some(wait) = ctx
+        .status
+        .catching_up(ps.meta(), || ps.status.clone().unwrap_or_default())
+    {
+        return Ok(Action::requeue(wait));
+    }
     let started = std::time::Instant::now();
     let result = sync(&ps, &ctx).await;
     let labels = crate::metrics::labels(&ps.name_any(), &ps.namespace().unwrap_or_default());

@@ -31,6 +31,25 @@ fn push_secret(status: Option<Value>, deleting: bool) -> PushSecret {
     serde_json::from_value(object).unwrap()
 }
 
+/// What every stand-in here serves: the Fake store serving `data`, the source Secret and events.
+fn served(request: &Request, data: Value) -> Option<(u16, Value)> {
+    if let Some(answer) = standin::fake_store(request, NS, data) {
+        return Some(answer);
+    }
+    if request.is(Method::GET, "/namespaces/team-a/secrets/source") {
+        return Some((
+            200,
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "source", "namespace": NS},
+                   "data": {"password": "czNjcmV0"}}),
+        ));
+    }
+    if request.method == Method::POST && request.path.contains("/events") {
+        return Some((201, request.body.clone()));
+    }
+    None
+}
+
 /// Whether the Fake store holds `key`, as a client of the store sees it.
 async fn remote_has(ctx: &Context, key: &str) -> bool {
     let store = StoreRef {
@@ -54,16 +73,8 @@ async fn pushed_key_is_deleted_even_when_the_status_write_after_the_push_failed(
     let landed: Arc<Mutex<Option<Value>>> = Arc::default();
     let (failed, status) = (failed_once.clone(), landed.clone());
     let (client, _) = standin::client(move |request: &Request| {
-        if let Some(answer) = standin::fake_store(request, NS, json!([])) {
+        if let Some(answer) = served(request, json!([])) {
             return answer;
-        }
-        if request.is(Method::GET, "/namespaces/team-a/secrets/source") {
-            return (
-                200,
-                json!({"apiVersion": "v1", "kind": "Secret",
-                       "metadata": {"name": "source", "namespace": NS},
-                       "data": {"password": "czNjcmV0"}}),
-            );
         }
         if request.is(Method::PATCH, "/pushsecrets/ps/status") {
             let reports = request.body["status"]["conditions"]
@@ -82,9 +93,6 @@ async fn pushed_key_is_deleted_even_when_the_status_write_after_the_push_failed(
         if request.is(Method::PATCH, "/pushsecrets/ps") {
             return (200, serde_json::to_value(push_secret(None, true)).unwrap());
         }
-        if request.method == Method::POST && request.path.contains("/events") {
-            return (201, request.body.clone());
-        }
         standin::status(404, "NotFound")
     });
     let ctx = standin::context(client);
@@ -102,6 +110,83 @@ async fn pushed_key_is_deleted_even_when_the_status_write_after_the_push_failed(
         !remote_has(&ctx, "pushed").await,
         "the pushed key survived deletionPolicy Delete"
     );
+}
+
+/// A push the store refuses, retried while the watch cache still shows the record written
+/// ahead of the failed push rather than the failure's own write: the retry must not take the
+/// record written ahead for what was pushed, or the refused key goes back on record for a
+/// deletion to act on, and stays there at every later retry.
+#[tokio::test]
+async fn a_retry_on_a_cache_behind_its_last_status_write_keeps_no_refused_key_on_record() {
+    // The Fake store refuses a push to a key its spec holds.
+    let data = json!([{"key": "handmade", "value": "by hand"}]);
+    let version = Arc::new(Mutex::new(1u64));
+    let writes: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let ps = |status: Option<Value>, rv: u64| {
+        let mut ps = serde_json::to_value(push_secret(status, false)).unwrap();
+        ps["spec"]["data"].as_array_mut().unwrap().push(
+            json!({"match": {"secretKey": "password", "remoteRef": {"remoteKey": "handmade"}}}),
+        );
+        ps["metadata"]["resourceVersion"] = json!(rv.to_string());
+        serde_json::from_value::<PushSecret>(ps).unwrap()
+    };
+    let (answer_version, answer_writes) = (version.clone(), writes.clone());
+    let (client, _) = standin::client(move |request: &Request| {
+        if let Some(answer) = served(request, data.clone()) {
+            return answer;
+        }
+        if request.is(Method::PATCH, "/pushsecrets/ps/status") {
+            let mut version = answer_version.lock().unwrap();
+            *version += 1;
+            answer_writes
+                .lock()
+                .unwrap()
+                .push(request.body["status"].clone());
+            let mut object = serde_json::to_value(push_secret(None, false)).unwrap();
+            object["status"] = request.body["status"].clone();
+            object["metadata"]["resourceVersion"] = json!(version.to_string());
+            return (200, object);
+        }
+        standin::status(404, "NotFound")
+    });
+    let ctx = standin::context(client);
+    let on_record = |status: &Value| -> Vec<String> {
+        let mut keys: Vec<String> = status["syncedPushSecrets"]["SecretStore/fake"]
+            .as_object()
+            .map(|entries| entries.keys().cloned().collect())
+            .unwrap_or_default();
+        keys.sort();
+        keys
+    };
+
+    let first = reconcile(Arc::new(ps(None, 1)), ctx.clone()).await;
+    assert!(first.is_err(), "the store was to refuse `handmade`");
+    let (ahead, after_failure) = {
+        let writes = writes.lock().unwrap();
+        assert_eq!(
+            writes.len(),
+            2,
+            "the record ahead, then the failure: {writes:?}"
+        );
+        (writes[0].clone(), writes[1].clone())
+    };
+    assert_eq!(on_record(&ahead), ["handmade", "pushed"]);
+    assert_eq!(on_record(&after_failure), ["pushed"]);
+
+    // The retry comes while the cache still shows the record written ahead.
+    let _ = reconcile(Arc::new(ps(Some(ahead), 2)), ctx.clone()).await;
+    let last = writes.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        on_record(&last),
+        ["pushed"],
+        "a key the store refused is on record as pushed"
+    );
+
+    // Once the cache shows the failure, the retry goes on as any other.
+    let retried = reconcile(Arc::new(ps(Some(after_failure), 3)), ctx.clone()).await;
+    assert!(retried.is_err(), "the store still refuses `handmade`");
+    let last = writes.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(on_record(&last), ["pushed"]);
 }
 
 fn fake_store() -> LoadedStore {
