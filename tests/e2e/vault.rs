@@ -1671,13 +1671,12 @@ async fn one_login_per_identity(env: Arc<Env>) -> Result<()> {
     // Only the operator logs in at this mount; the helpers use the root token.
     let before = logins()?;
     let started = Instant::now();
-    testenv::apply_yaml_in(
-        &client,
-        &ns,
-        &approle_store_on(vault, "vault", &role_id, &mount),
-        true,
-    )
-    .await?;
+    // Its requests carry `X-Team: <ns>`: renewals have no path of their own to tell them apart.
+    let store = approle_store_on(vault, "vault", &role_id, &mount).replace(
+        "      auth:\n",
+        &format!("      headers: {{X-Team: {ns}}}\n      auth:\n"),
+    );
+    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
     for i in 0..COUNT {
         let es = format!(
             "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 3s\n  secretStoreRef: {{name: vault}}\n  data: [{{secretKey: v, remoteRef: {{key: {ns}/shared, property: v}}}}]\n"
@@ -1705,8 +1704,19 @@ async fn one_login_per_identity(env: Arc<Env>) -> Result<()> {
     let reads =
         vault.count_audit_responses(|r| !r.failed && r.operation == "read" && r.path == shared)?;
     ensure!(reads >= COUNT, "every ExternalSecret read: {reads} reads");
+    // A renewal is asked for once a token is near its end, and extends it by its TTL until the
+    // max TTL caps it; a token that can be renewed no further is used as it is, not renewed
+    // again at every read until it expires.
+    let renewals = vault.count_audit_responses(|r| {
+        r.path == "auth/token/renew-self" && r.headers["x-team"][0] == ns.as_str()
+    })?;
+    ensure!(
+        renewals <= 4 * made,
+        "{renewals} token renewals for {made} logins with a {TTL:?} token renewable up to {:?}",
+        TTL * 2
+    );
     eprintln!(
-        "{made} logins (at most {bound}) and {reads} reads for {COUNT} ExternalSecrets in {elapsed:?}"
+        "{made} logins (at most {bound}), {renewals} renewals and {reads} reads for {COUNT} ExternalSecrets in {elapsed:?}"
     );
 
     // A new secret id in the Secret: the client is rebuilt and logs in with it, and the token

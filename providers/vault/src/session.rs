@@ -97,6 +97,10 @@ impl Login {
     }
 }
 
+/// How long before it expires a token is replaced at the latest, so that no call starts with a
+/// token that expires on its way.
+const LAST_MARGIN: Duration = Duration::from_secs(5);
+
 struct Token {
     api: Arc<VaultClient>,
     /// `None`: does not expire as far as we know (static or root token).
@@ -104,13 +108,21 @@ struct Token {
     ttl: Duration,
     renewable: bool,
     revocable: bool,
+    /// A renewal gave it less than its TTL: its max TTL caps it, and no renewal extends it
+    /// further.
+    capped: bool,
 }
 
 impl Token {
-    /// Renew or replace once a third of the lifetime is left (at least 5 s before expiry).
+    /// Renew or replace once a third of the lifetime is left (at least 5 s before expiry); a
+    /// capped token, which a renewal would not extend, is used until 5 s before it expires.
     fn fresh(&self, now: Instant) -> bool {
         self.expires.is_none_or(|at| {
-            let margin = (self.ttl / 3).max(Duration::from_secs(5));
+            let margin = if self.capped {
+                LAST_MARGIN
+            } else {
+                (self.ttl / 3).max(LAST_MARGIN)
+            };
             at.saturating_duration_since(now) > margin
         })
     }
@@ -151,13 +163,17 @@ impl Session {
         if let Some(token) = slot.as_ref().filter(|t| t.fresh(now)) {
             return Ok(token.api.clone());
         }
-        if let Some(token) = slot.as_ref().filter(|t| t.renewable) {
+        if let Some(token) = slot.as_ref().filter(|t| t.renewable && !t.capped) {
             match vaultrs::token::renew_self(token.api.as_ref(), None).await {
                 Ok(auth) => {
-                    let renewed = self.token_from(&auth, token.api.middle.token.clone())?;
-                    let api = renewed.api.clone();
-                    *slot = Some(renewed);
-                    return Ok(api);
+                    let mut renewed = self.token_from(&auth, token.api.middle.token.clone())?;
+                    renewed.capped = renewed.ttl < token.ttl;
+                    // Still near its end after all: replaced now rather than at the next call.
+                    if renewed.fresh(Instant::now()) {
+                        let api = renewed.api.clone();
+                        *slot = Some(renewed);
+                        return Ok(api);
+                    }
                 }
                 Err(e) => debug!(error = %e, "renewing the Vault token failed; logging in again"),
             }
@@ -195,6 +211,7 @@ impl Session {
                     ttl: Duration::ZERO,
                     renewable: false,
                     revocable: false,
+                    capped: false,
                 });
             }
             Login::Static { secret } => {
@@ -205,6 +222,7 @@ impl Session {
                     ttl: Duration::ZERO,
                     renewable: false,
                     revocable: false,
+                    capped: false,
                 });
             }
             Login::AppRole {
@@ -269,6 +287,7 @@ impl Session {
             ttl,
             renewable: auth.renewable,
             revocable: true,
+            capped: false,
         })
     }
 
