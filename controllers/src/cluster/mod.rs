@@ -401,8 +401,15 @@ fn error_policy_for<K: Fanout>() -> impl Fn(Arc<DeserializeGuard<K>>, &Error, Ar
 
 #[instrument(skip_all, fields(kind = K::CONTROLLER, name = %object.name_any()))]
 async fn reconcile<K: Fanout>(object: Arc<K>, state: Arc<State>) -> Result<Action, Error> {
-    let started = std::time::Instant::now();
     let ctx = &state.ctx;
+    // What was last reported decides whether a failure is new (a Warning) and what to write.
+    if let Some(wait) = ctx
+        .status
+        .catching_up(object.meta(), || object.cached_status())
+    {
+        return Ok(Action::requeue(wait));
+    }
+    let started = std::time::Instant::now();
     let api: Api<K> = Api::all(ctx.client.clone());
     let name = object.name_any();
     if object.meta().deletion_timestamp.is_some() {

@@ -321,3 +321,76 @@ fn a_warning_is_raised_once_per_new_failure_and_names_the_namespaces() {
         Some("spec.namespaceSelectors[0]: bad")
     );
 }
+
+/// A reconcile on a watch cache that does not show its own last status write yet comes back
+/// shortly instead of acting on the older status: it neither writes that status again nor
+/// takes the failure it reported for a new one (another Warning).
+#[tokio::test]
+async fn a_reconcile_on_a_cache_behind_its_last_status_write_comes_back_for_it() {
+    use std::sync::Arc;
+
+    use api::cluster_secrets::ClusterExternalSecret;
+    use http::Method;
+    use kube::runtime::controller::Action;
+    use serde_json::json;
+
+    let object = |rv: &str, status: serde_json::Value| -> ClusterExternalSecret {
+        serde_json::from_value(json!({
+            "apiVersion": "external-secrets.io/v1",
+            "kind": "ClusterExternalSecret",
+            "metadata": {"name": "shared", "uid": "ces-uid", "generation": 1,
+                         "resourceVersion": rv},
+            "spec": {
+                "namespaceSelectors": [{"matchExpressions": [
+                    {"key": "env", "operator": "Near"}]}],
+                "externalSecretSpec": {"secretStoreRef": {"name": "fake"}},
+            },
+            "status": status,
+        }))
+        .unwrap()
+    };
+    let (client, requests) = crate::standin::client(move |request| {
+        if request.is(Method::PATCH, "/clusterexternalsecrets/shared/status") {
+            let mut written = serde_json::to_value(object("2", json!(null))).unwrap();
+            written["status"] = request.body["status"].clone();
+            return (200, written);
+        }
+        if request.method == Method::POST && request.path.contains("/events") {
+            return (201, request.body.clone());
+        }
+        crate::standin::status(404, "NotFound")
+    });
+    let state = Arc::new(super::State {
+        ctx: crate::standin::context(client),
+        children: Arc::new(super::children::children().0),
+        namespaces: kube::runtime::reflector::store().0,
+    });
+    let status_writes = || {
+        requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.is(Method::PATCH, "/status"))
+            .map(|r| r.body["status"].clone())
+            .collect::<Vec<_>>()
+    };
+
+    super::reconcile(Arc::new(object("1", json!(null))), state.clone())
+        .await
+        .unwrap();
+    let written = status_writes();
+    assert_eq!(written.len(), 1, "the invalid selector was reported");
+    assert_eq!(written[0]["conditions"][0]["status"], "False");
+
+    let again = super::reconcile(Arc::new(object("1", json!(null))), state.clone()).await;
+    assert_eq!(
+        again.unwrap(),
+        Action::requeue(crate::status::CATCH_UP_RETRY)
+    );
+    assert_eq!(status_writes().len(), 1, "written again on a lagging cache");
+
+    let caught_up = object("2", written[0].clone());
+    let action = super::reconcile(Arc::new(caught_up), state).await;
+    assert_eq!(action.unwrap(), Action::await_change());
+    assert_eq!(status_writes().len(), 1, "nothing new to report");
+}
