@@ -181,10 +181,11 @@ fn kind_of(
         _ => return None,
     };
     let provider = ctx.manager.registry().by_kind(&crd.kind).cloned()?;
-    if !crd.established || !started.insert(name.to_owned()) {
+    if !crd.established || started.contains(name) {
         return None;
     }
-    // Watched at the version the cluster stores, which this build must also serve.
+    // Watched at the version the cluster stores, which this build must also serve; one it does
+    // not is looked at again at the CRD's next change.
     let version = crd.storage_version.as_deref()?;
     let descriptor = provider.descriptor();
     if !descriptor.serves(version) {
@@ -194,6 +195,7 @@ fn kind_of(
         );
         return None;
     }
+    started.insert(name.to_owned());
     info!(
         crd = name,
         "provider CRD is installed; starting its controller"
@@ -481,6 +483,36 @@ mod tests {
             "spec": {"data": []},
         }))
         .unwrap()
+    }
+
+    /// A provider CRD that stores a version this build does not serve is not watched; once it
+    /// stores one this build serves (a chart rolled back, say), its controller starts, without
+    /// a restart of the operator.
+    #[tokio::test]
+    async fn a_crd_is_watched_once_it_stores_a_version_this_build_serves() {
+        let (client, _) = crate::standin::client(|_| crate::standin::status(404, "NotFound"));
+        let objects = ProviderObjectContext::new(
+            crate::standin::context(client),
+            futures::channel::mpsc::unbounded().0,
+        );
+        let nudges = StoreNudges {
+            secret_stores: futures::channel::mpsc::unbounded().0,
+            cluster_secret_stores: futures::channel::mpsc::unbounded().0,
+            installed: Vec::new(),
+        };
+        let name = "fakes.providers.external-secrets.io";
+        let crd = |version: &str| Summary {
+            group: "providers.external-secrets.io".into(),
+            kind: "Fake".into(),
+            established: true,
+            storage_version: Some(version.into()),
+        };
+        let mut started = HashSet::new();
+        let mut kind = |version| kind_of(name, &crd(version), &objects, &nudges, &mut started);
+        assert!(kind("v9").is_none(), "a version this build does not serve");
+        let watched = kind("v1alpha1").expect("a version this build serves is watched");
+        assert_eq!(watched.resource.version, "v1alpha1");
+        assert!(kind("v1alpha1").is_none(), "started once");
     }
 
     /// The decision `an_inline_store_s_converted_object_forces_its_users` (externalsecret
