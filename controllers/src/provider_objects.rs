@@ -242,21 +242,30 @@ async fn wait_for_permission(kctx: &KindContext) {
                 })
         }
     };
-    let mut told = false;
+    let mut pause = None;
     while !(allowed("list").await && allowed("watch").await) {
-        if !told {
+        if pause.is_none() {
             info!(
                 group = kctx.resource.group,
                 resource = kctx.resource.plural,
                 "waiting for permission to list and watch this provider kind"
             );
-            told = true;
         }
-        tokio::time::sleep(PERMISSION_POLL).await;
+        let next = pause.map_or(PERMISSION_POLL, |p: Duration| {
+            (p * 2).min(PERMISSION_POLL_MAX)
+        });
+        tokio::time::sleep(next).await;
+        pause = Some(next);
     }
 }
 
+/// The first pause between two asks for permission: an upgrade's RBAC lands seconds after its
+/// CRD.
 const PERMISSION_POLL: Duration = Duration::from_secs(2);
+
+/// The longest: a kind refused for long is a provider disabled with its CRD kept, which may
+/// stay so for good, and is asked about twice a minute rather than every 2 s.
+const PERMISSION_POLL_MAX: Duration = Duration::from_secs(30);
 
 fn forbidden(e: &watcher::Error) -> bool {
     matches!(
@@ -485,12 +494,19 @@ mod tests {
         .unwrap()
     }
 
-    /// A provider CRD that stores a version this build does not serve is not watched; once it
-    /// stores one this build serves (a chart rolled back, say), its controller starts, without
-    /// a restart of the operator.
-    #[tokio::test]
-    async fn a_crd_is_watched_once_it_stores_a_version_this_build_serves() {
-        let (client, _) = crate::standin::client(|_| crate::standin::status(404, "NotFound"));
+    const FAKES: &str = "fakes.providers.external-secrets.io";
+
+    fn fake_crd(storage_version: &str) -> Summary {
+        Summary {
+            group: "providers.external-secrets.io".into(),
+            kind: "Fake".into(),
+            established: true,
+            storage_version: Some(storage_version.into()),
+        }
+    }
+
+    /// What discovery starts a kind's controller with, on `client`.
+    fn contexts(client: kube::Client) -> (Arc<ProviderObjectContext>, StoreNudges) {
         let objects = ProviderObjectContext::new(
             crate::standin::context(client),
             futures::channel::mpsc::unbounded().0,
@@ -500,19 +516,75 @@ mod tests {
             cluster_secret_stores: futures::channel::mpsc::unbounded().0,
             installed: Vec::new(),
         };
-        let name = "fakes.providers.external-secrets.io";
-        let crd = |version: &str| Summary {
-            group: "providers.external-secrets.io".into(),
-            kind: "Fake".into(),
-            established: true,
-            storage_version: Some(version.into()),
-        };
+        (objects, nudges)
+    }
+
+    /// A provider CRD that stores a version this build does not serve is not watched; once it
+    /// stores one this build serves (a chart rolled back, say), its controller starts, without
+    /// a restart of the operator.
+    #[tokio::test]
+    async fn a_crd_is_watched_once_it_stores_a_version_this_build_serves() {
+        let (client, _) = crate::standin::client(|_| crate::standin::status(404, "NotFound"));
+        let (objects, nudges) = contexts(client);
         let mut started = HashSet::new();
-        let mut kind = |version| kind_of(name, &crd(version), &objects, &nudges, &mut started);
+        let mut kind =
+            |version| kind_of(FAKES, &fake_crd(version), &objects, &nudges, &mut started);
         assert!(kind("v9").is_none(), "a version this build does not serve");
         let watched = kind("v1alpha1").expect("a version this build serves is watched");
         assert_eq!(watched.resource.version, "v1alpha1");
         assert!(kind("v1alpha1").is_none(), "started once");
+    }
+
+    /// A provider kind the operator may not list (a provider disabled by a Helm upgrade keeps
+    /// its CRD, and loses its RBAC) is asked about ever further apart, up to every 30 s rather
+    /// than every 2 s for as long as it stays refused; once allowed, its controller starts
+    /// within those 30 s.
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_kind_is_asked_about_ever_further_apart() {
+        use std::sync::Mutex;
+
+        let allowed = Arc::new(Mutex::new(false));
+        let asked: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
+        let (answer, times) = (allowed.clone(), asked.clone());
+        let (client, _) = crate::standin::client(move |request| {
+            if request.is(http::Method::POST, "/selfsubjectaccessreviews") {
+                times.lock().unwrap().push(tokio::time::Instant::now());
+                let mut review = request.body.clone();
+                review["status"] = json!({"allowed": *answer.lock().unwrap()});
+                return (201, review);
+            }
+            crate::standin::status(404, "NotFound")
+        });
+        let (objects, nudges) = contexts(client);
+        let crd = fake_crd("v1alpha1");
+        let kctx = kind_of(FAKES, &crd, &objects, &nudges, &mut HashSet::new()).unwrap();
+        let waiting = tokio::spawn(async move { wait_for_permission(&kctx).await });
+
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        let polls = asked.lock().unwrap().len();
+        assert!(polls <= 30, "{polls} permission checks in 10 minutes");
+        assert!(!waiting.is_finished());
+
+        *allowed.lock().unwrap() = true;
+        let refused_until = tokio::time::Instant::now();
+        waiting.await.unwrap();
+        let waited = tokio::time::Instant::now() - refused_until;
+        assert!(
+            waited <= Duration::from_secs(30),
+            "started {waited:?} after it was allowed"
+        );
+        let gaps: Vec<Duration> = asked
+            .lock()
+            .unwrap()
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .collect();
+        assert_eq!(
+            gaps.first(),
+            Some(&PERMISSION_POLL),
+            "the first pause: {gaps:?}"
+        );
+        assert_eq!(gaps.iter().max(), Some(&PERMISSION_POLL_MAX), "{gaps:?}");
     }
 
     /// The decision `an_inline_store_s_converted_object_forces_its_users` (externalsecret
