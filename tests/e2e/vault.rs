@@ -1704,12 +1704,11 @@ async fn one_login_per_identity(env: Arc<Env>) -> Result<()> {
     let reads =
         vault.count_audit_responses(|r| !r.failed && r.operation == "read" && r.path == shared)?;
     ensure!(reads >= COUNT, "every ExternalSecret read: {reads} reads");
+    let ours = |r: &testenv::AuditedRequest<'_>| r.headers["x-team"][0] == ns.as_str();
     // A renewal is asked for once a token is near its end, and extends it by its TTL until the
     // max TTL caps it; a token that can be renewed no further is used as it is, not renewed
     // again at every read until it expires.
-    let renewals = vault.count_audit_responses(|r| {
-        r.path == "auth/token/renew-self" && r.headers["x-team"][0] == ns.as_str()
-    })?;
+    let renewals = vault.count_audit_responses(|r| r.path == "auth/token/renew-self" && ours(r))?;
     ensure!(
         renewals <= 4 * made,
         "{renewals} token renewals for {made} logins with a {TTL:?} token renewable up to {:?}",
@@ -1721,8 +1720,9 @@ async fn one_login_per_identity(env: Arc<Env>) -> Result<()> {
 
     // A new secret id in the Secret: the client is rebuilt and logs in with it, and the token
     // of the client it replaces is revoked rather than left to expire.
-    let revocations =
-        || vault.count_audit_responses(|r| !r.failed && r.path == "auth/token/revoke-self");
+    let revocations = || {
+        vault.count_audit_responses(|r| !r.failed && r.path == "auth/token/revoke-self" && ours(r))
+    };
     let (before_rotation, revoked_before) = (logins()?, revocations()?);
     store_secret_id(vault, &client, &mount, &ns).await?;
     testenv::wait_for(TIMEOUT, "a login with the rotated secret id", || async {
