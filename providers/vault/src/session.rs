@@ -106,22 +106,20 @@ struct Token {
     /// `None`: does not expire as far as we know (static or root token).
     expires: Option<Instant>,
     ttl: Duration,
+    /// A renewal would extend it: Vault says so, and no renewal came back capped by its max TTL.
     renewable: bool,
     revocable: bool,
-    /// A renewal gave it less than its TTL: its max TTL caps it, and no renewal extends it
-    /// further.
-    capped: bool,
 }
 
 impl Token {
-    /// Renew or replace once a third of the lifetime is left (at least 5 s before expiry); a
-    /// capped token, which a renewal would not extend, is used until 5 s before it expires.
+    /// Renew once a third of the lifetime is left (at least 5 s before expiry); one that no
+    /// renewal would extend is used until 5 s before it expires, then replaced.
     fn fresh(&self, now: Instant) -> bool {
         self.expires.is_none_or(|at| {
-            let margin = if self.capped {
-                LAST_MARGIN
-            } else {
+            let margin = if self.renewable {
                 (self.ttl / 3).max(LAST_MARGIN)
+            } else {
+                LAST_MARGIN
             };
             at.saturating_duration_since(now) > margin
         })
@@ -163,11 +161,12 @@ impl Session {
         if let Some(token) = slot.as_ref().filter(|t| t.fresh(now)) {
             return Ok(token.api.clone());
         }
-        if let Some(token) = slot.as_ref().filter(|t| t.renewable && !t.capped) {
+        if let Some(token) = slot.as_ref().filter(|t| t.renewable) {
             match vaultrs::token::renew_self(token.api.as_ref(), None).await {
                 Ok(auth) => {
                     let mut renewed = self.token_from(&auth, token.api.middle.token.clone())?;
-                    renewed.capped = renewed.ttl < token.ttl;
+                    // Less than its TTL: its max TTL caps it, and no renewal extends it further.
+                    renewed.renewable &= renewed.ttl >= token.ttl;
                     // Still near its end after all: replaced now rather than at the next call.
                     if renewed.fresh(Instant::now()) {
                         let api = renewed.api.clone();
@@ -211,7 +210,6 @@ impl Session {
                     ttl: Duration::ZERO,
                     renewable: false,
                     revocable: false,
-                    capped: false,
                 });
             }
             Login::Static { secret } => {
@@ -222,7 +220,6 @@ impl Session {
                     ttl: Duration::ZERO,
                     renewable: false,
                     revocable: false,
-                    capped: false,
                 });
             }
             Login::AppRole {
@@ -287,7 +284,6 @@ impl Session {
             ttl,
             renewable: auth.renewable,
             revocable: true,
-            capped: false,
         })
     }
 
