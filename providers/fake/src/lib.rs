@@ -132,11 +132,16 @@ impl SecretsClient for FakeClient {
 
     async fn get_secret_map(&self, remote: &RemoteRef) -> Result<BTreeMap<String, Vec<u8>>> {
         let raw = self.get_secret(remote).await?;
-        let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&raw) else {
-            return Err(Error::Backend(format!(
-                "value of key {:?} is not a JSON object",
-                remote.key
-            )));
+        // The decoder's error says where it stopped (nested too deep, say), never what it read.
+        let map = match serde_json::from_slice::<Value>(&raw) {
+            Ok(Value::Object(map)) => map,
+            other => {
+                let why = other.err().map(|e| format!(": {e}")).unwrap_or_default();
+                return Err(Error::Backend(format!(
+                    "value of key {:?} is not a JSON object{why}",
+                    remote.key
+                )));
+            }
         };
         Ok(map
             .into_iter()

@@ -99,6 +99,19 @@ async fn secret_map_needs_a_json_object() {
     assert!(err.to_string().contains("not a JSON object"), "{err}");
 }
 
+/// A value nested deeper than the decoder goes is refused saying so, not as if it were no object.
+#[tokio::test]
+async fn a_secret_map_nested_too_deep_says_so() {
+    let deep = format!("{}1{}", r#"{"k":"#.repeat(3000), "}".repeat(3000));
+    let spec = json!({"data": [{"key": "deep", "value": deep}]});
+    let c = Fake::default().client(request(spec)).unwrap();
+    let err = c
+        .get_secret_map(&remote("deep", None, None))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("recursion limit"), "{err}");
+}
+
 #[tokio::test]
 async fn find_by_regexp_takes_the_newest_version() {
     let c = Fake::default().client(request(spec())).unwrap();
