@@ -36,6 +36,7 @@ async fn run(
     println!("installed {} CRDs", crds.len());
 
     let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let probes = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let webhook = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     cp.spawn(
         "operator",
@@ -47,9 +48,7 @@ async fn run(
             "--metrics-addr".into(),
             metrics.to_string(),
             "--live-addr".into(),
-            std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .to_string(),
+            probes.to_string(),
             // The API server calls the conversion webhook of multi-version provider kinds here,
             // not at an in-cluster Service.
             "--webhook-addr".into(),
@@ -61,7 +60,7 @@ async fn run(
         ],
     )?;
     println!(
-        "operator started (log {}, metrics http://{metrics}/metrics)",
+        "operator started (log {}, metrics http://{metrics}/metrics, probes http://{probes}/healthz)",
         cp.dir().join("operator.log").display()
     );
 
