@@ -195,7 +195,7 @@ mod tests {
             name: "db".into(),
             uid: Some("uid-1".into()),
             spec: serde_json::from_value::<SecretStoreSpec>(spec).unwrap(),
-            ready: false,
+            unready: None,
             labels: Default::default(),
             deleting: false,
         }

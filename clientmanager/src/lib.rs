@@ -66,8 +66,12 @@ pub enum Error {
         name: String,
         class: String,
     },
-    #[error("{kind} {name:?} is not ready")]
-    NotReady { kind: StoreKind, name: String },
+    #[error("{kind} {name:?} is not ready: {why}")]
+    NotReady {
+        kind: StoreKind,
+        name: String,
+        why: String,
+    },
     #[error("spec.provider of {kind} {name:?} must set exactly one provider")]
     NoProvider { kind: StoreKind, name: String },
     #[error("{written} is not a provider kind")]
@@ -481,10 +485,11 @@ impl ClientManager {
             )
             .await?;
         }
-        if gate && !loaded.ready {
+        if gate && let Some(why) = &loaded.unready {
             return Err(Error::NotReady {
                 kind: store.kind,
                 name: store.name.clone(),
+                why: why.clone(),
             });
         }
         let caller = match store.kind {

@@ -313,7 +313,7 @@ mod tests {
             name: "db".into(),
             uid: Some("uid-db".into()),
             spec: serde_json::from_value(spec).unwrap(),
-            ready: true,
+            unready: None,
             labels: Default::default(),
             deleting: false,
         }

@@ -836,6 +836,24 @@ spec:
         value(&stores, "remote")
     });
     names_server(failed.await?, server)?;
+    // From then on the ExternalSecret is refused at its store, and says why the store is not
+    // ready: the server again.
+    testenv::wait_for(
+        TIMEOUT,
+        "the ExternalSecret to fail at its store, naming the server",
+        || async {
+            let es = value(&externals, "db").await?;
+            let message = es["status"]["conditions"][0]["message"]
+                .as_str()
+                .unwrap_or_default();
+            ensure!(
+                message.starts_with(r#"SecretStore "remote" is not ready: "#),
+                "{message}"
+            );
+            names_server(es, server)
+        },
+    )
+    .await?;
     // And the provider object the store was converted to.
     let resource = ApiResource {
         group: "providers.external-secrets.io".into(),
