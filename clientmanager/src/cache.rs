@@ -100,6 +100,13 @@ impl Caches {
             );
     }
 
+    pub(crate) fn unset_provider(&self, resource: &ApiResource) {
+        self.providers
+            .lock()
+            .expect("provider caches poisoned")
+            .remove(&(resource.group.clone(), resource.kind.clone()));
+    }
+
     /// From now until [`Caches::discovered`], a lookup of a kind not watched waits.
     pub(crate) fn discovering(&self) {
         self.discovery.0.send_replace(false);

@@ -432,6 +432,12 @@ impl ClientManager {
         self.watched.set_provider(resource, objects);
     }
 
+    /// Stops answering lookups of `resource`'s kind from its watch cache: its CRD was deleted,
+    /// and its controller stopped.
+    pub fn drop_provider_cache(&self, resource: &kube::api::ApiResource) {
+        self.watched.unset_provider(resource);
+    }
+
     /// A client for `store`, used from `namespace`: the path of ExternalSecrets.
     /// Enforces ClusterSecretStore `conditions` and refuses stores that are not Ready.
     pub async fn get(&self, store: &StoreRef, namespace: &str) -> Result<Handle> {

@@ -1,6 +1,6 @@
 //! Provider objects (design 007's provider reconcilers): one controller per installed provider
-//! kind in each group, started when its CRD becomes Established, so a provider installed while
-//! the operator runs is picked up without a restart. A provider object that changes or turns
+//! kind in each group, started when its CRD becomes Established and stopped when it is deleted,
+//! so a provider installed or uninstalled while the operator runs is seen without a restart. A provider object that changes or turns
 //! Ready wakes the stores that read through it.
 
 use std::collections::{HashMap, HashSet};
@@ -70,7 +70,7 @@ impl ProviderObjectContext {
 pub struct StoreNudges {
     pub secret_stores: UnboundedSender<ObjectRef<SecretStore>>,
     pub cluster_secret_stores: UnboundedSender<ObjectRef<ClusterSecretStore>>,
-    /// Tells store controllers that a provider CRD appeared.
+    /// Tells store controllers that a provider CRD appeared or was deleted.
     pub installed: Vec<UnboundedSender<()>>,
 }
 
@@ -125,30 +125,44 @@ pub fn discover(
     ctx.manager.discovering_providers();
     async move {
         let mut started = HashSet::new();
+        let mut running: HashMap<String, Running> = HashMap::new();
         let mut first_listing = true;
         loop {
-            let (listed, kinds) = match &*crds.borrow_and_update() {
+            let (listed, kinds, deleted) = match &*crds.borrow_and_update() {
                 Some(listing) => (
                     true,
                     listing
                         .iter()
                         .filter_map(|(name, crd)| {
-                            kind_of(name, crd, &objects_ctx, &nudges, &mut started)
+                            let kctx = kind_of(name, crd, &objects_ctx, &nudges, &mut started)?;
+                            Some((name.clone(), kctx))
                         })
                         .collect(),
+                    running
+                        .keys()
+                        .filter(|name| !listing.contains_key(*name))
+                        .cloned()
+                        .collect(),
                 ),
-                None => (false, Vec::new()),
+                None => (false, Vec::new(), Vec::new()),
             };
+            for name in deleted {
+                started.remove(&name);
+                if let Some(kind) = running.remove(&name) {
+                    kind.stop(&name);
+                }
+            }
             // The kinds of the first listing are awaited (see `Settling`); later ones are news.
             let first = listed && std::mem::take(&mut first_listing);
             let mut settled = Vec::new();
-            for kctx in kinds {
+            for (name, kctx) in kinds {
                 let settling = first.then(|| {
                     let (settle, heard) = oneshot::channel();
                     settled.push(heard);
                     Arc::new(std::sync::Mutex::new(Some(settle)))
                 });
-                tokio::spawn(run_kind(kctx, settling));
+                let task = tokio::spawn(run_kind(kctx.clone(), settling)).abort_handle();
+                running.insert(name, Running { task, kctx });
             }
             if first {
                 let manager = ctx.clone();
@@ -162,6 +176,32 @@ pub fn discover(
                 return;
             }
         }
+    }
+}
+
+/// A provider kind's controller, while its CRD is installed.
+struct Running {
+    task: tokio::task::AbortHandle,
+    kctx: Arc<KindContext>,
+}
+
+impl Running {
+    /// Its CRD `crd` was deleted: its watch would be refused for good (and retried with a
+    /// warning each time), and its cache answer for objects that are gone. The stores are
+    /// told, so that those reading through the kind say it is not installed.
+    fn stop(self, crd: &str) {
+        self.task.abort();
+        let (objects, resource) = (&self.kctx.objects, &self.kctx.resource);
+        objects
+            .queues
+            .lock()
+            .expect("provider queues poisoned")
+            .remove(&(resource.kind.clone(), self.kctx.cluster));
+        objects.shared.manager.drop_provider_cache(resource);
+        for tx in &self.kctx.nudges.installed {
+            let _ = tx.unbounded_send(());
+        }
+        info!(crd, "provider CRD was deleted; its controller stopped");
     }
 }
 
@@ -585,6 +625,64 @@ mod tests {
             "the first pause: {gaps:?}"
         );
         assert_eq!(gaps.iter().max(), Some(&PERMISSION_POLL_MAX), "{gaps:?}");
+    }
+
+    /// A provider CRD deleted while the operator runs (a provider uninstalled with its CRDs)
+    /// stops its kind's controller: its watch is not retried for good against a resource that
+    /// is gone (a warning each time), and once the CRD is installed again the kind is watched
+    /// again at once, at the version it then stores.
+    #[tokio::test(start_paused = true)]
+    async fn a_deleted_crd_stops_its_kind_and_a_reinstalled_one_starts_it_again() {
+        use std::collections::BTreeMap;
+
+        let (client, requests) = crate::standin::client(|request| {
+            if request.is(http::Method::POST, "/selfsubjectaccessreviews") {
+                let mut review = request.body.clone();
+                review["status"] = json!({"allowed": true});
+                return (201, review);
+            }
+            crate::standin::status(404, "NotFound")
+        });
+        let asked = || {
+            requests
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|r| r.path.ends_with("/fakes"))
+                .count()
+        };
+        let watched = |objects: &ProviderObjectContext| {
+            objects
+                .queues
+                .lock()
+                .unwrap()
+                .contains_key(&("Fake".to_owned(), false))
+        };
+        let (objects, nudges) = contexts(client);
+        let (listing, catalog) = tokio::sync::watch::channel(Some(BTreeMap::new()));
+        tokio::spawn(discover(objects.clone(), nudges, catalog));
+        let installed = || Some(BTreeMap::from([(FAKES.to_owned(), fake_crd("v1alpha1"))]));
+
+        listing.send_replace(installed());
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(asked() > 0, "the kind is watched");
+        assert!(watched(&objects));
+
+        listing.send_replace(Some(BTreeMap::new()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let deleted = asked();
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert_eq!(
+            asked(),
+            deleted,
+            "a kind whose CRD is gone is asked nothing"
+        );
+        assert!(!watched(&objects), "its queue is gone with it");
+
+        listing.send_replace(installed());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(asked() > deleted, "watched again once installed again");
+        assert!(watched(&objects));
     }
 
     /// The decision `an_inline_store_s_converted_object_forces_its_users` (externalsecret

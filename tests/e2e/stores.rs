@@ -9,6 +9,7 @@ use api::external_secret::ExternalSecret;
 use api::provider_kinds::Scope;
 use api::store::{ClusterSecretStore, SecretStore};
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use libtest_mimic::Trial;
@@ -65,6 +66,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "stores::single_namespace_operator_with_its_own_class",
             env,
             single_namespace_operator,
+        ),
+        trial(
+            "stores::a_provider_uninstalled_and_installed_again",
+            env,
+            provider_uninstalled,
         ),
     ]
 }
@@ -698,5 +704,79 @@ async fn deleted_store_client_closed(env: Arc<Env>) -> Result<()> {
     )
     .await?;
     operator.stop();
+    Ok(())
+}
+
+/// A provider uninstalled with its CRD while the operator runs: its store says the provider is
+/// not installed and its Secret stays as it was; installed again, the store is Ready and the
+/// ExternalSecret syncs within seconds, without a restart of the operator.
+async fn provider_uninstalled(_env: Arc<Env>) -> Result<()> {
+    const CRD: &str = "fakes.providers.external-secrets.io";
+    // A cluster of its own: the trial deletes a CRD the others use.
+    let cp = tokio::task::spawn_blocking(testenv::ControlPlane::start).await??;
+    let client = cp.client().await;
+    testenv::install_crds(&client, Env::path("crds")).await?;
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    crate::operator::start_for(cp.client_config(), Default::default(), async move {
+        let _ = stopped.await;
+    })?;
+    let ns = testenv::create_namespace(&client, "uninstalled").await?;
+    testenv::apply_yaml_in(&client, &ns, STORE, true).await?;
+    testenv::apply_yaml_in(&client, &ns, crate::sync::ES, true).await?;
+    let before =
+        crate::sync::wait_secret(&client, &ns, "app-secret", &crate::sync::expected()).await?;
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete(CRD, &DeleteParams::default()).await?;
+    testenv::wait_for(TIMEOUT, "the Fake CRD to be gone", || async {
+        match crds.get_opt(CRD).await? {
+            None => Ok(()),
+            Some(_) => Err(anyhow!("still there")),
+        }
+    })
+    .await?;
+    let store = wait_ready("SecretStore fake", "False", "ProviderNotInstalled", || {
+        store_value(&client, &ns, "fake")
+    })
+    .await?;
+    let message = store["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    ensure!(message.contains(CRD), "the store names the CRD: {message}");
+
+    let crd = std::fs::read_to_string(Env::path(format!("crds/{CRD}.yaml")))?;
+    testenv::apply_yaml(&client, &crd, true).await?;
+    testenv::wait_for_crd_established(&client, CRD, TIMEOUT).await?;
+    let installed = std::time::Instant::now();
+    wait_ready("SecretStore fake", "True", "Valid", || {
+        store_value(&client, &ns, "fake")
+    })
+    .await?;
+    let back = installed.elapsed();
+    ensure!(
+        back < Duration::from_secs(15),
+        "the store was Ready {back:?} after its provider was installed again"
+    );
+    // Its converted object is back, and the ExternalSecret reads through it.
+    fakes(&client, Some(&ns)).get("fake").await?;
+    let externals: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    externals
+        .patch(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"force-sync": "1"}}})),
+        )
+        .await?;
+    wait_ready("ExternalSecret app", "True", "SecretSynced", || async {
+        Ok(serde_json::to_value(externals.get("app").await?)?)
+    })
+    .await?;
+    let after = Api::<Secret>::namespaced(client.clone(), &ns)
+        .get("app-secret")
+        .await?;
+    ensure!(
+        crate::sync::data_of(&after) == crate::sync::data_of(&before),
+        "the Secret kept its bytes through the provider's absence"
+    );
     Ok(())
 }
