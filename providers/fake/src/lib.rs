@@ -132,17 +132,12 @@ impl SecretsClient for FakeClient {
 
     async fn get_secret_map(&self, remote: &RemoteRef) -> Result<BTreeMap<String, Vec<u8>>> {
         let raw = self.get_secret(remote).await?;
-        // The decoder's error says where it stopped (nested too deep, say), never what it read.
-        let map = match serde_json::from_slice::<Value>(&raw) {
-            Ok(Value::Object(map)) => map,
-            other => {
-                let why = other.err().map(|e| format!(": {e}")).unwrap_or_default();
-                return Err(Error::Backend(format!(
-                    "value of key {:?} is not a JSON object{why}",
-                    remote.key
-                )));
-            }
-        };
+        let map = provider::json_path::object(&raw).map_err(|why| {
+            Error::Backend(format!(
+                "value of key {:?} is not a JSON object{why}",
+                remote.key
+            ))
+        })?;
         Ok(map
             .into_iter()
             .map(|(k, v)| (k, provider::json_path::json_to_bytes(v)))

@@ -146,18 +146,16 @@ pub(crate) fn extract(variable: &Variable, property: Option<&str>) -> Result<Vec
 
 /// ESO's `GetSecretMap`: the value must be a JSON object whose values are all strings.
 pub(crate) fn as_map(key: &str, value: &[u8]) -> Result<BTreeMap<String, Vec<u8>>> {
-    let not_flat = || {
+    let not_flat = |why: String| {
         Error::Backend(format!(
-            "unable to unmarshal secret from JSON: the value of variable {key} is not a JSON object of strings"
+            "unable to unmarshal secret from JSON: the value of variable {key} is not a JSON object of strings{why}"
         ))
     };
-    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(value) else {
-        return Err(not_flat());
-    };
+    let map = provider::json_path::object(value).map_err(not_flat)?;
     map.into_iter()
         .map(|(k, v)| match v {
             Value::String(s) => Ok((k, s.into_bytes())),
-            _ => Err(not_flat()),
+            _ => Err(not_flat(String::new())),
         })
         .collect()
 }
@@ -407,6 +405,12 @@ mod tests {
             );
             assert!(!err.contains("5432") && !err.contains("s3cr3t"), "{err}");
         }
+        let deep = format!("{}1{}", "[".repeat(3000), "]".repeat(3000));
+        let err = as_map("DB", deep.as_bytes()).unwrap_err().to_string();
+        assert!(
+            err.ends_with("of strings: recursion limit exceeded at line 1 column 128"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -116,16 +116,16 @@ pub(crate) fn map(secret: &Secret, remote: &RemoteRef) -> Result<BTreeMap<String
         });
     };
     let selected = value(secret, remote)?;
-    match serde_json::from_slice(&selected) {
-        Ok(Value::Object(object)) => Ok(object
-            .into_iter()
-            .map(|(k, v)| (k, json_path::json_to_bytes(v)))
-            .collect()),
-        _ => Err(Error::Backend(format!(
-            "property {property:?} of Secret {:?} is not a JSON object",
+    let object = json_path::object(&selected).map_err(|why| {
+        Error::Backend(format!(
+            "property {property:?} of Secret {:?} is not a JSON object{why}",
             remote.key
-        ))),
-    }
+        ))
+    })?;
+    Ok(object
+        .into_iter()
+        .map(|(k, v)| (k, json_path::json_to_bytes(v)))
+        .collect())
 }
 
 /// The label selector a `find` by tags lists with.

@@ -84,14 +84,9 @@ pub(crate) fn as_map(
 ) -> Result<BTreeMap<String, Vec<u8>>> {
     let object = match property.filter(|p| !p.is_empty()) {
         None => data.clone(),
-        Some(_) => match serde_json::from_slice(&extract(data, property)?) {
-            Ok(Value::Object(map)) => map,
-            _ => {
-                return Err(Error::Backend(format!(
-                    "property {property:?} is not a JSON object"
-                )));
-            }
-        },
+        Some(_) => json_path::object(&extract(data, property)?).map_err(|why| {
+            Error::Backend(format!("property {property:?} is not a JSON object{why}"))
+        })?,
     };
     Ok(object
         .into_iter()
@@ -191,6 +186,15 @@ mod tests {
         let map = as_map(data, None).unwrap();
         assert_eq!(map["a"], br#"{"b":"nested"}"#);
         assert_eq!(as_map(data, Some("a")).unwrap()["b"], b"nested");
+        // A string holding JSON nested too deep to decode: the decoder says so.
+        let deep = json!({"deep": format!("{}1{}", "[".repeat(3000), "]".repeat(3000))});
+        let err = as_map(deep.as_object().unwrap(), Some("deep"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("is not a JSON object: recursion limit exceeded"),
+            "{err}"
+        );
     }
 
     #[test]
