@@ -78,38 +78,58 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Cached<K> {
 
 /// A watch's events as one of its readers gets them (see [`shared`]).
 pub(crate) type Events<K> =
-    futures::channel::mpsc::UnboundedReceiver<watcher::Result<watcher::Event<K>>>;
+    tokio_stream::wrappers::UnboundedReceiverStream<watcher::Result<watcher::Event<K>>>;
 
 /// One watch of `api` (one list, one watch connection) for two readers, each of which keeps its
 /// own cache of it: the stores' controller and the ExternalSecrets' trigger both need every
 /// store event, and the second watch of the same kind cost a list at every start. Errors reach
-/// the first reader only, which reports them; the watch stops once both readers are gone.
+/// the first reader only, which reports them.
 pub(crate) fn shared<K>(api: Api<K>) -> (Events<K>, Events<K>)
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
-    use futures::StreamExt;
     use kube::runtime::WatchStreamExt;
 
-    let (first_tx, first) = futures::channel::mpsc::unbounded();
-    let (second_tx, second) = futures::channel::mpsc::unbounded();
-    let mut events = watcher(api, watcher::Config::default())
-        .default_backoff()
-        // managedFields are often the larger part of an object and no reader reads them.
-        .modify(|o| o.managed_fields_mut().clear())
-        .boxed();
+    fan_out(
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            // managedFields are often the larger part of an object and no reader reads them.
+            .modify(|o| o.managed_fields_mut().clear()),
+    )
+}
+
+/// `events` for two readers, the errors for the first only. The watch stops as soon as both
+/// readers are gone (the controllers stopped), not at the next event, which on a quiet kind
+/// may never come.
+fn fan_out<K>(
+    events: impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+) -> (Events<K>, Events<K>)
+where
+    K: Clone + Send + 'static,
+{
+    use futures::StreamExt;
+    use tokio::sync::mpsc::unbounded_channel;
+
+    let (first_tx, first) = unbounded_channel();
+    let (second_tx, second) = unbounded_channel();
+    let mut events = events.boxed();
     tokio::spawn(async move {
-        while let Some(event) = events.next().await {
-            let second_gone = match &event {
-                Ok(e) => second_tx.unbounded_send(Ok(e.clone())).is_err(),
-                Err(_) => second_tx.is_closed(),
+        loop {
+            let event = tokio::select! {
+                event = events.next() => event,
+                () = async { tokio::join!(first_tx.closed(), second_tx.closed()); } => None,
             };
-            if first_tx.unbounded_send(event).is_err() && second_gone {
-                break;
+            let Some(event) = event else { break };
+            if let Ok(e) = &event {
+                let _ = second_tx.send(Ok(e.clone()));
             }
+            let _ = first_tx.send(event);
         }
     });
-    (first, second)
+    (
+        tokio_stream::wrappers::UnboundedReceiverStream::new(first),
+        tokio_stream::wrappers::UnboundedReceiverStream::new(second),
+    )
 }
 
 /// What a reconcile reacts to: spec (generation), labels, annotations, finalizers and deletion,
@@ -340,6 +360,59 @@ mod tests {
             assert_eq!(answer, 7, "the reconcile's own result");
         }
         assert_eq!(forgotten, ["departed"]);
+    }
+
+    /// The shared watch of stores ends when both its readers do (the controllers stopped on a
+    /// lost lease, say), though no event comes to tell it.
+    #[tokio::test]
+    async fn a_shared_watch_ends_with_its_readers_without_waiting_for_an_event() {
+        use futures::StreamExt;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        struct Watching(Arc<AtomicBool>);
+        impl Drop for Watching {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::SeqCst);
+            }
+        }
+        let watching = Arc::new(AtomicBool::new(true));
+        let guard = Watching(watching.clone());
+        let quiet = futures::stream::pending::<watcher::Result<watcher::Event<ConfigMap>>>().map(
+            move |event| {
+                let _ = &guard;
+                event
+            },
+        );
+        let (first, second) = fan_out(quiet);
+        drop(first);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(watching.load(Ordering::SeqCst), "one reader is left");
+        drop(second);
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while watching.load(Ordering::SeqCst) {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the watch ended with its last reader");
+    }
+
+    /// Each reader sees every event; only the first sees errors, which it reports.
+    #[tokio::test]
+    async fn both_readers_see_the_events_and_the_first_the_errors() {
+        use futures::StreamExt;
+
+        let events = futures::stream::iter([
+            Ok(watcher::Event::Apply(cm("a"))),
+            Err(watcher::Error::NoResourceVersion),
+            Ok(watcher::Event::Delete(cm("a"))),
+        ]);
+        let (first, second) = fan_out(events);
+        let first: Vec<_> = first.map(|e| e.is_ok()).collect().await;
+        let second: Vec<_> = second.map(|e| e.is_ok()).collect().await;
+        assert_eq!(first, [true, false, true]);
+        assert_eq!(second, [true, true]);
     }
 
     #[tokio::test]
