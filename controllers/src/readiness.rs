@@ -69,6 +69,19 @@ impl Readiness {
         }
     }
 
+    /// This condition with `warning` added, in its message and its Warning event.
+    pub fn warn(mut self, warning: String) -> Self {
+        // The message already ends with the warnings there are, as `with_warnings` wrote them.
+        let joint = if self.warnings.is_empty() {
+            "; warnings: "
+        } else {
+            "; "
+        };
+        self.message = format!("{}{joint}{warning}", self.message);
+        self.warnings.push(warning);
+        self
+    }
+
     /// The events that announce this Ready condition when it changes: its own, and a Warning for
     /// the provider's warnings, which a Ready store would otherwise show only in its message.
     pub fn events(&self) -> Vec<(EventType, &'static str, String)> {
@@ -271,6 +284,26 @@ fn with_warnings(message: &str, warnings: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A warning the store adds joins those of the provider, in the message as in the event.
+    #[test]
+    fn a_store_warning_joins_the_providers() {
+        let mut ready = super::Readiness::failed(super::reason::VALID, "store validated".into());
+        let alone = ready.clone().warn("spec.retrySettings is not used".into());
+        assert_eq!(
+            alone.message,
+            "store validated; warnings: spec.retrySettings is not used"
+        );
+        ready.message = super::with_warnings(&ready.message, &["http://".to_owned()]);
+        ready.warnings = vec!["http://".to_owned()];
+        let both = ready.warn("spec.retrySettings is not used".into());
+        assert_eq!(
+            both.message,
+            "store validated; warnings: http://; spec.retrySettings is not used"
+        );
+        let events = both.events();
+        assert_eq!(events[1].2, "http://; spec.retrySettings is not used");
+    }
+
     #[test]
     fn a_kind_not_installed_and_one_not_watched_yet_are_told_apart() {
         let installed = super::Readiness::from_manager(clientmanager::Error::ProviderNotWatched {

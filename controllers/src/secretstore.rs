@@ -159,6 +159,10 @@ pub async fn reconcile<S: StoreObject>(
         ),
         _ => evaluate(&loaded, ctx).await,
     };
+    let readiness = match loaded.spec.retry_settings {
+        Some(_) => readiness.warn(RETRY_SETTINGS_UNUSED.to_owned()),
+        None => readiness,
+    };
     let requeue = readiness.requeue.unwrap_or(interval).min(interval);
     write_status(store.as_ref(), &loaded, &store_ctx, &readiness).await?;
 
@@ -170,6 +174,12 @@ pub async fn reconcile<S: StoreObject>(
         .set(started.elapsed().as_nanos() as i64);
     Ok(Action::requeue(requeue))
 }
+
+/// ESO hands `retrySettings` to some providers' SDKs, whose calls then retry in place (Vault's
+/// client, twice by default). Here a provider that cannot be reached is paced by its client's
+/// breaker and each object's own backoff, which hold no worker while they wait; a store that
+/// sets the field is told it has no effect rather than left to believe it does.
+const RETRY_SETTINGS_UNUSED: &str = "spec.retrySettings is not used: calls to a provider that cannot be reached are retried by each ExternalSecret's backoff, and paced by the store's client (one call per wait, from 1 s doubling to a minute)";
 
 async fn evaluate(loaded: &LoadedStore, ctx: &Context) -> Readiness {
     let converted = match convert(ctx.manager.registry(), loaded) {

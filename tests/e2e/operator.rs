@@ -228,6 +228,11 @@ pub fn ready(obj: &Value) -> Option<Condition> {
         .and_then(|c| serde_json::from_value(c.clone()).ok())
 }
 
+/// The message of `obj`'s Ready condition; empty without one.
+pub fn ready_message(obj: &Value) -> String {
+    ready(obj).and_then(|c| c.message).unwrap_or_default()
+}
+
 /// Waits until `get` returns an object whose Ready condition has `status` and `reason`.
 pub async fn wait_ready<F, Fut>(what: &str, status: &str, reason: &str, mut get: F) -> Result<Value>
 where

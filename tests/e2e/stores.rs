@@ -15,7 +15,7 @@ use kube::{Api, Client, ResourceExt};
 use libtest_mimic::Trial;
 use serde_json::{Value, json};
 
-use crate::operator::{TIMEOUT, wait_event, wait_ready};
+use crate::operator::{TIMEOUT, ready_message, wait_event, wait_ready};
 use crate::sync::{STORE, synced_namespace};
 use crate::{Env, trial};
 
@@ -453,6 +453,13 @@ metadata: {name: unknown}
 spec:
   provider: {fake: {data: [], validationResult: 1}}
 ---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {name: retrying}
+spec:
+  retrySettings: {maxRetries: 3, retryInterval: 10s}
+  provider: {fake: {data: []}}
+---
 apiVersion: providers.external-secrets.io/v1alpha1
 kind: Fake
 metadata: {name: no-value}
@@ -460,6 +467,17 @@ spec:
   data: [{key: a}]
 "#;
     testenv::apply_yaml_in(&client, &ns, objects, true).await?;
+    // ESO's retrySettings is accepted and has no effect here, and the store says so.
+    let retrying = wait_ready("SecretStore retrying", "True", "Valid", || {
+        store_value(&client, &ns, "retrying")
+    })
+    .await?;
+    let message = ready_message(&retrying);
+    ensure!(
+        message.starts_with("store validated; warnings: spec.retrySettings is not used: "),
+        "{message}"
+    );
+    wait_event(&client, &ns, "retrying", "ProviderWarning").await?;
     wait_ready("SecretStore failing", "False", "ValidationFailed", || {
         store_value(&client, &ns, "failing")
     })
@@ -739,9 +757,7 @@ async fn provider_uninstalled(_env: Arc<Env>) -> Result<()> {
         store_value(&client, &ns, "fake")
     })
     .await?;
-    let message = store["status"]["conditions"][0]["message"]
-        .as_str()
-        .unwrap_or_default();
+    let message = ready_message(&store);
     ensure!(message.contains(CRD), "the store names the CRD: {message}");
 
     let crd = std::fs::read_to_string(Env::path(format!("crds/{CRD}.yaml")))?;
