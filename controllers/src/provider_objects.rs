@@ -128,29 +128,34 @@ pub fn discover(
         let mut running: HashMap<String, Running> = HashMap::new();
         let mut first_listing = true;
         loop {
-            let (listed, kinds, deleted) = match &*crds.borrow_and_update() {
-                Some(listing) => (
-                    true,
-                    listing
+            let (listed, kinds, stopped) = match &*crds.borrow_and_update() {
+                Some(listing) => {
+                    // Deleted, or no longer serving the version watched: first stopped, so
+                    // that the second is started again below at the version now stored.
+                    let stopped: Vec<(String, Running)> = running
+                        .extract_if(|name, kind| {
+                            listing
+                                .get(name)
+                                .is_none_or(|crd| !crd.served.contains(&kind.kctx.resource.version))
+                        })
+                        .collect();
+                    for (name, _) in &stopped {
+                        started.remove(name);
+                    }
+                    let kinds: Vec<_> = listing
                         .iter()
                         .filter_map(|(name, crd)| {
                             let kctx = kind_of(name, crd, &objects_ctx, &nudges, &mut started)?;
                             Some((name.clone(), kctx))
                         })
-                        .collect(),
-                    running
-                        .keys()
-                        .filter(|name| !listing.contains_key(*name))
-                        .cloned()
-                        .collect(),
-                ),
+                        .collect();
+                    (true, kinds, stopped)
+                }
                 None => (false, Vec::new(), Vec::new()),
             };
-            for name in deleted {
-                started.remove(&name);
-                if let Some(kind) = running.remove(&name) {
-                    kind.stop(&name);
-                }
+            for (name, kind) in stopped {
+                let restarted = kinds.iter().any(|(n, _)| *n == name);
+                kind.stop(&name, restarted);
             }
             // The kinds of the first listing are awaited (see `Settling`); later ones are news.
             let first = listed && std::mem::take(&mut first_listing);
@@ -179,19 +184,29 @@ pub fn discover(
     }
 }
 
-/// A provider kind's controller, while its CRD is installed.
+/// A provider kind's controller, while its CRD is installed and serves the version it watches.
 struct Running {
     task: tokio::task::AbortHandle,
     kctx: Arc<KindContext>,
 }
 
 impl Running {
-    /// Its CRD `crd` was deleted: its watch would be refused for good (and retried with a
-    /// warning each time), and its cache answer for objects that are gone. The stores are
-    /// told, so that those reading through the kind say it is not installed.
-    fn stop(self, crd: &str) {
+    /// Its CRD `crd` was deleted or no longer serves the version watched: its watch would be
+    /// refused for good (and retried with a warning each time). `restarted`: a controller at
+    /// the version now stored replaces it, and its cache this one's once filled (lookups
+    /// meanwhile read the API server). Else the cache goes too, and the stores are told, so
+    /// that those reading through the kind say it is not installed or not watched.
+    fn stop(self, crd: &str, restarted: bool) {
         self.task.abort();
         let (objects, resource) = (&self.kctx.objects, &self.kctx.resource);
+        if restarted {
+            info!(
+                crd,
+                version = resource.version,
+                "provider CRD no longer serves the version watched; watching it anew"
+            );
+            return;
+        }
         objects
             .queues
             .lock()
@@ -201,7 +216,10 @@ impl Running {
         for tx in &self.kctx.nudges.installed {
             let _ = tx.unbounded_send(());
         }
-        info!(crd, "provider CRD was deleted; its controller stopped");
+        info!(
+            crd,
+            "provider CRD was deleted or no longer serves a version this build does; its controller stopped"
+        );
     }
 }
 
@@ -542,6 +560,7 @@ mod tests {
             kind: "Fake".into(),
             established: true,
             storage_version: Some(storage_version.into()),
+            served: vec![storage_version.into()],
         }
     }
 
@@ -627,14 +646,13 @@ mod tests {
         assert_eq!(gaps.iter().max(), Some(&PERMISSION_POLL_MAX), "{gaps:?}");
     }
 
-    /// A provider CRD deleted while the operator runs (a provider uninstalled with its CRDs)
-    /// stops its kind's controller: its watch is not retried for good against a resource that
-    /// is gone (a warning each time), and once the CRD is installed again the kind is watched
-    /// again at once, at the version it then stores.
-    #[tokio::test(start_paused = true)]
-    async fn a_deleted_crd_stops_its_kind_and_a_reinstalled_one_starts_it_again() {
-        use std::collections::BTreeMap;
-
+    /// Discovery running on an API server that allows every watch and has no provider object:
+    /// its context, the catalog it reads, and the requests it made.
+    fn discovering() -> (
+        Arc<ProviderObjectContext>,
+        tokio::sync::watch::Sender<crd_watch::Listing>,
+        crate::standin::Requests,
+    ) {
         let (client, requests) = crate::standin::client(|request| {
             if request.is(http::Method::POST, "/selfsubjectaccessreviews") {
                 let mut review = request.body.clone();
@@ -643,14 +661,31 @@ mod tests {
             }
             crate::standin::status(404, "NotFound")
         });
-        let asked = || {
-            requests
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|r| r.path.ends_with("/fakes"))
-                .count()
-        };
+        let (objects, nudges) = contexts(client);
+        let (listing, catalog) = tokio::sync::watch::channel(Some(Default::default()));
+        tokio::spawn(discover(objects.clone(), nudges, catalog));
+        (objects, listing, requests)
+    }
+
+    /// How many requests went to a path ending in `path_end`.
+    fn asked(requests: &crate::standin::Requests, path_end: &str) -> usize {
+        let requests = requests.lock().unwrap();
+        requests
+            .iter()
+            .filter(|r| r.path.ends_with(path_end))
+            .count()
+    }
+
+    /// A provider CRD deleted while the operator runs (a provider uninstalled with its CRDs)
+    /// stops its kind's controller: its watch is not retried for good against a resource that
+    /// is gone (a warning each time), and once the CRD is installed again the kind is watched
+    /// again at once, at the version it then stores.
+    #[tokio::test(start_paused = true)]
+    async fn a_deleted_crd_stops_its_kind_and_a_reinstalled_one_starts_it_again() {
+        use std::collections::BTreeMap;
+
+        let (objects, listing, requests) = discovering();
+        let asked = || asked(&requests, "/fakes");
         let watched = |objects: &ProviderObjectContext| {
             objects
                 .queues
@@ -658,9 +693,6 @@ mod tests {
                 .unwrap()
                 .contains_key(&("Fake".to_owned(), false))
         };
-        let (objects, nudges) = contexts(client);
-        let (listing, catalog) = tokio::sync::watch::channel(Some(BTreeMap::new()));
-        tokio::spawn(discover(objects.clone(), nudges, catalog));
         let installed = || Some(BTreeMap::from([(FAKES.to_owned(), fake_crd("v1alpha1"))]));
 
         listing.send_replace(installed());
@@ -683,6 +715,41 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(asked() > deleted, "watched again once installed again");
         assert!(watched(&objects));
+    }
+
+    /// A CRD that stops serving the version a kind is watched at (a release that drops it once
+    /// `migrate storage` moved every object) has the kind watched anew, at the version it then
+    /// stores; where this build serves none, the kind is not watched, rather than its watch
+    /// refused for good.
+    #[tokio::test(start_paused = true)]
+    async fn a_kind_whose_watched_version_is_no_longer_served_is_watched_anew() {
+        use std::collections::BTreeMap;
+
+        let (_objects, listing, requests) = discovering();
+        let asked = || asked(&requests, "/v1alpha1/fakes");
+        let at = |crd: Summary| Some(BTreeMap::from([(FAKES.to_owned(), crd)]));
+
+        listing.send_replace(at(fake_crd("v1alpha1")));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(asked() > 0, "watched at v1alpha1");
+
+        // Stored and served at a version this build does not serve: not watched at all.
+        listing.send_replace(at(fake_crd("v9")));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let dropped = asked();
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert_eq!(
+            asked(),
+            dropped,
+            "v1alpha1 is not served: nothing asks for it"
+        );
+
+        // Served again beside v9: watched again.
+        let mut both = fake_crd("v1alpha1");
+        both.served.push("v9".into());
+        listing.send_replace(at(both));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(asked() > dropped, "watched at v1alpha1 again");
     }
 
     /// The decision `an_inline_store_s_converted_object_forces_its_users` (externalsecret

@@ -32,6 +32,8 @@ pub struct Summary {
     pub established: bool,
     /// The version its objects are stored at.
     pub storage_version: Option<String>,
+    /// The versions the API server serves, in the CRD's order.
+    pub served: Vec<String>,
 }
 
 impl Summary {
@@ -54,6 +56,13 @@ impl Summary {
                 .iter()
                 .find(|v| v.storage)
                 .map(|v| v.name.clone()),
+            served: crd
+                .spec
+                .versions
+                .iter()
+                .filter(|v| v.served)
+                .map(|v| v.name.clone())
+                .collect(),
         }
     }
 }
@@ -268,11 +277,13 @@ mod tests {
                 versions: vec![
                     CustomResourceDefinitionVersion {
                         name: "v1alpha1".into(),
+                        served: true,
                         storage: false,
                         ..Default::default()
                     },
                     CustomResourceDefinitionVersion {
                         name: "v1beta1".into(),
+                        served: true,
                         storage: true,
                         ..Default::default()
                     },
@@ -342,6 +353,7 @@ mod tests {
                 kind: "Vault".into(),
                 established: true,
                 storage_version: Some("v1beta1".into()),
+                served: vec!["v1alpha1".into(), "v1beta1".into()],
             })
         );
 

@@ -27,6 +27,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             storage_flip,
         ),
+        trial(
+            "versions::a_version_no_longer_served_is_watched_anew",
+            env,
+            version_dropped,
+        ),
     ]
 }
 
@@ -302,5 +307,90 @@ spec:
     let css: Api<api::store::ClusterSecretStore> = Api::all(client.clone());
     css.delete(&name, &Default::default()).await?;
     object.delete(&name, &Default::default()).await?;
+    Ok(())
+}
+
+/// The last step of an upgrade that moved Vault to v1beta1: the CRD stops serving v1alpha1, the
+/// version the running operator has watched since it started. The operator watches v1beta1
+/// from then on: a Vault object made afterwards is validated and gets its status.
+async fn version_dropped(_env: Arc<Env>) -> Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceConversion, CustomResourceDefinition,
+    };
+
+    // A cluster of its own: the trial stops serving a version the others use.
+    let cp = tokio::task::spawn_blocking(testenv::ControlPlane::start).await??;
+    let client = cp.client().await;
+    testenv::install_crds(&client, Env::path("crds")).await?;
+    let crd_name =
+        api::providers::vault::DESCRIPTOR.crd_name(api::provider_kinds::Scope::Namespaced);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // No object is ever converted here (none exists while the storage version moves), so the
+    // API server needs no webhook.
+    let mut crd = crds.get(&crd_name).await?;
+    crd.spec.conversion = Some(CustomResourceConversion {
+        strategy: "None".into(),
+        webhook: None,
+    });
+    crds.replace(&crd_name, &PostParams::default(), &crd)
+        .await?;
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    crate::operator::start_for(cp.client_config(), Default::default(), async move {
+        let _ = stopped.await;
+    })?;
+    let ns = testenv::create_namespace(&client, "version-dropped").await?;
+    let has_status = |version: &'static str, name: &'static str| {
+        let objects: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &resource(version));
+        async move {
+            testenv::wait_for(
+                crate::operator::TIMEOUT,
+                &format!("a Ready condition on Vault {name}"),
+                || async {
+                    let object = serde_json::to_value(objects.get(name).await?)?;
+                    crate::operator::ready(&object)
+                        .map(|_| ())
+                        .ok_or_else(|| anyhow::anyhow!("no Ready condition yet"))
+                },
+            )
+            .await
+        }
+    };
+    let vault = |version: &str, name: &str| {
+        format!(
+            "apiVersion: providers.external-secrets.io/{version}\nkind: Vault\nmetadata: {{name: {name}}}\nspec: {{server: 'http://127.0.0.1:1'}}\n"
+        )
+    };
+    // Watched at v1alpha1, the version stored when the operator started.
+    testenv::apply_yaml_in(&client, &ns, &vault("v1alpha1", "before"), true).await?;
+    has_status("v1alpha1", "before").await?;
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &resource("v1alpha1"))
+        .delete("before", &Default::default())
+        .await?;
+
+    let set_versions = |storage: &'static str, served: &'static [&'static str]| {
+        let (crds, crd_name) = (crds.clone(), crd_name.clone());
+        async move {
+            let mut crd = crds.get(&crd_name).await?;
+            for v in &mut crd.spec.versions {
+                v.storage = v.name == storage;
+                v.served = served.contains(&v.name.as_str());
+            }
+            crds.replace(&crd_name, &PostParams::default(), &crd)
+                .await?;
+            anyhow::Ok(())
+        }
+    };
+    set_versions("v1beta1", &["v1alpha1", "v1beta1"]).await?;
+    let mut out = String::new();
+    migrate::storage::migrate_storage(&client, &crd_name, false, &mut out)
+        .await
+        .with_context(|| format!("migrate storage: {out}"))?;
+    set_versions("v1beta1", &["v1beta1"]).await?;
+
+    testenv::apply_yaml_in(&client, &ns, &vault("v1beta1", "after"), true).await?;
+    has_status("v1beta1", "after")
+        .await
+        .context("the Vault kind watched at v1beta1 once v1alpha1 is no longer served")?;
     Ok(())
 }
