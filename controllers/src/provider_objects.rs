@@ -184,6 +184,11 @@ pub fn discover(
     }
 }
 
+/// The name a provider kind's controller and its queue go by.
+fn queue_name(resource: &ApiResource) -> String {
+    format!("{}.{}", resource.plural, resource.group)
+}
+
 /// A provider kind's controller, while its CRD is installed and serves the version it watches.
 struct Running {
     task: tokio::task::AbortHandle,
@@ -213,6 +218,11 @@ impl Running {
             .expect("provider queues poisoned")
             .remove(&(resource.kind.clone(), self.kctx.cluster));
         objects.shared.manager.drop_provider_cache(resource);
+        objects
+            .shared
+            .metrics
+            .workqueues
+            .forget(&queue_name(resource));
         for tx in &self.kctx.nudges.installed {
             let _ = tx.unbounded_send(());
         }
@@ -357,7 +367,7 @@ async fn run_kind(kctx: Arc<KindContext>, settling: Option<Settling>) {
     };
     let writer = kube::runtime::reflector::store::Writer::new(kctx.resource.clone());
     let store = writer.as_reader();
-    let queue = ctx.workqueue(format!("{}.{}", kctx.resource.plural, kctx.resource.group));
+    let queue = ctx.workqueue(queue_name(&kctx.resource));
     kctx.objects
         .queues
         .lock()

@@ -94,6 +94,15 @@ impl Workqueues {
         registry.register_collector(Box::new(Scraped(self.queues.clone())));
     }
 
+    /// The controller `name` stopped for good (its provider CRD was deleted): its queue's
+    /// readings go. Its counters stay, as a stopped controller's do.
+    pub fn forget(&self, name: &str) {
+        self.queues
+            .lock()
+            .expect("workqueues poisoned")
+            .retain(|(labels, _)| labels.controller != name);
+    }
+
     /// The queue of the controller `name`, without a limit of workers, counted from now on.
     pub fn queue(&self, name: impl Into<String>) -> Workqueue {
         let name = name.into();
@@ -102,10 +111,12 @@ impl Workqueues {
             name,
         };
         let gate = Arc::new(Gate::new(None));
-        self.queues
-            .lock()
-            .expect("workqueues poisoned")
-            .push((labels.clone(), gate.clone()));
+        let mut queues = self.queues.lock().expect("workqueues poisoned");
+        // A controller made again under its name replaces the stopped one's readings: the
+        // same series twice would make the scrape invalid.
+        queues.retain(|(l, _)| *l != labels);
+        queues.push((labels.clone(), gate.clone()));
+        drop(queues);
         Workqueue {
             adds: self.adds.get_or_create(&labels).clone(),
             retries: self.retries.get_or_create(&labels).clone(),
@@ -437,6 +448,31 @@ mod tests {
             text,
             &format!(r#"{metric}{{name="secret",controller="secret"}}"#),
         )
+    }
+
+    /// A controller started again under its name (a provider kind whose CRD was deleted and
+    /// installed again) is one series, read from the new queue: two would make the scrape
+    /// invalid (the same series twice).
+    #[test]
+    fn a_queue_made_again_under_its_name_replaces_the_old_one() {
+        let mut registry = Registry::default();
+        let queues = Workqueues::default();
+        queues.register(&mut registry);
+        let old = queues.queue("secret");
+        old.trigger(Some("ns"), "a");
+        old.trigger(Some("ns"), "b");
+        let new = queues.queue("secret");
+        new.trigger(Some("ns"), "c");
+        let both = text(&registry);
+        let depths = both
+            .lines()
+            .filter(|l| l.starts_with("workqueue_depth{"))
+            .count();
+        assert_eq!(depths, 1, "{both}");
+        assert_eq!(series(&both, "workqueue_depth"), 1.0, "the new queue's");
+        queues.forget("secret");
+        let after = text(&registry);
+        assert!(!after.contains("workqueue_depth{"), "{after}");
     }
 
     #[test]
