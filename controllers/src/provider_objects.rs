@@ -1,7 +1,7 @@
 //! Provider objects (design 007's provider reconcilers): one controller per installed provider
 //! kind in each group, started when its CRD becomes Established and stopped when it is deleted,
-//! so a provider installed or uninstalled while the operator runs is seen without a restart. A provider object that changes or turns
-//! Ready wakes the stores that read through it.
+//! so a provider installed or uninstalled while the operator runs is seen without a restart. A
+//! provider object that changes or turns Ready wakes the stores that read through it.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
