@@ -86,7 +86,9 @@ impl LoadedStore {
 
 /// Whether a store's conditions say Ready=True.
 pub fn is_ready(conditions: Option<&[api::conditions::Condition]>) -> bool {
-    unready(conditions).is_none()
+    conditions
+        .and_then(|c| find(c, READY))
+        .is_some_and(|c| c.status == ConditionStatus::True)
 }
 
 /// Why a store's conditions do not say Ready=True, in their words: what its users report, so
