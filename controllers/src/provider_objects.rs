@@ -3,7 +3,7 @@
 //! so a provider installed or uninstalled while the operator runs is seen without a restart. A
 //! provider object that changes or turns Ready wakes the stores that read through it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -124,7 +124,6 @@ pub fn discover(
     let ctx = objects_ctx.shared.clone();
     ctx.manager.discovering_providers();
     async move {
-        let mut started = HashSet::new();
         let mut running: HashMap<String, Running> = HashMap::new();
         let mut first_listing = true;
         loop {
@@ -139,13 +138,10 @@ pub fn discover(
                                 .is_none_or(|crd| !crd.served.contains(&kind.kctx.resource.version))
                         })
                         .collect();
-                    for (name, _) in &stopped {
-                        started.remove(name);
-                    }
                     let kinds: Vec<_> = listing
                         .iter()
                         .filter_map(|(name, crd)| {
-                            let kctx = kind_of(name, crd, &objects_ctx, &nudges, &mut started)?;
+                            let kctx = kind_of(name, crd, &objects_ctx, &nudges, &running)?;
                             Some((name.clone(), kctx))
                         })
                         .collect();
@@ -234,13 +230,13 @@ impl Running {
 }
 
 /// The context of the controller the CRD `name` needs, when it is a provider kind this operator
-/// serves, Established, and not started before.
+/// serves, Established, and not `running` already.
 fn kind_of(
     name: &str,
     crd: &Summary,
     objects_ctx: &Arc<ProviderObjectContext>,
     nudges: &StoreNudges,
-    started: &mut HashSet<String>,
+    running: &HashMap<String, Running>,
 ) -> Option<Arc<KindContext>> {
     let ctx = objects_ctx.shared.as_ref();
     let cluster = match Scope::of_group(&crd.group) {
@@ -249,7 +245,7 @@ fn kind_of(
         _ => return None,
     };
     let provider = ctx.manager.registry().by_kind(&crd.kind).cloned()?;
-    if !crd.established || started.contains(name) {
+    if !crd.established || running.contains_key(name) {
         return None;
     }
     // Watched at the version the cluster stores, which this build must also serve; one it does
@@ -263,7 +259,6 @@ fn kind_of(
         );
         return None;
     }
-    started.insert(name.to_owned());
     info!(
         crd = name,
         "provider CRD is installed; starting its controller"
@@ -595,13 +590,20 @@ mod tests {
     async fn a_crd_is_watched_once_it_stores_a_version_this_build_serves() {
         let (client, _) = crate::standin::client(|_| crate::standin::status(404, "NotFound"));
         let (objects, nudges) = contexts(client);
-        let mut started = HashSet::new();
-        let mut kind =
-            |version| kind_of(FAKES, &fake_crd(version), &objects, &nudges, &mut started);
-        assert!(kind("v9").is_none(), "a version this build does not serve");
-        let watched = kind("v1alpha1").expect("a version this build serves is watched");
+        let mut running = HashMap::new();
+        let kind = |version, running: &HashMap<String, Running>| {
+            kind_of(FAKES, &fake_crd(version), &objects, &nudges, running)
+        };
+        assert!(
+            kind("v9", &running).is_none(),
+            "a version this build does not serve"
+        );
+        let watched = kind("v1alpha1", &running).expect("a version this build serves is watched");
         assert_eq!(watched.resource.version, "v1alpha1");
-        assert!(kind("v1alpha1").is_none(), "started once");
+        let task = tokio::spawn(async {}).abort_handle();
+        let kctx = watched;
+        running.insert(FAKES.to_owned(), Running { task, kctx });
+        assert!(kind("v1alpha1", &running).is_none(), "started once");
     }
 
     /// A provider kind the operator may not list (a provider disabled by a Helm upgrade keeps
@@ -626,7 +628,7 @@ mod tests {
         });
         let (objects, nudges) = contexts(client);
         let crd = fake_crd("v1alpha1");
-        let kctx = kind_of(FAKES, &crd, &objects, &nudges, &mut HashSet::new()).unwrap();
+        let kctx = kind_of(FAKES, &crd, &objects, &nudges, &HashMap::new()).unwrap();
         let waiting = tokio::spawn(async move { wait_for_permission(&kctx).await });
 
         tokio::time::sleep(Duration::from_secs(600)).await;
@@ -677,15 +679,6 @@ mod tests {
         (objects, listing, requests)
     }
 
-    /// How many requests went to a path ending in `path_end`.
-    fn asked(requests: &crate::standin::Requests, path_end: &str) -> usize {
-        let requests = requests.lock().unwrap();
-        requests
-            .iter()
-            .filter(|r| r.path.ends_with(path_end))
-            .count()
-    }
-
     /// A provider CRD deleted while the operator runs (a provider uninstalled with its CRDs)
     /// stops its kind's controller: its watch is not retried for good against a resource that
     /// is gone (a warning each time), and once the CRD is installed again the kind is watched
@@ -695,7 +688,7 @@ mod tests {
         use std::collections::BTreeMap;
 
         let (objects, listing, requests) = discovering();
-        let asked = || asked(&requests, "/fakes");
+        let asked = || crate::standin::count(&requests, "/fakes");
         let watched = |objects: &ProviderObjectContext| {
             objects
                 .queues
@@ -736,7 +729,7 @@ mod tests {
         use std::collections::BTreeMap;
 
         let (_objects, listing, requests) = discovering();
-        let asked = || asked(&requests, "/v1alpha1/fakes");
+        let asked = || crate::standin::count(&requests, "/v1alpha1/fakes");
         let at = |crd: Summary| Some(BTreeMap::from([(FAKES.to_owned(), crd)]));
 
         listing.send_replace(at(fake_crd("v1alpha1")));

@@ -25,6 +25,29 @@ impl Request {
 
 pub type Requests = Arc<Mutex<Vec<Request>>>;
 
+/// The requests made so far to a path ending in `path_end`, with `method` when given.
+fn matching(requests: &Requests, method: Option<&http::Method>, path_end: &str) -> Vec<Request> {
+    let requests = requests.lock().unwrap();
+    requests
+        .iter()
+        .filter(|r| method.is_none_or(|m| r.method == *m) && r.path.ends_with(path_end))
+        .cloned()
+        .collect()
+}
+
+/// How many requests went to a path ending in `path_end`.
+pub fn count(requests: &Requests, path_end: &str) -> usize {
+    matching(requests, None, path_end).len()
+}
+
+/// The statuses written, in order, by PATCHes of a path ending in `path_end`.
+pub fn status_writes(requests: &Requests, path_end: &str) -> Vec<Value> {
+    matching(requests, Some(&http::Method::PATCH), path_end)
+        .into_iter()
+        .map(|r| r.body["status"].clone())
+        .collect()
+}
+
 /// A kube client whose requests `answer` serves as (status code, body).
 pub fn client<F>(answer: F) -> (kube::Client, Requests)
 where

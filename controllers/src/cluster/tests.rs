@@ -365,15 +365,7 @@ async fn a_reconcile_on_a_cache_behind_its_last_status_write_comes_back_for_it()
         children: Arc::new(super::children::children().0),
         namespaces: kube::runtime::reflector::store().0,
     });
-    let status_writes = || {
-        requests
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| r.is(Method::PATCH, "/status"))
-            .map(|r| r.body["status"].clone())
-            .collect::<Vec<_>>()
-    };
+    let status_writes = || crate::standin::status_writes(&requests, "/status");
 
     super::reconcile(Arc::new(object("1", json!(null))), state.clone())
         .await

@@ -308,15 +308,7 @@ async fn failure_after_an_unseen_success_is_written() {
         common(request)
     });
     let ctx = standin::externalsecret_context(client, Default::default()).0;
-    let status_writes = || -> Vec<Value> {
-        requests
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| r.is(Method::PATCH, "/externalsecrets/db/status"))
-            .map(|r| r.body["status"].clone())
-            .collect()
-    };
+    let status_writes = || standin::status_writes(&requests, "/externalsecrets/db/status");
     let ready = |status: &Value| {
         status["conditions"][0]["status"]
             .as_str()
