@@ -1,0 +1,3 @@
+module external-secrets-rs.invalid/testbin/pause
+
+go 1.26.8
