@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: format, lints, generated files, unit tests, and the end-to-end tests
 # against a real kube-apiserver, etcd and kube-controller-manager built by build-control-plane.sh,
-# a real Vault server built by build-vault.sh, and Helm built by build-helm.sh for the chart tests.
+# a real Vault server built by build-vault.sh, Helm built by build-helm.sh for the chart tests,
+# and the journeys on a one-node cluster whose kubelet and peers build-node.sh builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,8 +20,11 @@ phase() {
 phase "build the control plane" bash hack/build-control-plane.sh
 phase "build Vault" bash hack/build-vault.sh
 phase "build Helm" bash hack/build-helm.sh
+phase "build the node" bash hack/build-node.sh
 phase "cargo fmt" cargo fmt --all --check
-phase "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
+# `--test node`: the node journeys are `test = false` (run in a phase of their own below), which
+# --all-targets leaves out.
+phase "cargo clippy" cargo clippy --workspace --all-targets --test node --locked -- -D warnings
 phase "build the tests" cargo test --workspace --locked --no-run
 
 log=$(mktemp)
@@ -38,6 +42,15 @@ oop=${PIPESTATUS[0]}
 [ "$status" -ne 0 ] || status=$oop
 set -e
 echo "== run the provider suites out of process took $(( $(date +%s) - t0 ))s ($(( $(date +%s) - started ))s in all)"
+# The journeys on a one-node cluster (tests/node: `test = false` keeps them out of the workspace
+# run above, so that their node's time shows here on its own).
+set +e
+t0=$(date +%s)
+cargo test --locked --test node 2>&1 | tee -a "$log"
+node=${PIPESTATUS[0]}
+[ "$status" -ne 0 ] || status=$node
+set -e
+echo "== run the node journeys took $(( $(date +%s) - t0 ))s ($(( $(date +%s) - started ))s in all)"
 # cargo prints one result line per test binary, the last often a crate's empty doc-tests; one
 # total at the end says what the whole run did.
 sum() { grep -oE "test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed" "$log" | awk -v f="$1" '{ s += $f } END { print s + 0 }'; }

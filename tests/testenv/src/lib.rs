@@ -8,6 +8,8 @@
 mod apply;
 mod helm;
 pub use helm::{HELM_VERSION, helm, helm_binary};
+mod node;
+pub use node::{COREDNS_VERSION, Node};
 mod pki;
 mod process;
 mod provider_server;
@@ -22,7 +24,7 @@ mod vault;
 
 use std::future::Future;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -37,7 +39,9 @@ pub use apply::{
     wait_for_crd_established,
 };
 pub use pki::{CertificateAuthority, IssuedCertificate};
-pub use quickstart::{VAULT_QUICKSTART, approle_reader, vault_quickstart};
+pub use quickstart::{
+    VAULT_QUICKSTART, approle_reader, print_secret, vault_quickstart, wait_for_quickstart,
+};
 pub use selection::Selection;
 pub use standby::{SeenRequest, VaultStandby, replication_state};
 pub use vault::{
@@ -173,20 +177,8 @@ impl ControlPlane {
     pub fn start_trusting(issuer: Option<TrustedIssuer>) -> Result<Self> {
         let started = Instant::now();
         let bin = testbin_dir(KUBERNETES_VERSION);
-        let missing: Vec<_> = BINARIES
-            .iter()
-            .filter(|b| !bin.join(b).is_file())
-            .copied()
-            .collect();
-        if !missing.is_empty() {
-            bail!(
-                "control-plane binaries {} are missing from {}; run: bash hack/build-control-plane.sh",
-                missing.join(", "),
-                bin.display()
-            );
-        }
-
-        let cp = retry_on_port_clash(|| Self::start_once(&bin, issuer.as_ref()))?;
+        require_files(&bin, &BINARIES, "bash hack/build-control-plane.sh")?;
+        let cp = retry_on_port_clash(|| Self::start_once(&bin, issuer.as_ref(), None))?;
         eprintln!(
             "testenv: Kubernetes {KUBERNETES_VERSION} control plane ready at {} in {:.1}s (kubeconfig {}){}",
             cp.server_url,
@@ -197,11 +189,19 @@ impl ControlPlane {
         Ok(cp)
     }
 
+    /// The control plane of a [`Node`]: its API server serves on the node's address.
+    fn start_for_node(network: &node::Network) -> Result<Self> {
+        let bin = testbin_dir(KUBERNETES_VERSION);
+        require_files(&bin, &BINARIES, "bash hack/build-control-plane.sh")?;
+        retry_on_port_clash(|| Self::start_once(&bin, None, Some(network)))
+    }
+
     /// On failure the processes are already stopped; the folder with their logs is returned
     /// so that the caller decides whether to keep it.
     fn start_once(
         bin: &Path,
         issuer: Option<&TrustedIssuer>,
+        node: Option<&node::Network>,
     ) -> Result<Self, (anyhow::Error, Option<tempfile::TempDir>)> {
         let dir = tempfile::Builder::new()
             .prefix("external-secrets-testenv-")
@@ -221,7 +221,7 @@ impl ControlPlane {
             client_ca: None,
             commands: None,
         };
-        match cp.boot(bin, issuer) {
+        match cp.boot(bin, issuer, node) {
             Ok(()) => Ok(cp),
             Err(err) => {
                 let logs: Vec<String> = cp
@@ -241,8 +241,23 @@ impl ControlPlane {
         }
     }
 
-    fn boot(&mut self, bin: &Path, issuer: Option<&TrustedIssuer>) -> Result<()> {
-        let pki = Pki::generate()?;
+    fn boot(
+        &mut self,
+        bin: &Path,
+        issuer: Option<&TrustedIssuer>,
+        node: Option<&node::Network>,
+    ) -> Result<()> {
+        // A node's Pods reach the API server through the `kubernetes` Service, whose endpoint
+        // is the advertised address: 127.0.0.1 would be each Pod's own loopback, so a node's
+        // API server serves on the node's address (a bridge of the run's own) instead.
+        let host = node.map_or(Ipv4Addr::LOCALHOST, |n| n.ip);
+        let pki = match node {
+            Some(n) => Pki::generate(
+                &node::KUBERNETES_SERVICE_NAMES,
+                &[IpAddr::V4(n.ip), IpAddr::V4(n.kubernetes_service_ip)],
+            )?,
+            None => Pki::generate(&[], &[])?,
+        };
         self.serving_ca_pem = pki.serving_ca_pem.clone();
         self.serving_ca_der = pki.serving_ca_der.clone();
         self.sa_public_key_pem = pki.sa_public_key_pem.clone();
@@ -251,7 +266,7 @@ impl ControlPlane {
         let etcd_client = reserve_port()?;
         let etcd_peer = reserve_port()?;
         let apiserver = reserve_port()?;
-        self.server_url = format!("https://127.0.0.1:{}", port(&apiserver)?);
+        self.server_url = format!("https://{host}:{}", port(&apiserver)?);
 
         let dir = self.path.clone();
         let f = |name: &str| dir.join(name).to_string_lossy().into_owned();
@@ -290,16 +305,22 @@ impl ControlPlane {
         let mut apiserver_args = vec![
             format!("--etcd-servers={etcd_url}"),
             format!("--secure-port={}", port(&apiserver)?),
-            "--bind-address=127.0.0.1".into(),
+            format!("--bind-address={host}"),
             // Without it the apiserver looks for a default route and fails on hosts without one.
-            "--advertise-address=127.0.0.1".into(),
+            format!("--advertise-address={host}"),
             // Anything the apiserver writes on its own goes here, not to /var/run/kubernetes.
             format!("--cert-dir={}", f("apiserver-certs")),
             format!("--tls-cert-file={}", f("apiserver.crt")),
             format!("--tls-private-key-file={}", f("apiserver.key")),
             format!("--client-ca-file={}", f("client-ca.crt")),
-            "--authorization-mode=RBAC".into(),
-            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            format!(
+                "--authorization-mode={}",
+                if node.is_some() { "Node,RBAC" } else { "RBAC" }
+            ),
+            format!(
+                "--service-cluster-ip-range={}",
+                node.map_or("10.0.0.0/24", |n| &n.service_cidr)
+            ),
             "--allow-privileged=true".into(),
             // Issuer + signing key enable TokenRequest, TokenReview and OIDC discovery.
             format!("--service-account-issuer={}/", self.server_url),
@@ -311,6 +332,20 @@ impl ControlPlane {
             "--audit-log-format=json".into(),
         ];
         drop(apiserver);
+        if node.is_some() {
+            // Logs, exec and port-forward go through the kubelet, which authenticates the API
+            // server by this certificate; the node's name does not resolve, its address does.
+            let kubelet_client = pki
+                .client_ca
+                .issue_client("kube-apiserver-kubelet-client", Some("system:masters"))?;
+            std::fs::write(dir.join("kubelet-client.crt"), &kubelet_client.cert_pem)?;
+            std::fs::write(dir.join("kubelet-client.key"), &kubelet_client.key_pem)?;
+            apiserver_args.extend([
+                format!("--kubelet-client-certificate={}", f("kubelet-client.crt")),
+                format!("--kubelet-client-key={}", f("kubelet-client.key")),
+                "--kubelet-preferred-address-types=InternalIP".into(),
+            ]);
+        }
         if let Some(issuer) = issuer {
             std::fs::write(dir.join("authentication.yaml"), issuer.configuration()?)
                 .context("writing authentication.yaml")?;
@@ -321,7 +356,12 @@ impl ControlPlane {
         }
         let controller_manager_args = vec![
             format!("--kubeconfig={}", self.kubeconfig_path().display()),
-            format!("--controllers={CONTROLLERS}"),
+            // A node needs them all: Deployments, ReplicaSets, EndpointSlices, the node's
+            // lifecycle (its not-ready taint), leader-election Leases' garbage.
+            format!(
+                "--controllers={}",
+                if node.is_some() { "*" } else { CONTROLLERS }
+            ),
             "--leader-elect=false".into(),
             "--use-service-account-credentials=false".into(),
             format!("--service-account-private-key-file={}", f("sa.key")),
@@ -559,6 +599,23 @@ impl Drop for ControlPlane {
         // `supervisor` is dropped first (declaration order): it kills and reaps the children.
         keep_if_asked(&mut self.dir);
     }
+}
+
+/// Fails, naming the command that builds them, unless every one of `files` is in `dir`.
+fn require_files(dir: &Path, files: &[&str], build: &str) -> Result<()> {
+    let missing: Vec<_> = files
+        .iter()
+        .filter(|b| !dir.join(b).is_file())
+        .copied()
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "{} missing from {}; run: {build}",
+            missing.join(", "),
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// Fails, quoting the tail of its log (`<dir>/<name>.log`), when a child of `supervisor` exited.

@@ -73,12 +73,25 @@ impl CertificateAuthority {
 
     /// A serving certificate for `localhost` and `127.0.0.1`.
     pub fn issue_server(&self) -> Result<IssuedCertificate> {
+        self.issue_server_for(&[], &[])
+    }
+
+    /// A serving certificate for `localhost`, `127.0.0.1` and `names` and `ips` besides.
+    pub fn issue_server_for(&self, names: &[&str], ips: &[IpAddr]) -> Result<IssuedCertificate> {
         let mut params = CertificateParams::default();
         params.distinguished_name = name("localhost", None);
         params.subject_alt_names = vec![
             SanType::DnsName("localhost".try_into()?),
             SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)),
         ];
+        for name in names {
+            params
+                .subject_alt_names
+                .push(SanType::DnsName((*name).try_into()?));
+        }
+        params
+            .subject_alt_names
+            .extend(ips.iter().copied().map(SanType::IpAddress));
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
@@ -113,9 +126,11 @@ impl CertificateAuthority {
 }
 
 impl Pki {
-    pub(crate) fn generate() -> Result<Self> {
+    /// `serving_names` and `serving_ips` go into the API server's certificate besides
+    /// `localhost` and `127.0.0.1` (a node's Pods reach it at other names and addresses).
+    pub(crate) fn generate(serving_names: &[&str], serving_ips: &[IpAddr]) -> Result<Self> {
         let serving_ca = CertificateAuthority::new("testenv-serving-ca")?;
-        let serving = serving_ca.issue_server()?;
+        let serving = serving_ca.issue_server_for(serving_names, serving_ips)?;
         let client_ca = CertificateAuthority::new("testenv-client-ca")?;
         // The apiserver maps CN to the user name and O to groups; system:masters bypasses RBAC.
         let admin = client_ca.issue_client("admin", Some("system:masters"))?;

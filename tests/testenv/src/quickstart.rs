@@ -2,8 +2,11 @@
 //! `hack/dev/vault-quickstart.yaml`, and that manifest applied with the server's address.
 
 use std::path::Path;
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
 use serde_json::json;
 
 use crate::{KvVersion, TokenOptions, VaultServer};
@@ -83,4 +86,33 @@ pub async fn vault_quickstart(
         .replace("namespace: examples", &format!("namespace: {namespace}"));
     crate::apply_yaml_in(client, namespace, &manifest, true).await?;
     Ok(())
+}
+
+/// Prints the keys and values of a Secret the quickstart synced (its values are the examples'
+/// made-up ones, printed so that a person sees the sync worked).
+pub fn print_secret(secret: &Secret, by: &str) {
+    println!(
+        "\nSecret examples/{} written by {by}:",
+        secret.metadata.name.clone().unwrap_or_default()
+    );
+    for (key, value) in secret.data.clone().unwrap_or_default() {
+        println!("  {key}: {}", String::from_utf8_lossy(&value.0));
+    }
+}
+
+/// The Secret `name` in namespace `examples`, once the operator wrote it (up to 60 s).
+pub async fn wait_for_quickstart(client: &kube::Client, name: &str) -> Result<Secret> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "examples");
+    let found = crate::wait_for(
+        Duration::from_secs(60),
+        &format!("Secret examples/{name}"),
+        || async {
+            match secrets.get_opt(name).await? {
+                Some(s) => Ok(s),
+                None => bail!("not there yet"),
+            }
+        },
+    )
+    .await;
+    found.context("the operator did not write the quickstart Secret")
 }

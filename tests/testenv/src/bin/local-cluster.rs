@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use external_secrets_testenv as testenv;
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, ResourceExt};
 
@@ -102,8 +101,8 @@ async fn run(
     );
 
     let synced = async {
-        let fake = wait_for_quickstart(&client, "demo-credentials").await?;
-        let vault = wait_for_quickstart(&client, "vault-credentials").await?;
+        let fake = testenv::wait_for_quickstart(&client, "demo-credentials").await?;
+        let vault = testenv::wait_for_quickstart(&client, "vault-credentials").await?;
         anyhow::Ok((fake, vault))
     };
     let (fake, from_vault) = match synced.await {
@@ -119,11 +118,11 @@ async fn run(
     // Registered before the line that tells a waiting caller (the quickstart test) that we are
     // ready: a SIGTERM sent on that line must stop the children, not kill us before the handler.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    print_secret(
+    testenv::print_secret(
         &fake,
         &format!("ExternalSecret examples/demo ({QUICKSTART})"),
     );
-    print_secret(
+    testenv::print_secret(
         &from_vault,
         &format!(
             "ExternalSecret examples/vault-demo ({})",
@@ -177,30 +176,4 @@ async fn wait_for_conversion_webhook(client: &kube::Client, url: &str) -> Result
         },
     )
     .await
-}
-
-fn print_secret(secret: &Secret, by: &str) {
-    println!(
-        "\nSecret examples/{} written by {by}:",
-        secret.metadata.name.clone().unwrap_or_default()
-    );
-    for (key, value) in secret.data.clone().unwrap_or_default() {
-        println!("  {key}: {}", String::from_utf8_lossy(&value.0));
-    }
-}
-
-async fn wait_for_quickstart(client: &kube::Client, name: &str) -> Result<Secret> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "examples");
-    let found = testenv::wait_for(
-        Duration::from_secs(60),
-        &format!("Secret examples/{name}"),
-        || async {
-            match secrets.get_opt(name).await? {
-                Some(s) => Ok(s),
-                None => bail!("not there yet"),
-            }
-        },
-    )
-    .await;
-    found.context("the operator did not write the quickstart Secret")
 }

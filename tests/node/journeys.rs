@@ -1,0 +1,376 @@
+//! What a user meets on day one, on Pods: `helm install`, the operator Ready under its own
+//! ServiceAccount, a synced Secret, `/metrics` on the Pod's address, the chart's RBAC enough;
+//! then leader failover between two replicas, and `helm uninstall` leaving the Secrets.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{DeleteParams, ListParams, LogParams};
+use kube::{Api, Client};
+use libtest_mimic::Trial;
+use testenv::Node;
+
+use crate::{Env, repo, trial};
+
+const RELEASE: &str = "es";
+const NAMESPACE: &str = "external-secrets";
+/// The chart's full name for release `es`: its ServiceAccount, Deployment and Lease prefix.
+const FULLNAME: &str = "es-external-secrets";
+const SELECTOR: &str = "app.kubernetes.io/name=external-secrets,app.kubernetes.io/instance=es";
+const METRICS_PORT: u16 = 8080;
+/// A Pod from an imported image: its start, probes and caches synced, on a 2-core machine
+/// shared with other builds.
+const POD_TIMEOUT: Duration = Duration::from_secs(180);
+const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+/// The chart's `leaderElection.leaseDuration`.
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+
+pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
+    vec![
+        trial(
+            "install::the_operator_pod_syncs_under_its_own_service_account",
+            env,
+            install,
+        ),
+        trial(
+            "failover::the_other_replica_takes_the_lease_and_syncs",
+            env,
+            failover,
+        ),
+        trial(
+            "uninstall::leaves_every_synced_secret_in_place",
+            env,
+            uninstall,
+        ),
+    ]
+}
+
+async fn install(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let client = node.client().await;
+    let pods = release(node, &client, &[]).await?;
+    let [pod] = pods.as_slice() else {
+        bail!("{} operator Pods Ready, not one", pods.len());
+    };
+    let name = pod.metadata.name.clone().unwrap_or_default();
+
+    // In-cluster config under the chart's ServiceAccount: no kubeconfig anywhere.
+    let spec = pod.spec.as_ref().context("a Pod without spec")?;
+    ensure!(
+        spec.service_account_name.as_deref() == Some(FULLNAME),
+        "Pod {name} runs as ServiceAccount {:?}, not {FULLNAME}",
+        spec.service_account_name
+    );
+    let container = &spec.containers[0];
+    let args = container.args.clone().unwrap_or_default();
+    ensure!(
+        !args.iter().any(|a| a.contains("kubeconfig"))
+            && !container
+                .env
+                .iter()
+                .flatten()
+                .any(|e| e.name == "KUBECONFIG"),
+        "the operator is given a kubeconfig: {args:?}"
+    );
+
+    let ns = sync_one(&client, "install").await?;
+
+    let ip = pod_ip(pod)?;
+    let metrics = http_get(SocketAddr::new(ip.parse()?, METRICS_PORT), "/metrics")?;
+    let series = format!("externalsecret_sync_calls_total{{name=\"demo\",namespace=\"{ns}\"}}");
+    ensure!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with(&series) && !l.ends_with(" 0")),
+        "no sync of {ns}/demo counted in http://{ip}:{METRICS_PORT}/metrics:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("externalsecret_sync_calls"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    // Through the API server and the kubelet, as `kubectl logs` reads it.
+    let log = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .logs(&name, &LogParams::default())
+        .await
+        .context("reading the operator's log through the kubelet")?;
+    ensure!(!log.is_empty(), "the operator's log is empty");
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.to_lowercase().contains("forbidden"))
+        .collect();
+    ensure!(
+        refused.is_empty(),
+        "the chart's RBAC refused the operator:\n{}",
+        refused.join("\n")
+    );
+    Ok(())
+}
+
+async fn failover(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let client = node.client().await;
+    let pods = release(node, &client, &["replicaCount=2", "leaderElect=true"]).await?;
+    ensure!(
+        pods.len() == 2,
+        "{} operator Pods Ready, not two",
+        pods.len()
+    );
+    sync_one(&client, "before-failover").await?;
+
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let lease_name = format!("{FULLNAME}-controller");
+    let leader = holder(&leases, &lease_name, &pods).await?;
+    Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .delete(&leader, &DeleteParams::default().grace_period(0))
+        .await?;
+    let deleted = Instant::now();
+
+    let within = LEASE_DURATION + Duration::from_secs(10);
+    let ns = testenv::create_namespace(&client, "after-failover").await?;
+    apply_demo(&client, &ns).await?;
+    wait_demo_secret(&client, &ns, within)
+        .await
+        .with_context(|| format!("after deleting the leader Pod {leader}"))?;
+    let now = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .list(&ListParams::default().labels(SELECTOR))
+        .await?;
+    let new_leader = holder(&leases, &lease_name, &now.items).await?;
+    ensure!(
+        new_leader != leader,
+        "the Lease still names the deleted Pod {leader}"
+    );
+    eprintln!(
+        "failover: {new_leader} synced a new ExternalSecret {:.1}s after {leader} was deleted",
+        deleted.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+async fn uninstall(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let client = node.client().await;
+    release(node, &client, &[]).await?;
+    let ns = sync_one(&client, "uninstall").await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let before = secrets.get("demo-credentials").await?;
+
+    testenv::helm(
+        Some(&node.kubeconfig_path()),
+        &["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"],
+    )?;
+    wait_no_operator_pods(&client).await?;
+    let after = secrets
+        .get_opt("demo-credentials")
+        .await?
+        .context("helm uninstall deleted the synced Secret")?;
+    ensure!(
+        after.data == before.data,
+        "helm uninstall changed the synced Secret's data"
+    );
+    Ok(())
+}
+
+/// `helm upgrade --install` of the chart with `sets`, from the images imported into the node
+/// (nothing can be pulled); the operator Pods once every one of them is Ready.
+async fn release(node: &Node, client: &Client, sets: &[&str]) -> Result<Vec<Pod>> {
+    let chart = repo("charts/external-secrets");
+    let mut args = vec![
+        "upgrade",
+        "--install",
+        RELEASE,
+        chart.to_str().context("a chart path that is not UTF-8")?,
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+        "--reset-values",
+        "--set",
+        "image.pullPolicy=Never",
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    testenv::helm(Some(&node.kubeconfig_path()), &args)?;
+    let replicas = sets
+        .iter()
+        .find_map(|s| s.strip_prefix("replicaCount="))
+        .map_or(Ok(1), str::parse)?;
+    wait_operator_pods(node, client, replicas).await
+}
+
+/// Waits until the Deployment's rollout is done (its old Pods gone) and exactly `replicas`
+/// operator Pods run, all Ready; on time-out, says why each is not.
+async fn wait_operator_pods(node: &Node, client: &Client, replicas: usize) -> Result<Vec<Pod>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let deadline = Instant::now() + POD_TIMEOUT;
+    loop {
+        let deployment = deployments.get(FULLNAME).await?;
+        let status = deployment.status.unwrap_or_default();
+        let want = i32::try_from(replicas)?;
+        let rolled_out = status.observed_generation == deployment.metadata.generation
+            && status.updated_replicas == Some(want)
+            && status.replicas == Some(want)
+            && status.ready_replicas == Some(want);
+        let listed = pods.list(&ListParams::default().labels(SELECTOR)).await?;
+        let live: Vec<Pod> = listed
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let ready = live.iter().filter(|p| pod_ready(p)).count();
+        if rolled_out && live.len() == replicas && ready == replicas {
+            return Ok(live);
+        }
+        if Instant::now() > deadline {
+            let states: Vec<String> = live.iter().map(pod_state).collect();
+            bail!(
+                "{ready} of {replicas} operator Pods Ready after {POD_TIMEOUT:?} ({} live):\n{}\nnode folder (kubelet.log, containerd.log, pod-logs): {}",
+                live.len(),
+                states.join("\n"),
+                node.dir().display()
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn wait_no_operator_pods(client: &Client) -> Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    testenv::wait_for(POD_TIMEOUT, "the operator Pods to go", || async {
+        let left = pods.list(&ListParams::default().labels(SELECTOR)).await?;
+        ensure!(left.items.is_empty(), "{} Pods left", left.items.len());
+        anyhow::Ok(())
+    })
+    .await
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// A Pod's phase and its containers' states, for a failure message.
+fn pod_state(pod: &Pod) -> String {
+    let status = pod.status.clone().unwrap_or_default();
+    let containers: Vec<String> = status
+        .container_statuses
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            format!(
+                "{} ready={} restarts={} {:?}",
+                c.name, c.ready, c.restart_count, c.state
+            )
+        })
+        .collect();
+    format!(
+        "{}: {} {:?} {}",
+        pod.metadata.name.clone().unwrap_or_default(),
+        status.phase.unwrap_or_default(),
+        status.conditions.unwrap_or_default(),
+        containers.join("; ")
+    )
+}
+
+fn pod_ip(pod: &Pod) -> Result<String> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .context("a Ready Pod without an IP")
+}
+
+/// The Pod among `pods` holding the Lease: its identity is `<host name>-<pid>`, the host name
+/// of a Pod its name.
+async fn holder(leases: &Api<Lease>, name: &str, pods: &[Pod]) -> Result<String> {
+    let lease = testenv::wait_for(SYNC_TIMEOUT, &format!("Lease {NAMESPACE}/{name}"), || {
+        leases.get(name)
+    })
+    .await?;
+    let identity = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .context("the Lease names no holder")?;
+    pods.iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .find(|pod| identity.starts_with(&format!("{pod}-")))
+        .with_context(|| format!("the Lease's holder {identity} is none of the operator Pods"))
+}
+
+/// A Fake store and an ExternalSecret in a new namespace; the namespace once its Secret holds
+/// the store's bytes.
+async fn sync_one(client: &Client, prefix: &str) -> Result<String> {
+    let ns = testenv::create_namespace(client, prefix).await?;
+    apply_demo(client, &ns).await?;
+    wait_demo_secret(client, &ns, SYNC_TIMEOUT).await?;
+    Ok(ns)
+}
+
+async fn apply_demo(client: &Client, ns: &str) -> Result<()> {
+    let yaml = std::fs::read_to_string(repo("examples/fake-quickstart.yaml"))?
+        .replace("namespace: examples", &format!("namespace: {ns}"));
+    testenv::apply_yaml_in(client, ns, &yaml, true).await?;
+    Ok(())
+}
+
+async fn wait_demo_secret(client: &Client, ns: &str, within: Duration) -> Result<()> {
+    let want: BTreeMap<String, Vec<u8>> = [
+        ("username", "demo-user"),
+        ("password", "s3cr3t"),
+        ("host", "db.example.com"),
+        ("port", "5432"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+    .collect();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    testenv::wait_for(
+        within,
+        &format!("Secret {ns}/demo-credentials with the Fake store's data"),
+        || async {
+            let secret = secrets.get("demo-credentials").await?;
+            let got: BTreeMap<String, Vec<u8>> = secret
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
+            // Keys only: the values are secrets, even in a test's message.
+            ensure!(
+                got == want,
+                "keys {:?}, or a value differs",
+                got.keys().collect::<Vec<_>>()
+            );
+            anyhow::Ok(())
+        },
+    )
+    .await
+}
+
+/// One plain HTTP/1.0 GET from the host: the node routes Pod addresses over its bridge.
+fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .with_context(|| format!("connecting to {addr}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("GET http://{addr}{path}: no HTTP body"))?;
+    ensure!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "GET http://{addr}{path}: {head}"
+    );
+    Ok(body.to_owned())
+}
