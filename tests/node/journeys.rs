@@ -1,6 +1,7 @@
 //! What a user meets on day one, on Pods: `helm install`, the operator Ready under its own
 //! ServiceAccount, a synced Secret, `/metrics` on the Pod's address, the chart's RBAC enough;
-//! then leader failover between two replicas, and `helm uninstall` leaving the Secrets.
+//! then leader failover between two replicas, the conversion webhook through its Service, and
+//! `helm uninstall` leaving the Secrets.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -12,7 +13,8 @@ use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{DeleteParams, ListParams, LogParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, DynamicObject, ListParams, LogParams, PostParams};
 use kube::{Api, Client};
 use libtest_mimic::Trial;
 use testenv::Node;
@@ -43,6 +45,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "failover::the_other_replica_takes_the_lease_and_syncs",
             env,
             failover,
+        ),
+        trial(
+            "webhook::a_vault_object_written_at_v1beta1_reads_at_v1alpha1_through_the_service",
+            env,
+            conversion,
         ),
         trial(
             "uninstall::leaves_every_synced_secret_in_place",
@@ -151,6 +158,63 @@ async fn failover(env: Arc<Env>) -> Result<()> {
     eprintln!(
         "failover: {new_leader} synced a new ExternalSecret {:.1}s after {leader} was deleted",
         deleted.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The API server converts through the operator Pod's webhook, reached at the chart's Service
+/// (not a URL), with the CA the operator injected.
+async fn conversion(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let client = node.client().await;
+    release(node, &client, &[]).await?;
+    let crd = Api::<CustomResourceDefinition>::all(client.clone())
+        .get("vaults.providers.external-secrets.io")
+        .await?;
+    let service = crd
+        .spec
+        .conversion
+        .and_then(|c| c.webhook)
+        .and_then(|w| w.client_config)
+        .and_then(|c| c.service)
+        .context("the Vault CRD's conversion webhook names no Service")?;
+    ensure!(
+        service.namespace == NAMESPACE,
+        "the conversion webhook's Service is in {}, not {NAMESPACE}",
+        service.namespace
+    );
+
+    let ns = testenv::create_namespace(&client, "conversion").await?;
+    let resource = |version: &str| {
+        api::providers::vault::DESCRIPTOR.resource(api::provider_kinds::Scope::Namespaced, version)
+    };
+    let beta: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource("v1beta1"));
+    let alpha: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &resource("v1alpha1"));
+    let written: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "providers.external-secrets.io/v1beta1",
+        "kind": "Vault",
+        "metadata": {"name": "beta"},
+        "spec": {
+            "server": "https://vault.example:8200",
+            "kv": {"mountPath": "secret", "version": 1},
+            "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}},
+        },
+    }))?;
+    // Stored at v1alpha1: the create itself goes through the webhook, which may still be
+    // getting its CA into the CRD right after the install.
+    testenv::wait_for(SYNC_TIMEOUT, "a Vault created at v1beta1", || async {
+        match beta.create(&PostParams::default(), &written).await {
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            other => other.map(drop),
+        }
+    })
+    .await?;
+    let read = alpha.get("beta").await?;
+    ensure!(
+        read.data["spec"]["path"] == "secret" && read.data["spec"]["version"] == "v1",
+        "the v1alpha1 view of a v1beta1 Vault: {}",
+        read.data["spec"]
     );
     Ok(())
 }

@@ -674,12 +674,13 @@ struct Host {
 
 const IPTABLES: [&str; 2] = ["iptables", "ip6tables"];
 const IPTABLES_TABLES: [&str; 3] = ["filter", "nat", "mangle"];
-/// Folders the node's parts make whatever they are told: the kubelet's (issue 39) and libcni's
-/// cache of results, which containerd 1.6 does not move.
-const HOST_PATHS: [&str; 3] = [
+/// Folders the node's parts make whatever they are told: the kubelet's (issue 39), libcni's
+/// cache of results and the shims' sockets, which containerd 1.6 does not move.
+const HOST_PATHS: [&str; 4] = [
     "/var/lib/kubelet/device-plugins",
     "/var/lib/kubelet",
     "/var/lib/cni",
+    "/run/containerd",
 ];
 
 impl Host {
