@@ -1,7 +1,8 @@
 //! What a user meets on day one, on Pods: `helm install`, the operator Ready under its own
 //! ServiceAccount, a synced Secret, `/metrics` on the Pod's address, the chart's RBAC enough;
-//! then leader failover between two replicas, the conversion webhook through its Service, and
-//! `helm uninstall` leaving the Secrets.
+//! then leader failover between two replicas, the Fake provider served out of process by a Pod
+//! of its own, the conversion webhook through its Service, and `helm uninstall` leaving the
+//! Secrets.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -27,6 +28,8 @@ const NAMESPACE: &str = "external-secrets";
 const FULLNAME: &str = "es-external-secrets";
 const SELECTOR: &str = "app.kubernetes.io/name=external-secrets,app.kubernetes.io/instance=es";
 const METRICS_PORT: u16 = 8080;
+/// The chart's provider servers' metrics port.
+const PROVIDER_METRICS_PORT: u16 = 8081;
 /// A Pod from an imported image: its start, probes and caches synced, on a 2-core machine
 /// shared with other builds.
 const POD_TIMEOUT: Duration = Duration::from_secs(180);
@@ -45,6 +48,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "failover::the_other_replica_takes_the_lease_and_syncs",
             env,
             failover,
+        ),
+        trial(
+            "out_of_process::the_fake_provider_server_pod_serves_the_store",
+            env,
+            out_of_process,
         ),
         trial(
             "webhook::a_vault_object_written_at_v1beta1_reads_at_v1alpha1_through_the_service",
@@ -162,6 +170,40 @@ async fn failover(env: Arc<Env>) -> Result<()> {
     Ok(())
 }
 
+/// The Fake provider in a Deployment of its own (`providers.fake.outOfProcess`, its own image):
+/// the operator reaches it over mutual TLS through its Service, and the server counts the calls.
+async fn out_of_process(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let client = node.client().await;
+    release(node, &client, &["providers.fake.outOfProcess.enabled=true"]).await?;
+    let servers = wait_pods(
+        node,
+        &client,
+        &format!("{FULLNAME}-provider-fake"),
+        "app.kubernetes.io/name=external-secrets-provider-fake,app.kubernetes.io/instance=es",
+        1,
+    )
+    .await?;
+    let ns = sync_one(&client, "out-of-process").await?;
+    let ip = pod_ip(&servers[0])?;
+    let metrics = http_get(
+        SocketAddr::new(ip.parse()?, PROVIDER_METRICS_PORT),
+        "/metrics",
+    )?;
+    ensure!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("grpc_server_handled_total") && !l.ends_with(" 0")),
+        "{ns}/demo synced, but the provider server at {ip} counted no call:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("grpc_server"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    Ok(())
+}
+
 /// The API server converts through the operator Pod's webhook, reached at the chart's Service
 /// (not a URL), with the CA the operator injected.
 async fn conversion(env: Arc<Env>) -> Result<()> {
@@ -267,24 +309,30 @@ async fn release(node: &Node, client: &Client, sets: &[&str]) -> Result<Vec<Pod>
         .iter()
         .find_map(|s| s.strip_prefix("replicaCount="))
         .map_or(Ok(1), str::parse)?;
-    wait_operator_pods(node, client, replicas).await
+    wait_pods(node, client, FULLNAME, SELECTOR, replicas).await
 }
 
-/// Waits until the Deployment's rollout is done (its old Pods gone) and exactly `replicas`
-/// operator Pods run, all Ready; on time-out, says why each is not.
-async fn wait_operator_pods(node: &Node, client: &Client, replicas: usize) -> Result<Vec<Pod>> {
+/// Waits until the Deployment `name`'s rollout is done (its old Pods gone) and exactly
+/// `replicas` of its Pods (`selector`) run, all Ready; on time-out, says why each is not.
+async fn wait_pods(
+    node: &Node,
+    client: &Client,
+    name: &str,
+    selector: &str,
+    replicas: usize,
+) -> Result<Vec<Pod>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let deadline = Instant::now() + POD_TIMEOUT;
     loop {
-        let deployment = deployments.get(FULLNAME).await?;
+        let deployment = deployments.get(name).await?;
         let status = deployment.status.unwrap_or_default();
         let want = i32::try_from(replicas)?;
         let rolled_out = status.observed_generation == deployment.metadata.generation
             && status.updated_replicas == Some(want)
             && status.replicas == Some(want)
             && status.ready_replicas == Some(want);
-        let listed = pods.list(&ListParams::default().labels(SELECTOR)).await?;
+        let listed = pods.list(&ListParams::default().labels(selector)).await?;
         let live: Vec<Pod> = listed
             .items
             .into_iter()
@@ -297,7 +345,7 @@ async fn wait_operator_pods(node: &Node, client: &Client, replicas: usize) -> Re
         if Instant::now() > deadline {
             let states: Vec<String> = live.iter().map(pod_state).collect();
             bail!(
-                "{ready} of {replicas} operator Pods Ready after {POD_TIMEOUT:?} ({} live):\n{}\nnode folder (kubelet.log, containerd.log, pod-logs): {}",
+                "{ready} of {replicas} Pods of {name} Ready after {POD_TIMEOUT:?} ({} live):\n{}\nnode folder (kubelet.log, containerd.log, pod-logs): {}",
                 live.len(),
                 states.join("\n"),
                 node.dir().display()

@@ -36,8 +36,9 @@ impl Env {
             .map_err(|e| anyhow!("the node did not start: {e}"))
     }
 
-    /// The operator's image of this run's binary (the published images carry the release
-    /// build of the same source), as `hack/build-images.sh --binary` writes it.
+    /// The operator's image and the Fake provider server's, of this run's binary (the published
+    /// images carry the release build of the same source), as `hack/build-images.sh --binary`
+    /// writes them.
     fn images(&self) -> Result<Vec<PathBuf>, String> {
         let dir = self
             .images
@@ -51,7 +52,7 @@ impl Env {
                         ca_certificates: "/etc/ssl/certs/ca-certificates.crt".into(),
                         registry: "ghcr.io/external-secrets-rs".into(),
                         source: image::Source::from_repository(&repo(""))?,
-                        provider_servers: vec![],
+                        provider_servers: vec!["Fake".into()],
                     };
                     image::build(&inputs, dir.path())?;
                     Ok(dir)
