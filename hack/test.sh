@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: format, lints, generated files, unit tests, and the end-to-end tests
 # against a real kube-apiserver, etcd and kube-controller-manager built by build-control-plane.sh,
-# a real Vault server built by build-vault.sh, and Helm built by build-helm.sh for the chart tests.
+# a real Vault server built by build-vault.sh, Helm built by build-helm.sh for the chart tests,
+# and a grpc-go client built by build-grpc-go-peer.sh that reads our provider server's errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,7 @@ phase() {
 phase "build the control plane" bash hack/build-control-plane.sh
 phase "build Vault" bash hack/build-vault.sh
 phase "build Helm" bash hack/build-helm.sh
+phase "build the grpc-go peer" bash hack/build-grpc-go-peer.sh
 phase "cargo fmt" cargo fmt --all --check
 phase "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 phase "build the tests" cargo test --workspace --locked --no-run
