@@ -349,6 +349,21 @@ impl Session {
         self.seen(call, answer).map(|a| a.value)
     }
 
+    /// GetSecret of a key that does not exist: the key and the answer.
+    async fn get_absent(&mut self) -> (String, Result<Vec<u8>, Status>) {
+        let key = self.absent.clone();
+        let answer = self
+            .get_secret(
+                "GetSecret of a missing key",
+                self.reference(),
+                &key,
+                "",
+                self.ns(),
+            )
+            .await;
+        (key, answer)
+    }
+
     async fn get_secret_map(
         &mut self,
         call: &str,
@@ -646,16 +661,7 @@ impl Session {
     }
 
     async fn not_found(&mut self, report: &mut Report) {
-        let key = self.absent.clone();
-        let answer = self
-            .get_secret(
-                "GetSecret of a missing key",
-                self.reference(),
-                &key,
-                "",
-                self.ns(),
-            )
-            .await;
+        let (key, answer) = self.get_absent().await;
         let (outcome, detail) = match answer {
             Err(s) if s.code() == Code::NotFound => (Outcome::Pass, format!("NOT_FOUND for {key}")),
             Err(s) if s.code() == Code::Unimplemented && self.write_only() => (
@@ -684,16 +690,7 @@ impl Session {
     /// grpc-go, which ESO's core uses, reads them as a `google.rpc.Status` and turns a status
     /// whose details do not carry its own code into INTERNAL, so the core never sees NOT_FOUND.
     async fn error_details(&mut self, report: &mut Report) {
-        let key = self.absent.clone();
-        let answer = self
-            .get_secret(
-                "GetSecret of a missing key",
-                self.reference(),
-                &key,
-                "",
-                self.ns(),
-            )
-            .await;
+        let (key, answer) = self.get_absent().await;
         let status = match answer {
             Err(s) if s.code() == Code::NotFound => s,
             Err(s) if s.code() == Code::Unimplemented && self.write_only() => {
