@@ -2,7 +2,8 @@
 # The whole test suite: format, lints, generated files, unit tests, and the end-to-end tests
 # against a real kube-apiserver, etcd and kube-controller-manager built by build-control-plane.sh,
 # a real Vault server built by build-vault.sh, Helm built by build-helm.sh for the chart tests,
-# and the journeys on a one-node cluster whose kubelet and peers build-node.sh builds.
+# a grpc-go client built by build-grpc-go-peer.sh that reads our provider server's errors, and
+# the journeys on a one-node cluster whose kubelet and peers build-node.sh builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,7 @@ phase "build the control plane" bash hack/build-control-plane.sh
 phase "build Vault" bash hack/build-vault.sh
 phase "build Helm" bash hack/build-helm.sh
 phase "build the node" bash hack/build-node.sh
+phase "build the grpc-go peer" bash hack/build-grpc-go-peer.sh
 phase "cargo fmt" cargo fmt --all --check
 # `--test node`: the node journeys are `test = false` (run in a phase of their own below), which
 # --all-targets leaves out.

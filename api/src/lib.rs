@@ -7,6 +7,7 @@ pub mod cluster_secrets;
 pub mod conditions;
 pub mod conversion;
 pub mod crds;
+pub mod duration;
 pub mod external_secret;
 pub mod meta;
 pub mod provider_class;

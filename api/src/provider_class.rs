@@ -5,7 +5,9 @@
 //! The operator checks each class's server (gRPC health check, then the methods it serves) and
 //! reports the outcome in the `Ready` condition with one of [`reason`]'s reasons.
 
-use kube_derive::CustomResource;
+use std::time::Duration;
+
+use kube_derive::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +24,9 @@ pub const TLS_CA_KEY: &str = "ca.crt";
 pub const TLS_CLIENT_CERT_KEY: &str = "client.crt";
 pub const TLS_CLIENT_KEY_KEY: &str = "client.key";
 
+/// The deadline of every call through a class that sets no `spec.callTimeout` (ESO's).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// `host:port`, the host a name or an address, an IPv6 address in brackets (`[::1]:8080`).
 pub const ADDRESS_PATTERN: &str = r"^([^:/\s\[\]]+|\[[0-9a-fA-F:.]+\]):[0-9]{1,5}$";
 
@@ -37,8 +42,9 @@ pub mod reason {
 
 /// Where a provider's gRPC server listens and how to reach it. A ClusterProviderClass has the
 /// same fields.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[kube(crates(kube_core = "::kube_core"))]
+#[x_kube(crates(kube_core = "::kube_core"))]
 #[kube(
     group = "external-secrets.io",
     version = "v1alpha1",
@@ -69,6 +75,31 @@ pub struct ProviderClassSpec {
     /// schema rule does) and reports TLSConfigFailed otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_secret_ref: Option<TlsSecretRef>,
+    /// The deadline of every call to the server through this class, a duration such as `45s`
+    /// or `2m` (default `30s`), also sent to the server (`grpc-timeout`): a call still
+    /// unanswered then fails as the server being unavailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = crate::DURATION_PATTERN))]
+    #[x_kube(validation = Rule::new("duration(self) > duration('0s')")
+        .message("spec.callTimeout must be a duration above zero, such as \"45s\""))]
+    pub call_timeout: Option<String>,
+}
+
+impl ProviderClassSpec {
+    /// `spec.callTimeout`, or the default; an error names the field. The schema refuses what
+    /// this refuses; a class written before that rule existed is refused here.
+    pub fn call_timeout(&self) -> Result<Duration, String> {
+        let Some(written) = &self.call_timeout else {
+            return Ok(DEFAULT_CALL_TIMEOUT);
+        };
+        match crate::duration::parse(written) {
+            Ok(timeout) if !timeout.is_zero() => Ok(timeout),
+            Ok(_) => Err(format!(
+                "spec.callTimeout: {written:?} must be a duration above zero"
+            )),
+            Err(e) => Err(format!("spec.callTimeout: {e}")),
+        }
+    }
 }
 
 /// A class served cluster-wide, usable by ClusterSecretStores and by SecretStores of any

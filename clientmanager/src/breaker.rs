@@ -53,6 +53,8 @@ enum Admission {
     Held(String),
 }
 
+/// Cheap to clone; the clones share one outage.
+#[derive(Clone)]
 pub(crate) struct Guarded(Arc<State>);
 
 struct State {
@@ -79,7 +81,11 @@ impl Guarded {
         }))
     }
 
-    async fn call<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    /// `call`, unless the outage holds it back; its answer counts as any call's.
+    pub(crate) async fn call<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
         let probe = match self.0.admit(Instant::now()) {
             Admission::Held(message) => {
                 self.0.metrics.held.inc();

@@ -146,6 +146,10 @@ pub enum Error {
     },
     #[error("TLS of {class}: {reason}")]
     RuntimeTls { class: ClassRef, reason: String },
+    /// A field of the class's spec the schema should have refused (an object written before
+    /// its rule); `reason` names the field.
+    #[error("{class}: {reason}")]
+    RuntimeSpec { class: ClassRef, reason: String },
     #[error(transparent)]
     Provider(#[from] provider::Error),
 }
@@ -192,6 +196,7 @@ impl Error {
             Self::RuntimeMissing { .. } => "RuntimeMissing",
             Self::RuntimeGet { .. } => "RuntimeGet",
             Self::RuntimeTls { .. } => "RuntimeTls",
+            Self::RuntimeSpec { .. } => "RuntimeSpec",
             Self::Provider(_) => "Provider",
         }
     }
@@ -239,35 +244,70 @@ impl Fingerprint {
 struct Cached {
     fingerprint: Fingerprint,
     client: Arc<shared::Shared>,
-    capabilities: Capabilities,
+    capabilities: Stated,
+    /// The client's breaker, which the questions of [`Stated::Ask`] go through too.
+    breaker: Option<breaker::Guarded>,
     /// When a reconcile last asked for it; see [`ClientManager::evict_idle`].
     used: tokio::time::Instant,
+}
+
+/// What a store may be used for, as far as it is known.
+#[derive(Clone)]
+enum Stated {
+    /// The provider's own, or what its server stated (or a server without the method: taken
+    /// at its word later, when it refuses).
+    Known(Capabilities),
+    /// The server could not say when the client was built (it was down, or failed the call):
+    /// asked again at each lookup, through the client's breaker, until it answers. Meanwhile
+    /// nothing is refused before the call.
+    Ask(Arc<provider_remote::RemoteClient>),
 }
 
 /// A client just built, before the breaker wraps it.
 struct Built {
     client: Box<dyn SecretsClient>,
-    capabilities: Capabilities,
+    capabilities: Stated,
 }
 
 impl Built {
-    /// A remote client, with the capabilities its server states for the object; a server that
-    /// cannot say (an older one, or one down just now) is taken at its word later, when it
-    /// refuses.
-    async fn remote(
+    /// A remote client whose calls have `deadline`; its server is asked for its capabilities
+    /// once the breaker guards it.
+    fn remote(
         connection: provider_remote::Connection,
         reference: provider_protocol::v1::ProviderReference,
         namespace: &str,
+        deadline: std::time::Duration,
     ) -> Self {
-        let client =
-            provider_remote::RemoteClient::new(connection, reference, namespace.to_owned());
-        let capabilities = client
-            .capabilities()
-            .await
-            .unwrap_or(Capabilities::ReadWrite);
+        let client = || {
+            provider_remote::RemoteClient::new(
+                connection.clone(),
+                reference.clone(),
+                namespace.to_owned(),
+            )
+            .with_deadline(deadline)
+        };
         Self {
-            client: Box::new(client),
-            capabilities,
+            client: Box::new(client()),
+            capabilities: Stated::Ask(Arc::new(client())),
+        }
+    }
+}
+
+/// What `server` states, through `breaker` when there is one; `None` while it cannot say.
+async fn ask_capabilities(
+    server: &provider_remote::RemoteClient,
+    breaker: Option<&breaker::Guarded>,
+) -> Option<Capabilities> {
+    let answer = match breaker {
+        Some(breaker) => breaker.call(server.capabilities()).await,
+        None => server.capabilities().await,
+    };
+    match answer {
+        Ok(capabilities) => Some(capabilities),
+        Err(provider::Error::Unsupported { .. }) => Some(Capabilities::ReadWrite),
+        Err(e) => {
+            debug!(error = %e, "a provider server did not state its capabilities; asking again at the next lookup");
+            None
         }
     }
 }
@@ -649,7 +689,12 @@ impl ClientManager {
                         caller,
                         namespace,
                     );
-                    Ok(Built::remote(connection, reference, namespace).await)
+                    Ok(Built::remote(
+                        connection,
+                        reference,
+                        namespace,
+                        runtime.deadline,
+                    ))
                 }
                 Build::Local(spec) => {
                     let client = provider
@@ -669,14 +714,15 @@ impl ClientManager {
                         .await?;
                     Ok(Built {
                         client,
-                        capabilities: provider.capabilities(),
+                        capabilities: Stated::Known(provider.capabilities()),
                     })
                 }
             })
             .await?;
+        let (client, capabilities) = client;
         Ok(Handle {
-            client: client.client,
-            capabilities: client.capabilities,
+            client,
+            capabilities,
             provider: Some(provider),
             identity: object.identity,
         })
@@ -722,12 +768,18 @@ impl ClientManager {
                     caller,
                     namespace,
                 );
-                Ok(Built::remote(connection, reference, namespace).await)
+                Ok(Built::remote(
+                    connection,
+                    reference,
+                    namespace,
+                    runtime.deadline,
+                ))
             })
             .await?;
+        let (client, capabilities) = client;
         Ok(Handle {
-            client: client.client,
-            capabilities: client.capabilities,
+            client,
+            capabilities,
             provider: None,
             identity,
         })
@@ -735,23 +787,50 @@ impl ClientManager {
 
     /// The cached client of `slot` while its fingerprint holds (or is behind the cached one's),
     /// else a new one from `build`, guarded by the breaker, replacing the old, which is closed
-    /// when its last user lets go.
+    /// when its last user lets go; with what the store may be used for.
     async fn cached_or_build(
         &self,
         slot: Slot,
+        fingerprint: Fingerprint,
+        build: impl AsyncFnOnce() -> Result<Built>,
+    ) -> Result<(Arc<dyn SecretsClient>, Capabilities)> {
+        let cached = self.cached_or_built(&slot, fingerprint, build).await?;
+        let capabilities = match &cached.capabilities {
+            Stated::Known(capabilities) => *capabilities,
+            Stated::Ask(server) => match ask_capabilities(server, cached.breaker.as_ref()).await {
+                Some(stated) => {
+                    let mut cache = self.cache.lock().expect("client cache lock poisoned");
+                    if let Some(entry) = cache
+                        .get_mut(&slot)
+                        .filter(|entry| Arc::ptr_eq(&entry.client, &cached.client))
+                    {
+                        entry.capabilities = Stated::Known(stated);
+                    }
+                    stated
+                }
+                None => Capabilities::ReadWrite,
+            },
+        };
+        let client: Arc<dyn SecretsClient> = cached.client;
+        Ok((client, capabilities))
+    }
+
+    async fn cached_or_built(
+        &self,
+        slot: &Slot,
         fingerprint: Fingerprint,
         build: impl AsyncFnOnce() -> Result<Built>,
     ) -> Result<Cached> {
         let kind = slot.provider.kind.clone();
         let stale = {
             let mut cache = self.cache.lock().expect("client cache lock poisoned");
-            match cache.get_mut(&slot) {
+            match cache.get_mut(slot) {
                 Some(c) if c.fingerprint == fingerprint || fingerprint.behind(&c.fingerprint) => {
                     self.metrics.hit(&kind);
                     c.used = tokio::time::Instant::now();
                     return Ok(c.clone());
                 }
-                Some(_) => cache.remove(&slot).map(|c| c.client),
+                Some(_) => cache.remove(slot).map(|c| c.client),
                 None => None,
             }
         };
@@ -765,8 +844,8 @@ impl ClientManager {
         // Held back while its provider is unavailable (breaker.rs): one question per wait
         // instead of one per ExternalSecret retry.
         let (to, identity) = (self.availability.clone(), slot.provider.clone());
-        let client: Box<dyn SecretsClient> = if self.breaker {
-            Box::new(breaker::Guarded::new(
+        let (client, breaker): (Box<dyn SecretsClient>, _) = if self.breaker {
+            let guarded = breaker::Guarded::new(
                 built.client,
                 self.metrics.breaker(&kind),
                 move |available| {
@@ -778,14 +857,16 @@ impl ClientManager {
                         });
                     }
                 },
-            ))
+            );
+            (Box::new(guarded.clone()), Some(guarded))
         } else {
-            built.client
+            (built.client, None)
         };
         let cached = Cached {
             fingerprint,
             client: Arc::new(shared::Shared::new(client)),
             capabilities: built.capabilities,
+            breaker,
             used: tokio::time::Instant::now(),
         };
         // Another reconcile may have built this client concurrently. The one already handed
@@ -793,7 +874,7 @@ impl ClientManager {
         // replacement would lose.
         let (cached, surplus) = {
             let mut cache = self.cache.lock().expect("client cache lock poisoned");
-            match cache.get(&slot) {
+            match cache.get(slot) {
                 Some(first)
                     if first.fingerprint == cached.fingerprint
                         || cached.fingerprint.behind(&first.fingerprint) =>
@@ -801,7 +882,7 @@ impl ClientManager {
                     (first.clone(), Some(cached.client))
                 }
                 _ => {
-                    let old = cache.insert(slot, cached.clone());
+                    let old = cache.insert(slot.clone(), cached.clone());
                     (cached, old.map(|old| old.client))
                 }
             }

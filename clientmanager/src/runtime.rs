@@ -68,7 +68,7 @@ pub(crate) struct LoadedClass {
 }
 
 /// What identifies a remote client's way to its server, so a change of any part yields a new
-/// client: the class object and the TLS Secret's version.
+/// client: the class object and the TLS Secret's version; and the class's call deadline.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RuntimeFingerprint {
     class: ClassRef,
@@ -76,6 +76,7 @@ pub(crate) struct RuntimeFingerprint {
     generation: Option<i64>,
     tls: CredentialRef,
     tls_version: Option<String>,
+    pub(crate) deadline: std::time::Duration,
 }
 
 /// Which class, if any, serves `store` whose provider has `kind`: its `runtimeRef`, else the
@@ -255,6 +256,13 @@ impl ClientManager {
         class: &ClassRef,
     ) -> Result<(RuntimeFingerprint, String)> {
         let loaded = self.load_class(class).await?;
+        let deadline = loaded
+            .spec
+            .call_timeout()
+            .map_err(|reason| Error::RuntimeSpec {
+                class: class.clone(),
+                reason,
+            })?;
         let tls = tls_secret(&loaded)?;
         let tls_version = self.credentials.version(&tls).await?;
         Ok((
@@ -264,6 +272,7 @@ impl ClientManager {
                 generation: loaded.generation,
                 tls,
                 tls_version,
+                deadline,
             },
             loaded.spec.address,
         ))
@@ -342,6 +351,7 @@ mod tests {
                     name: name.into(),
                     namespace: ns.map(str::to_owned),
                 }),
+                call_timeout: None,
             },
         }
     }

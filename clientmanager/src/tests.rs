@@ -11,6 +11,7 @@ use provider::{
     Capabilities, CredentialKind, CredentialsReader, Descriptor, FindRequest, ProviderRuntime,
     ProviderSchema, PushRemoteRef, PushRequest, RemoteRef, SecretsClient, SpecReport, Validation,
 };
+use provider_protocol::v1;
 use serde_json::{Value, json};
 
 use super::*;
@@ -816,4 +817,129 @@ fn namespaced_fake() -> api::store::ProviderRef {
         name: "fake".into(),
         ..Default::default()
     }
+}
+
+/// A provider server that serves only Capabilities: UNAVAILABLE to the first question (it is
+/// starting), READ_ONLY after.
+#[derive(Default)]
+struct Starting {
+    asked: AtomicUsize,
+}
+
+type Answer<T> = std::result::Result<tonic::Response<T>, tonic::Status>;
+
+#[tonic::async_trait]
+impl provider_protocol::v1::secret_store_provider_server::SecretStoreProvider for Starting {
+    async fn get_secret(
+        &self,
+        _: tonic::Request<v1::GetSecretRequest>,
+    ) -> Answer<v1::GetSecretResponse> {
+        Err(tonic::Status::unimplemented("GetSecret"))
+    }
+    async fn get_secret_map(
+        &self,
+        _: tonic::Request<v1::GetSecretMapRequest>,
+    ) -> Answer<v1::GetSecretMapResponse> {
+        Err(tonic::Status::unimplemented("GetSecretMap"))
+    }
+    async fn get_all_secrets(
+        &self,
+        _: tonic::Request<v1::GetAllSecretsRequest>,
+    ) -> Answer<v1::GetAllSecretsResponse> {
+        Err(tonic::Status::unimplemented("GetAllSecrets"))
+    }
+    async fn push_secret(
+        &self,
+        _: tonic::Request<v1::PushSecretRequest>,
+    ) -> Answer<v1::PushSecretResponse> {
+        Err(tonic::Status::unimplemented("PushSecret"))
+    }
+    async fn delete_secret(
+        &self,
+        _: tonic::Request<v1::DeleteSecretRequest>,
+    ) -> Answer<v1::DeleteSecretResponse> {
+        Err(tonic::Status::unimplemented("DeleteSecret"))
+    }
+    async fn secret_exists(
+        &self,
+        _: tonic::Request<v1::SecretExistsRequest>,
+    ) -> Answer<v1::SecretExistsResponse> {
+        Err(tonic::Status::unimplemented("SecretExists"))
+    }
+    async fn validate(
+        &self,
+        _: tonic::Request<v1::ValidateRequest>,
+    ) -> Answer<v1::ValidateResponse> {
+        Err(tonic::Status::unimplemented("Validate"))
+    }
+    async fn capabilities(
+        &self,
+        _: tonic::Request<v1::CapabilitiesRequest>,
+    ) -> Answer<v1::CapabilitiesResponse> {
+        if self.asked.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(tonic::Status::unavailable("starting"));
+        }
+        Ok(tonic::Response::new(v1::CapabilitiesResponse {
+            capabilities: v1::SecretStoreCapabilities::ReadOnly.into(),
+        }))
+    }
+}
+
+/// A server that could not state its capabilities when its client was built is asked again
+/// (after the breaker's first wait, since it answered UNAVAILABLE), not taken as READ_WRITE for
+/// the client's life; what it states then is kept.
+#[tokio::test]
+async fn capabilities_a_server_could_not_state_are_asked_again_not_cached() {
+    let recorder = Arc::new(Recorder::default());
+    let m = manager(&recorder, Arc::default());
+    let server = Arc::new(Starting::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(
+                provider_protocol::v1::secret_store_provider_server::SecretStoreProviderServer::from_arc(
+                    server.clone(),
+                ),
+            )
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let connection = m.pool().get(&address, None).unwrap();
+    let slot = Slot {
+        provider: ProviderIdentity {
+            kind: "SqliteStore".into(),
+            namespace: Some("team-a".into()),
+            name: "db".into(),
+        },
+        namespaced: true,
+        namespace: "team-a".into(),
+    };
+    let fingerprint = Fingerprint {
+        uid: None,
+        generation: None,
+        credentials: BTreeMap::new(),
+        runtime: None,
+    };
+    let lookup = async || {
+        let (_, capabilities) = m
+            .cached_or_build(slot.clone(), fingerprint.clone(), async || {
+                Ok(Built::remote(
+                    connection.clone(),
+                    v1::ProviderReference::default(),
+                    "team-a",
+                    std::time::Duration::from_secs(5),
+                ))
+            })
+            .await
+            .unwrap();
+        capabilities
+    };
+
+    // Not known yet: nothing is refused before the call.
+    assert_eq!(lookup().await, Capabilities::ReadWrite);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(lookup().await, Capabilities::ReadOnly);
+    assert_eq!(lookup().await, Capabilities::ReadOnly);
+    assert_eq!(server.asked.load(Ordering::SeqCst), 2, "kept once stated");
+    assert_eq!(m.cache.lock().unwrap().len(), 1, "one client all along");
 }

@@ -226,6 +226,7 @@ impl DeclaredClass {
             spec: ProviderClassSpec {
                 address: address.to_owned(),
                 tls_secret_ref,
+                call_timeout: None,
             },
         })
     }

@@ -19,7 +19,7 @@ import grpc
 
 class ProviderError(Exception):
     code = grpc.StatusCode.UNKNOWN
-    # Sent in the status details as a `provider.v1.Error` (optional; see server.py).
+    # The error's parts, sent in the status details inside a `provider.v1.Error` (server.py).
     details = None
 
 

@@ -23,7 +23,10 @@ import threading
 from concurrent import futures
 
 import grpc
+from google.protobuf import any_pb2
+from google.rpc import status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from provider.v1 import secretstore_pb2 as pb
@@ -42,6 +45,16 @@ K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 log = logging.getLogger("sqlite-secret-store")
 
 
+def error_status(e):
+    """The status of `e` as gRPC defines its details (`google.rpc.Status`, which grpc-go checks
+    against the code and refuses when they differ), with the error's parts in a
+    `provider.v1.Error` among them: the operator shows them apart."""
+    detail = any_pb2.Any()
+    detail.Pack(pb.Error(code=type(e).__name__, message=str(e), details=e.details or {}))
+    code = e.code.value[0]
+    return rpc_status.to_status(status_pb2.Status(code=code, message=str(e), details=[detail]))
+
+
 def rpc(method):
     """Turns the errors a method raises into a gRPC status (never with a secret value in it)."""
 
@@ -51,12 +64,7 @@ def rpc(method):
             return method(self, request, context)
         except ProviderError as e:
             log.info("%s: %s %s", method.__name__, e.code.name, e)
-            if e.details:
-                # Optional: the operator reads a `provider.v1.Error` from the status details to
-                # keep the error's parts apart; ESO ignores it.
-                detail = pb.Error(code=type(e).__name__, message=str(e), details=e.details)
-                context.set_trailing_metadata((("grpc-status-details-bin", detail.SerializeToString()),))
-            context.abort(e.code, str(e))
+            context.abort_with_status(error_status(e))
         except Exception:
             log.exception("%s failed", method.__name__)
             context.abort(grpc.StatusCode.UNKNOWN, f"{method.__name__}: internal error, see the server's log")

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use provider_protocol::v1::secret_store_provider_client::SecretStoreProviderClient;
-use provider_protocol::{METHODS, SERVICE, v1};
+use provider_protocol::{METHODS, SERVICE, rpc_status, v1};
 use provider_remote::{Pool, PoolMetrics, Settings, Transport};
 use tonic::metadata::KeyAndValueRef;
 use tonic::{Code, Request, Status};
@@ -212,6 +212,7 @@ impl Session {
         self.validate(report).await;
         self.capabilities(report).await;
         self.not_found(report).await;
+        self.error_details(report).await;
         self.reads(report).await;
         self.push(report).await;
         self.unknown_provider_ref(report).await;
@@ -346,6 +347,21 @@ impl Session {
             }))
             .await;
         self.seen(call, answer).map(|a| a.value)
+    }
+
+    /// GetSecret of a key that does not exist: the key and the answer.
+    async fn get_absent(&mut self) -> (String, Result<Vec<u8>, Status>) {
+        let key = self.absent.clone();
+        let answer = self
+            .get_secret(
+                "GetSecret of a missing key",
+                self.reference(),
+                &key,
+                "",
+                self.ns(),
+            )
+            .await;
+        (key, answer)
     }
 
     async fn get_secret_map(
@@ -645,16 +661,7 @@ impl Session {
     }
 
     async fn not_found(&mut self, report: &mut Report) {
-        let key = self.absent.clone();
-        let answer = self
-            .get_secret(
-                "GetSecret of a missing key",
-                self.reference(),
-                &key,
-                "",
-                self.ns(),
-            )
-            .await;
+        let (key, answer) = self.get_absent().await;
         let (outcome, detail) = match answer {
             Err(s) if s.code() == Code::NotFound => (Outcome::Pass, format!("NOT_FOUND for {key}")),
             Err(s) if s.code() == Code::Unimplemented && self.write_only() => (
@@ -677,6 +684,78 @@ impl Session {
             ),
         };
         report.add(names::NOT_FOUND, outcome, detail);
+    }
+
+    /// The details of a NOT_FOUND (`grpc-status-details-bin`) are what gRPC defines them to be:
+    /// grpc-go, which ESO's core uses, reads them as a `google.rpc.Status` and turns a status
+    /// whose details do not carry its own code into INTERNAL, so the core never sees NOT_FOUND.
+    async fn error_details(&mut self, report: &mut Report) {
+        let (key, answer) = self.get_absent().await;
+        let status = match answer {
+            Err(s) if s.code() == Code::NotFound => s,
+            Err(s) if s.code() == Code::Unimplemented && self.write_only() => {
+                report.add(
+                    names::ERROR_DETAILS,
+                    Outcome::Skip,
+                    "WRITE_ONLY: GetSecret answered UNIMPLEMENTED",
+                );
+                return;
+            }
+            _ => {
+                report.add(
+                    names::ERROR_DETAILS,
+                    Outcome::Skip,
+                    format!(
+                        "GetSecret of {key} did not answer NOT_FOUND (see {})",
+                        names::NOT_FOUND
+                    ),
+                );
+                return;
+            }
+        };
+        if status.details().is_empty() {
+            report.add(
+                names::ERROR_DETAILS,
+                Outcome::Pass,
+                "NOT_FOUND without details",
+            );
+            return;
+        }
+        let (outcome, detail) = match rpc_status(status.details()) {
+            Ok(details) if details.code == Code::NotFound as i32 => {
+                let packed: Vec<&str> = details
+                    .details
+                    .iter()
+                    .map(|a| a.type_url.as_str())
+                    .collect();
+                (
+                    Outcome::Pass,
+                    if packed.is_empty() {
+                        "a google.rpc.Status of code NOT_FOUND".to_owned()
+                    } else {
+                        format!(
+                            "a google.rpc.Status of code NOT_FOUND with {}",
+                            packed.join(", ")
+                        )
+                    },
+                )
+            }
+            Ok(details) => (
+                Outcome::Fail,
+                format!(
+                    "the details of a NOT_FOUND are a google.rpc.Status of code {} ({}), which grpc-go (ESO's core) turns into INTERNAL",
+                    details.code,
+                    code_name(Code::from_i32(details.code))
+                ),
+            ),
+            Err(e) => (
+                Outcome::Fail,
+                format!(
+                    "the details of a NOT_FOUND are not a google.rpc.Status ({e}), which grpc-go (ESO's core) turns into INTERNAL"
+                ),
+            ),
+        };
+        report.add(names::ERROR_DETAILS, outcome, detail);
     }
 
     async fn reads(&mut self, report: &mut Report) {

@@ -35,6 +35,9 @@ pub mod names {
     pub const CAPABILITIES: &str = "capabilities";
     /// `GetSecret` of a key that does not exist answers NOT_FOUND.
     pub const NOT_FOUND: &str = "not-found";
+    /// The details of that NOT_FOUND, if any, are a `google.rpc.Status` of the same code (what
+    /// grpc-go requires).
+    pub const ERROR_DETAILS: &str = "error-details";
     /// `GetSecretMap` answers for a `--read-key`.
     pub const GET_SECRET_MAP: &str = "get-secret-map";
     /// `GetAllSecrets` answers for a find by the name of a `--read-key`.

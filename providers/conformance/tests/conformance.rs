@@ -71,12 +71,13 @@ fn material(ca: &Ca, client: &support::Issued) -> TlsMaterial {
 }
 
 /// Every check a run with read keys makes, in order.
-const ALL: [&str; 17] = [
+const ALL: [&str; 18] = [
     names::HEALTH,
     names::REFLECTION,
     names::VALIDATE,
     names::CAPABILITIES,
     names::NOT_FOUND,
+    names::ERROR_DETAILS,
     "get-secret:plain",
     "get-secret:db",
     names::GET_SECRET_MAP,
@@ -410,6 +411,8 @@ struct Loosened {
     no_find: bool,
     /// Serves one GetSecret at a time, each taking this long.
     one_at_a_time: Option<Duration>,
+    /// Puts a bare `provider.v1.Error` in the status details, as our servers once did.
+    bare_error_details: bool,
 }
 
 struct LooseService {
@@ -449,6 +452,21 @@ impl LooseService {
     }
 }
 
+impl LooseService {
+    /// The status as the loosened service sends it.
+    fn reshape(&self, status: Status) -> Status {
+        if !self.loose.bare_error_details {
+            return status;
+        }
+        let bare = provider_protocol::error_in_details(status.details()).unwrap_or_default();
+        Status::with_details(
+            status.code(),
+            status.message().to_owned(),
+            prost::Message::encode_to_vec(&bare).into(),
+        )
+    }
+}
+
 /// The service: each data method (`method(Request) -> Response;`) loosened, then ours.
 macro_rules! loose_service {
     ($($method:ident($request:ident) -> $response:ident;)*) => {
@@ -462,7 +480,7 @@ macro_rules! loose_service {
                     let (request, _one) = self
                         .loosen(stringify!($method), request, |r| &mut r.source_namespace)
                         .await?;
-                    self.inner.$method(request).await
+                    self.inner.$method(request).await.map_err(|s| self.reshape(s))
                 }
             )*
 
@@ -602,4 +620,26 @@ async fn a_server_serving_one_call_at_a_time_fails_concurrency() {
     );
     // No reflection here: a warning, not a failure.
     assert_eq!(report.with(Outcome::Warn), [names::REFLECTION]);
+}
+
+/// What our servers sent before: grpc-go finds no code in such details (it reads code 0), and
+/// turns the NOT_FOUND into INTERNAL.
+#[tokio::test]
+async fn a_server_sending_a_bare_provider_error_as_details_fails_error_details() {
+    let addr = serve_loose(
+        Loosened {
+            bare_error_details: true,
+            ..Default::default()
+        },
+        true,
+    )
+    .await;
+    let report = run(options(addr, None, "fake")).await;
+    println!("{report}");
+    assert_eq!(report.failed(), [names::ERROR_DETAILS]);
+    assert!(
+        detail(&report, names::ERROR_DETAILS).contains("are not a google.rpc.Status")
+            && detail(&report, names::ERROR_DETAILS).contains("turns into INTERNAL"),
+        "{report}"
+    );
 }

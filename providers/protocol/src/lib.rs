@@ -10,7 +10,10 @@ pub use convert::{
     capabilities_from_wire, capabilities_to_wire, find_from_wire, find_to_wire, push_from_wire,
     push_remote_from_wire, push_remote_to_wire, push_to_wire, remote_from_wire, remote_to_wire,
 };
-pub use status::{error_from_status, error_to_status};
+pub use status::{
+    ERROR_TYPE_URL, RpcStatus, error_from_status, error_from_wire, error_in_details,
+    error_to_status, error_to_wire, rpc_status,
+};
 
 /// The generated messages, client and server of `provider.v1`.
 pub mod v1 {

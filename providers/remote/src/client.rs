@@ -1,6 +1,7 @@
 //! [`RemoteClient`]: the `SecretsClient` of a provider served out of process.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::transport::Transport;
 use api::provider_kinds::Capabilities;
@@ -19,23 +20,33 @@ pub struct RemoteClient {
     connection: Connection,
     reference: v1::ProviderReference,
     source_namespace: String,
+    deadline: Duration,
     warnings: std::sync::Mutex<Vec<String>>,
 }
 
 impl RemoteClient {
     /// `reference` names the provider object the server loads; `source_namespace` is the
-    /// namespace of the ExternalSecrets and PushSecrets this client serves.
+    /// namespace of the ExternalSecrets and PushSecrets this client serves. Every call has the
+    /// connection's deadline; [`RemoteClient::with_deadline`] gives it another.
     pub fn new(
         connection: Connection,
         reference: v1::ProviderReference,
         source_namespace: String,
     ) -> Self {
         Self {
+            deadline: connection.deadline(),
             connection,
             reference,
             source_namespace,
             warnings: Default::default(),
         }
+    }
+
+    /// Every call's deadline (a class's `spec.callTimeout`), sent to the server as
+    /// `grpc-timeout`, whatever the connection's.
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     fn stub(&self) -> SecretStoreProviderClient<Transport> {
@@ -44,7 +55,7 @@ impl RemoteClient {
 
     fn request<T>(&self, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
-        request.set_timeout(self.connection.deadline());
+        request.set_timeout(self.deadline);
         request
     }
 
@@ -63,10 +74,13 @@ impl RemoteClient {
     }
 
     fn unreachable(&self, status: &tonic::Status) -> Error {
+        self.unavailable(&crate::probe::describe(status))
+    }
+
+    fn unavailable(&self, why: &str) -> Error {
         Error::Unavailable(format!(
-            "provider server {}: {}",
-            self.connection.address(),
-            crate::probe::describe(status)
+            "provider server {}: {why}",
+            self.connection.address()
         ))
     }
 
@@ -101,12 +115,18 @@ impl RemoteClient {
             .map_err(|s| self.failed(&s, "Validate"))?
             .into_inner();
         if !answer.valid {
-            // ESO's servers report a failed validation in the answer, not as a status.
-            return Err(Error::Backend(if answer.error.is_empty() {
-                "the provider server found the configuration invalid".into()
-            } else {
-                answer.error
-            }));
+            // A failed validation is answered, as ESO's servers do, rather than a status (which
+            // is read too, above); ours say what kind of failure in `failure`.
+            return Err(match answer.failure {
+                Some(failure) => match protocol::error_from_wire(failure, "Validate") {
+                    Error::Unavailable(why) => self.unavailable(&why),
+                    other => other,
+                },
+                None if answer.error.is_empty() => {
+                    Error::Backend("the provider server found the configuration invalid".into())
+                }
+                None => Error::Backend(answer.error),
+            });
         }
         let validation = if answer.unknown {
             Validation::Unknown

@@ -27,7 +27,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 /// How connections behave; the defaults are ESO's.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Every call's deadline, sent to the server too (`grpc-timeout`).
+    /// The deadline of a call that does not set its own, sent to the server too
+    /// (`grpc-timeout`).
     pub deadline: Duration,
     pub connect_timeout: Duration,
     /// HTTP/2 pings, so a dead peer is noticed between calls.
@@ -340,10 +341,9 @@ impl tower::Service<http::Request<tonic::body::Body>> for Transport {
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         let this = self.clone();
-        // The caller's own deadline (tonic sends it as `grpc-timeout`) when shorter than ours.
-        let deadline = grpc_timeout(request.headers()).map_or(this.inner.settings.deadline, |d| {
-            d.min(this.inner.settings.deadline)
-        });
+        // The caller's own deadline (tonic sends it as `grpc-timeout`), longer or shorter than
+        // the connection's: a class's `spec.callTimeout` is the one that counts.
+        let deadline = grpc_timeout(request.headers()).unwrap_or(this.inner.settings.deadline);
         Box::pin(async move {
             match tokio::time::timeout(deadline, this.call(request)).await {
                 Ok(answer) => answer,

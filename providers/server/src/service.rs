@@ -1,6 +1,7 @@
 //! `provider.v1.SecretStoreProvider` over a [`Resolver`]: each call converts its request with the
 //! protocol crate, asks the resolved client, and converts the answer back. Provider errors become
-//! a status through `provider_protocol::error_to_status` and nothing else.
+//! a status through `provider_protocol::error_to_status` and nothing else, but for a failed
+//! validation, which ESO answers as `valid: false`.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,8 +12,8 @@ use provider::{SecretsClient, Validation};
 use provider_protocol::v1;
 use provider_protocol::v1::secret_store_provider_server::SecretStoreProvider;
 use provider_protocol::{
-    capabilities_to_wire, error_to_status, find_from_wire, push_from_wire, push_remote_from_wire,
-    remote_from_wire,
+    capabilities_to_wire, error_to_status, error_to_wire, find_from_wire, push_from_wire,
+    push_remote_from_wire, remote_from_wire,
 };
 use serde_json::Value;
 use tonic::{Request, Response, Status};
@@ -229,21 +230,32 @@ impl SecretStoreProvider for ProviderService {
             let r = request.into_inner();
             let reference = required(r.provider_ref, "provider_ref")?;
             let resolved = self.resolve(&reference, &r.source_namespace).await?;
-            let report = resolved
-                .provider
-                .validate_spec(&resolved.spec)
-                .map_err(status)?;
-            // A failure travels as a status, as every other call's does, so UNAVAILABLE stays
-            // UNAVAILABLE rather than becoming `valid: false`.
-            let unknown = match resolved.client.validate().await.map_err(status)? {
-                Validation::Ready => false,
-                Validation::Unknown => true,
+            // A check that fails is answered as ESO's servers answer it, `valid: false` with the
+            // error's text; `failure` keeps its kind, so that a backend that cannot be reached
+            // stays that for our operator rather than reading as an invalid configuration.
+            let checked = match resolved.provider.validate_spec(&resolved.spec) {
+                Ok(report) => resolved
+                    .client
+                    .validate()
+                    .await
+                    .map(|validation| (report.warnings, validation)),
+                Err(e) => Err(e),
             };
-            Ok(v1::ValidateResponse {
-                valid: true,
-                error: String::new(),
-                warnings: report.warnings,
-                unknown,
+            Ok(match checked {
+                Ok((warnings, validation)) => v1::ValidateResponse {
+                    valid: true,
+                    error: String::new(),
+                    warnings,
+                    unknown: validation == Validation::Unknown,
+                    failure: None,
+                },
+                Err(e) => v1::ValidateResponse {
+                    valid: false,
+                    error: e.to_string(),
+                    warnings: Vec::new(),
+                    unknown: false,
+                    failure: Some(error_to_wire(&e)),
+                },
             })
         })
         .await

@@ -229,20 +229,9 @@ const DOCUMENTED: [(&str, Code); 7] = [
 async fn each_provider_error_comes_back_with_its_documented_code_from_every_method() {
     let server = Running::start().await;
     let mut c = server.connect().await;
-    let ns = || NAMESPACE.to_owned();
     for (variant, code) in DOCUMENTED {
         let name = format!("error-{variant}");
-        let r = || reference(&name);
-        let mut statuses = data_calls(&mut c, r(), NAMESPACE, "k").await;
-        statuses.push((
-            "Validate",
-            c.validate(v1::ValidateRequest {
-                provider_ref: r(),
-                source_namespace: ns(),
-            })
-            .await
-            .map(drop),
-        ));
+        let statuses = data_calls(&mut c, reference(&name), NAMESPACE, "k").await;
         let sent = error(variant);
         assert_eq!(error_to_status(&sent).code(), code, "{variant}");
         for (method, result) in statuses {
@@ -269,6 +258,33 @@ async fn each_provider_error_comes_back_with_its_documented_code_from_every_meth
         status.message().contains("no provider object absent"),
         "{status:?}"
     );
+}
+
+/// ESO's servers answer a failed check `valid: false` with the error's text, which ESO's core
+/// reads; ours add the error's kind, which our client reads back as the variant it was.
+#[tokio::test]
+async fn a_failed_validation_is_answered_not_valid_with_its_error_and_kind() {
+    let server = Running::start().await;
+    let mut c = server.connect().await;
+    for (variant, _) in DOCUMENTED {
+        let sent = error(variant);
+        let answer = validate(&mut c, &format!("error-{variant}"), NAMESPACE).await;
+        assert!(!answer.valid, "{variant}: {answer:?}");
+        assert_eq!(answer.error, sent.to_string(), "{variant}");
+        let failure = answer.failure.expect("the failure's kind");
+        assert_eq!(failure.code, variant);
+        let back = provider_protocol::error_from_wire(failure, "Validate");
+        assert_eq!(format!("{back:?}"), format!("{sent:?}"));
+    }
+    // A provider object that cannot be loaded is a failed call, as ESO's servers fail it.
+    let status = c
+        .validate(v1::ValidateRequest {
+            provider_ref: reference("absent"),
+            source_namespace: NAMESPACE.into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
 }
 
 #[tokio::test]

@@ -224,3 +224,69 @@ async fn clients_share_one_connection_and_reconnect_after_an_outage() {
     assert_eq!(a.get_secret(&plain).await.unwrap(), b"v0");
     assert_eq!(metrics.opened(&address), 2);
 }
+
+/// A slow GetSecret through `remote`, the server let to answer `after` it started, and how long
+/// the call took.
+async fn slow_get(
+    server: &mut Running,
+    remote: RemoteClient,
+    after: Duration,
+) -> (provider::Result<Vec<u8>>, Duration) {
+    let started = std::time::Instant::now();
+    let call = tokio::spawn(async move { remote.get_secret(&RemoteRef::default()).await });
+    server.slow.started.recv().await.unwrap();
+    let release = server.slow.release.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        release.add_permits(1);
+    });
+    (call.await.unwrap(), started.elapsed())
+}
+
+/// A class's `spec.callTimeout` is each call's deadline: a short one fails a slow call when it
+/// passes (as the server being unavailable, naming it), the default (30 s) waits for it.
+#[tokio::test]
+async fn a_short_call_deadline_fails_a_slow_call_at_it_and_the_default_does_not() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let mut server = Running::start().await;
+    let pool = pool();
+    let short = Duration::from_millis(300);
+    let remote = remote_client(&pool, &server, "slow").with_deadline(short);
+    let (answer, took) = slow_get(&mut server, remote, Duration::from_secs(2)).await;
+    let error = answer.unwrap_err();
+    assert!(matches!(error, Error::Unavailable(_)), "{error:?}");
+    assert!(
+        error.to_string().contains(&server.addr.to_string()),
+        "{error}"
+    );
+    assert!(
+        took >= short && took < Duration::from_secs(2),
+        "failed after {took:?}"
+    );
+
+    let remote = remote_client(&pool, &server, "slow")
+        .with_deadline(api::provider_class::DEFAULT_CALL_TIMEOUT);
+    let (answer, took) = slow_get(&mut server, remote, Duration::from_secs(1)).await;
+    assert_eq!(answer.unwrap(), b"slow", "answered after {took:?}");
+}
+
+/// The connection's own deadline does not cap a class's longer one.
+#[tokio::test]
+async fn a_call_deadline_longer_than_the_connections_counts() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let mut server = Running::start().await;
+    let pool = Pool::new(
+        Settings {
+            deadline: Duration::from_millis(200),
+            ..Settings::default()
+        },
+        PoolMetrics::default(),
+    );
+    let remote = remote_client(&pool, &server, "slow").with_deadline(Duration::from_secs(10));
+    let (answer, took) = slow_get(&mut server, remote, Duration::from_millis(800)).await;
+    assert_eq!(
+        answer.map_err(|e| e.to_string()),
+        Ok(b"slow".to_vec()),
+        "after {took:?}"
+    );
+}

@@ -6,6 +6,8 @@
 //! [`ControlPlane::client`], because a client is bound to the tokio runtime it was made in.
 
 mod apply;
+mod grpc_go_peer;
+pub use grpc_go_peer::grpc_go_peer;
 mod helm;
 pub use helm::{HELM_VERSION, helm, helm_binary};
 mod node;
