@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::transport::Transport;
+use crate::balance::Transport;
 use api::provider_kinds::Capabilities;
 use async_trait::async_trait;
 use provider::{
