@@ -124,6 +124,14 @@ pub(crate) struct ProviderServeArgs {
     /// duration).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub(crate) shutdown_grace_period: Duration,
+    /// How long the server serves on once SIGTERM or SIGINT arrives, its health NOT_SERVING,
+    /// before it stops accepting: the time endpoints and clients take to drop it (Go duration).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub(crate) shutdown_delay: Duration,
+    /// A connection is closed gracefully (GOAWAY) at this age, so clients spread their calls
+    /// again over the replicas there are now (Go duration).
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    pub(crate) max_connection_age: Duration,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
     /// Kubeconfig to use instead of $KUBECONFIG, ~/.kube/config or the in-cluster account.
@@ -393,6 +401,8 @@ impl ProviderServeArgs {
             tls,
         );
         options.grace_period = self.shutdown_grace_period;
+        options.shutdown_delay = self.shutdown_delay;
+        options.max_connection_age = self.max_connection_age;
         options
     }
 }

@@ -163,4 +163,11 @@ pub struct ProviderClassStatus {
     pub methods: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// How many addresses the server's host resolved to at the last health check (the Pods
+    /// behind a headless Service).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<u32>,
+    /// How many of them answered the health check SERVING; calls go to those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_endpoints: Option<u32>,
 }

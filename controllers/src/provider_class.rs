@@ -12,7 +12,7 @@ use api::provider_class::{
     ClusterProviderClass, ClusterProviderClassSpec, ProviderClass, ProviderClassSpec,
     ProviderClassStatus, TlsSecretRef, reason,
 };
-use clientmanager::{ClassHealth, ClassRef};
+use clientmanager::{ClassHealth, ClassProbe, ClassRef};
 use futures::StreamExt;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -74,31 +74,44 @@ impl ClassObject for ClusterProviderClass {
     }
 }
 
-/// The Ready condition, methods and next check for what [`ClientManager::check_class`] found.
+/// The Ready condition, what the probe found, and the next check for what
+/// [`ClientManager::check_class`] found.
 fn assess(
     health: ClassHealth,
     address: &str,
-) -> (ConditionStatus, &'static str, String, Vec<String>, Duration) {
+) -> (
+    ConditionStatus,
+    &'static str,
+    String,
+    Option<ClassProbe>,
+    Duration,
+) {
     match health {
         ClassHealth::Healthy(probe) => (
             ConditionStatus::True,
             reason::HEALTHY,
-            format!("provider server at {address} is serving"),
-            probe.methods.unwrap_or_default(),
+            match probe.endpoints {
+                1 => format!("provider server at {address} is serving"),
+                n => format!(
+                    "provider server at {address} is serving on {} of {n} endpoints",
+                    probe.serving
+                ),
+            },
+            Some(probe),
             HEALTHY_RECHECK,
         ),
         ClassHealth::TlsFailed(message) => (
             ConditionStatus::False,
             reason::TLS_CONFIG_FAILED,
             message,
-            Vec::new(),
+            None,
             UNHEALTHY_RECHECK,
         ),
         ClassHealth::Unhealthy(message) => (
             ConditionStatus::False,
             reason::HEALTH_CHECK_FAILED,
             message,
-            Vec::new(),
+            None,
             UNHEALTHY_RECHECK,
         ),
     }
@@ -131,7 +144,7 @@ pub async fn reconcile<C: ClassObject>(
     let reference = class.class_ref();
     let changed = class_ctx.generations.changed(class.as_ref());
     let health = ctx.manager.check_class(&reference).await;
-    let (status, why, message, methods, recheck) = assess(health, class.address());
+    let (status, why, message, probe, recheck) = assess(health, class.address());
     let previous = class.class_status().cloned().unwrap_or_default();
     let was_ready = api::conditions::find(&previous.conditions, READY)
         .is_some_and(|c| c.status == ConditionStatus::True);
@@ -146,10 +159,13 @@ pub async fn reconcile<C: ClassObject>(
         Condition::ready(status, why, message.clone()),
         jiff::Timestamp::now(),
     );
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     let next = ProviderClassStatus {
         conditions,
-        methods,
         observed_generation: class.meta().generation,
+        endpoints: probe.as_ref().map(|p| count(p.endpoints)),
+        ready_endpoints: probe.as_ref().map(|p| count(p.serving)),
+        methods: probe.and_then(|p| p.methods).unwrap_or_default(),
     };
     let api = C::api(ctx.client.clone(), reference.namespace.as_deref());
     let written = ctx
@@ -310,7 +326,7 @@ mod tests {
             "a:1",
         );
         assert_eq!((healthy.0, healthy.1), (ConditionStatus::True, "Healthy"));
-        assert_eq!(healthy.3, ["GetSecret"]);
+        assert_eq!(healthy.3.and_then(|p| p.methods).unwrap(), ["GetSecret"]);
         let tls = assess(ClassHealth::TlsFailed("ca.crt: missing".into()), "a:1");
         assert_eq!((tls.0, tls.1), (ConditionStatus::False, "TLSConfigFailed"));
         let down = assess(ClassHealth::Unhealthy("connection refused".into()), "a:1");
@@ -359,6 +375,10 @@ mod tests {
     }
 
     fn provider_remote_probe(methods: Option<Vec<String>>) -> clientmanager::ClassProbe {
-        clientmanager::ClassProbe { methods }
+        clientmanager::ClassProbe {
+            methods,
+            endpoints: 1,
+            serving: 1,
+        }
     }
 }

@@ -369,9 +369,13 @@ async fn out_of_process(cp: &ControlPlane, admin: &Client, scenario: &Scenario<'
         for served in &SERVED {
             let (server, tls) = (served.server(), served.tls());
             wanted.push(format!("--out-of-process={}={}", served.kind, served.key));
-            wanted.push(format!("--provider-tls-secret={NAMESPACE}/{tls}={server}"));
+            // The class dials the headless Service, whose name the certificate covers too.
+            let headless = format!("{server}-headless.{NAMESPACE}.svc");
             wanted.push(format!(
-                "--provider-class={}={server}.{NAMESPACE}.svc:8080,{NAMESPACE}/{tls}",
+                "--provider-tls-secret={NAMESPACE}/{tls}={server},{headless}"
+            ));
+            wanted.push(format!(
+                "--provider-class={}={headless}:8080,{NAMESPACE}/{tls}",
                 served.key
             ));
         }

@@ -1,7 +1,7 @@
 //! `helm lint` and `helm template` of each value set in `tests/chart/values`, compared with
 //! `tests/chart/golden` (`UPDATE_GOLDEN=1` rewrites those after a deliberate change).
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use libtest_mimic::Trial;
 
 use crate::{CHART, chain, repo};
@@ -39,6 +39,10 @@ pub fn trials() -> Vec<Trial> {
         "render::grafana_dashboard_configmap_holds_the_dashboard",
         || dashboard_configmap().map_err(|e| chain(&e).into()),
     );
+    let replicas = Trial::test(
+        "render::provider_server_replicas_get_a_disruption_budget_and_spread",
+        || provider_server_replicas().map_err(|e| chain(&e).into()),
+    );
     value_sets()
         .into_iter()
         .flat_map(|set| {
@@ -52,7 +56,7 @@ pub fn trials() -> Vec<Trial> {
                 }),
             ]
         })
-        .chain([size, classes, dashboard])
+        .chain([size, classes, dashboard, replicas])
         .collect()
 }
 
@@ -170,6 +174,37 @@ fn render_with(set: &str, extra: &[&str]) -> Result<String> {
     ];
     args.extend_from_slice(extra);
     testenv::helm(None, &args)
+}
+
+/// A provider server with `replicaCount > 1` gets a PodDisruptionBudget and a preferred
+/// anti-affinity, one replica neither; each gets the headless Service its class dials.
+fn provider_server_replicas() -> Result<()> {
+    let vault = "es-external-secrets-provider-vault";
+    for (count, spread) in [("1", false), ("3", true)] {
+        let set = format!("providers.vault.outOfProcess.replicaCount={count}");
+        let rendered = render_with("out-of-process", &["--set", &set])?;
+        let named = |kind: &str, name: &str| {
+            documents(&rendered).find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        };
+        let budget = named("PodDisruptionBudget", vault);
+        ensure!(
+            budget.is_some() == spread,
+            "replicaCount {count}: PodDisruptionBudget {budget:?}"
+        );
+        if let Some(budget) = budget {
+            ensure!(budget["spec"]["maxUnavailable"] == 1, "{budget}");
+        }
+        let deployment = named("Deployment", vault).context("the Vault server's Deployment")?;
+        let anti = &deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"];
+        ensure!(
+            anti.is_object() == spread,
+            "replicaCount {count}: anti-affinity {anti}"
+        );
+        let headless = named("Service", &format!("{vault}-headless"))
+            .context("the Vault server's headless Service")?;
+        ensure!(headless["spec"]["clusterIP"] == "None", "{headless}");
+    }
+    Ok(())
 }
 
 /// Helm refuses an object of a kind whose CRD the same release creates ("ensure CRDs are

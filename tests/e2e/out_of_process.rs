@@ -68,6 +68,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             kill_and_restart,
         ),
         trial(
+            "out_of_process::a_rolling_restart_of_three_replicas_fails_no_sync",
+            env,
+            rolling_restart,
+        ),
+        trial(
             "out_of_process::rotated_certificates_are_picked_up_by_both_sides",
             env,
             rotation,
@@ -811,6 +816,184 @@ async fn kill_and_restart(env: Arc<Env>) -> Result<()> {
         },
     )
     .await?;
+    Ok(())
+}
+
+/// ExternalSecrets of the rolling restart, each refreshed every second.
+const ROLLING_COUNT: usize = 20;
+
+/// Three replicas of a server behind one name, as a Deployment behind a headless Service: an
+/// operator of its own (whose /etc/hosts, bound in a private mount namespace, gives `localhost`
+/// the three addresses) spreads its calls over them; stopping each (SIGTERM, as Kubernetes
+/// stops a Pod) and starting it again in turn, under a steady refresh, fails no sync and turns
+/// neither the store nor any ExternalSecret `Ready=False`.
+async fn rolling_restart(env: Arc<Env>) -> Result<()> {
+    let client = env.client().await;
+    let first = start_server(&env, &["Fake"])?;
+    let replicas = [Arc::new(first.replica(2)?), Arc::new(first.replica(3)?)];
+    let first = Arc::new(first);
+    let replicas: Vec<Arc<ProviderServer>> =
+        std::iter::once(first.clone()).chain(replicas).collect();
+    let port = first
+        .address
+        .rsplit_once(':')
+        .map(|(_, p)| p.to_owned())
+        .context("a port")?;
+    let dir = tempfile::tempdir()?;
+    let hosts = dir.path().join("hosts");
+    std::fs::write(
+        &hosts,
+        "127.0.0.1 localhost\n127.0.0.2 localhost\n127.0.0.3 localhost\n",
+    )?;
+    let ns = testenv::create_namespace(&client, "oop-rolling").await?;
+    let controller = format!("rolling-{ns}");
+    provider_class_at(
+        &client,
+        &ns,
+        "replicas",
+        &format!("localhost:{port}"),
+        &first.pki(),
+    )
+    .await?;
+    let store = fake_store("fake", "{kind: ProviderClass, name: replicas}", "1h")
+        .replace("spec:\n", &format!("spec:\n  controller: {controller}\n"));
+    testenv::apply_yaml_in(&client, &ns, &store, true).await?;
+    for i in 0..ROLLING_COUNT {
+        let es = format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: es-{i}}}\nspec:\n  refreshInterval: 1s\n  secretStoreRef: {{name: fake}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n"
+        );
+        testenv::apply_yaml_in(&client, &ns, &es, true).await?;
+    }
+    let log = std::fs::File::create(dir.path().join("operator.log"))?;
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args([
+            "--mount",
+            "sh",
+            "-c",
+            r#"mount --bind "$0" /etc/hosts && exec "$@""#,
+        ])
+        .arg(&hosts)
+        .arg(binary())
+        .arg("controller")
+        .arg("--kubeconfig")
+        .arg(env.control_plane().kubeconfig_path())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    let operator = crate::restart::Operator::start_command(
+        command,
+        &ns,
+        &controller,
+        &["--client-qps=0", "--disable-webhook"],
+    )
+    .context(
+        "this trial needs util-linux's `unshare` and root (CAP_SYS_ADMIN) for a mount namespace",
+    )?;
+    let externalsecrets: Api<ExternalSecret> = Api::namespaced(client.clone(), &ns);
+    crate::restart::every_one_ready(&externalsecrets)
+        .await
+        .with_context(|| {
+            format!(
+                "operator log: {}",
+                dir.path().join("operator.log").display()
+            )
+        })?;
+    for replica in replicas.iter().map(AsRef::as_ref) {
+        testenv::wait_for(TIMEOUT, "every replica serving calls", || async {
+            ensure!(
+                server_calls(replica, "GetSecret").await? > 0.0,
+                "{} got none",
+                replica.address
+            );
+            Ok(())
+        })
+        .await?;
+    }
+
+    // Whatever turns Ready=False meanwhile, seen by a watcher polling every 100 ms.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (client, ns, stop) = (client.clone(), ns.clone(), stop.clone());
+        tokio::spawn(async move {
+            let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+            let externalsecrets: Api<ExternalSecret> = Api::namespaced(client, &ns);
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let objects = async {
+                    let mut objects = Vec::new();
+                    for s in stores.list(&Default::default()).await?.items {
+                        objects.push(serde_json::to_value(s)?);
+                    }
+                    for e in externalsecrets.list(&Default::default()).await?.items {
+                        objects.push(serde_json::to_value(e)?);
+                    }
+                    anyhow::Ok(objects)
+                };
+                for object in objects.await.unwrap_or_default() {
+                    if let Some(c) = crate::operator::ready(&object)
+                        && c.status.as_str() != "True"
+                    {
+                        seen.push(format!(
+                            "{} {}: {c:?}",
+                            object["kind"], object["metadata"]["name"]
+                        ));
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            seen
+        })
+    };
+    let errors = || operator.sum("externalsecret_sync_calls_error", |l| l.contains(&ns));
+    let errors_before = errors().await?;
+    let syncs = || operator.sum("externalsecret_sync_calls_total", |l| l.contains(&ns));
+    let syncs_before = syncs().await?;
+    for server in &replicas {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        // Off this thread, which the watcher shares.
+        let stopping = server.clone();
+        tokio::task::spawn_blocking(move || {
+            stopping.terminate(Duration::from_secs(40))?;
+            stopping.restart()
+        })
+        .await?
+        .with_context(|| format!("stopping and starting {} again", server.address))?;
+        testenv::wait_for(
+            TIMEOUT,
+            "the restarted replica serving calls again",
+            || async {
+                ensure!(
+                    server_calls(server, "GetSecret").await? > 0.0,
+                    "{} got none",
+                    server.address
+                );
+                Ok(())
+            },
+        )
+        .await?;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let not_ready = watcher.await?;
+    let (errors, syncs) = (
+        errors().await? - errors_before,
+        syncs().await? - syncs_before,
+    );
+    println!("rolling restart of 3 replicas: {syncs} syncs, {errors} failed");
+    ensure!(
+        syncs > ROLLING_COUNT as f64,
+        "the ExternalSecrets kept syncing ({syncs} syncs)"
+    );
+    ensure!(
+        errors == 0.0,
+        "{errors} of {syncs} syncs failed during the rolling restart"
+    );
+    ensure!(
+        not_ready.is_empty(),
+        "Ready=False during the rolling restart: {:?}",
+        &not_ready[..not_ready.len().min(5)]
+    );
+    operator.stop();
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::transport::Transport;
+use crate::balance::Transport;
 use api::provider_kinds::Capabilities;
 use async_trait::async_trait;
 use provider::{

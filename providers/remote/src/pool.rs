@@ -1,10 +1,12 @@
-//! One HTTP/2 connection per (address, TLS material), shared by every store and ExternalSecret
-//! that uses it. A [`Connection`] is reference-counted; one no client has held for
-//! [`Settings::idle`] is dropped at the next lookup. Its [`Transport`] dials again on the first
-//! call after a failure; the client manager's breaker spaces those calls out, so a server that
-//! is down is not dialled once per reconcile.
+//! One [`Connection`] per (address, TLS material), shared by every store and ExternalSecret
+//! that uses it: an HTTP/2 connection to each endpoint the address resolves to, with calls
+//! spread over them ([`crate::balance`]). A [`Connection`] is reference-counted; one no client
+//! has held for [`Settings::idle`] is dropped at the next lookup. Its [`Transport`] dials again
+//! on the first call after a failure; the client manager's breaker spaces those calls out, so a
+//! server that is down is not dialled once per reconcile.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,8 +17,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 
+use crate::balance::{Dialler, Transport};
 use crate::tls::{TlsError, TlsMaterial};
-use crate::transport::{Dial, Dialled, Io, Settings, Transport};
+use crate::transport::{Dial, Dialled, Io, Settings};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AddressLabel {
@@ -162,7 +165,8 @@ impl Pool {
             .parse::<http::uri::Authority>()
             .map_err(|e| TlsError::Config(format!("address {address:?}: {e}")))?;
         let transport = Transport::new(
-            Box::new(Connector {
+            address.to_owned(),
+            Box::new(Connectors {
                 address: address.to_owned(),
                 tls: tls.clone(),
                 metrics: self.metrics.clone(),
@@ -187,11 +191,33 @@ fn host_of(address: &str) -> &str {
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
-/// Dials and, with TLS, shakes hands itself: our own rustls configuration (ESO's Secret keys,
-/// server name from the address) and a count of every connection made.
+type ClientTls = Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>;
+
+/// A [`Connector`] for each endpoint of one address.
+struct Connectors {
+    address: String,
+    tls: ClientTls,
+    metrics: PoolMetrics,
+}
+
+impl Dialler for Connectors {
+    fn to(&self, endpoint: SocketAddr) -> Box<dyn Dial> {
+        Box::new(Connector {
+            address: self.address.clone(),
+            endpoint,
+            tls: self.tls.clone(),
+            metrics: self.metrics.clone(),
+        })
+    }
+}
+
+/// Dials one endpoint and, with TLS, shakes hands itself: our own rustls configuration (ESO's
+/// Secret keys, server name from the address, whichever endpoint answers) and a count of every
+/// connection made, by the address the class names.
 struct Connector {
     address: String,
-    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    endpoint: SocketAddr,
+    tls: ClientTls,
     metrics: PoolMetrics,
 }
 
@@ -202,7 +228,7 @@ impl Dial for Connector {
                 address: self.address.clone(),
             };
             let connected = async {
-                let tcp = TcpStream::connect(&self.address).await?;
+                let tcp = TcpStream::connect(self.endpoint).await?;
                 tcp.set_nodelay(true)?;
                 let io: Box<dyn Io> = match &self.tls {
                     Some((config, name)) => Box::new(
@@ -221,7 +247,7 @@ impl Dial for Connector {
                 }
                 Err(e) => {
                     self.metrics.failed.get_or_create(&label).inc();
-                    tracing::debug!(address = %self.address, error = %e, "connecting to a provider server failed");
+                    tracing::debug!(address = %self.address, endpoint = %self.endpoint, error = %e, "connecting to a provider server failed");
                 }
             }
             connected

@@ -1,8 +1,9 @@
-//! What a `ProviderClass` reports: whether its server answers gRPC health, and which methods of
-//! `provider.v1.SecretStoreProvider` it serves (asked through server reflection, which ESO's
-//! servers and ours offer; ESO's draft has no other negotiation).
+//! What a `ProviderClass` reports: whether its server answers gRPC health, on how many of the
+//! endpoints its address resolves to, and which methods of `provider.v1.SecretStoreProvider` it
+//! serves (asked through server reflection, which ESO's servers and ours offer; ESO's draft has
+//! no other negotiation).
 
-use crate::transport::Transport;
+use crate::balance::Transport;
 use prost::Message;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -14,32 +15,72 @@ use crate::pool::Connection;
 pub struct Probe {
     /// The server's methods of the service, `None` when it offers no reflection.
     pub methods: Option<Vec<String>>,
+    /// The endpoints the address resolved to.
+    pub endpoints: usize,
+    /// Those whose health is SERVING.
+    pub serving: usize,
 }
 
-/// Asks `connection`'s server for its health (service `""`, as ESO's core does) and its
-/// methods. An error says why the server is not usable; it never carries secret material.
+/// Asks each endpoint of `connection`'s address for its health (service `""`, as ESO's core
+/// does) and a serving one for its methods; usable when any endpoint serves. An error says why
+/// none is usable; it never carries secret material.
 pub async fn probe(connection: &Connection) -> Result<Probe, String> {
-    let channel = connection.transport();
+    let endpoints = connection
+        .transport()
+        .endpoints()
+        .await
+        .map_err(|e| format!("health check of {}: {e}", connection.address()))?;
+    let mut checks = tokio::task::JoinSet::new();
+    for (addr, transport) in &endpoints {
+        let (addr, transport, deadline) = (*addr, transport.clone(), connection.deadline());
+        checks.spawn(async move { (health(transport.clone(), deadline).await, addr, transport) });
+    }
+    let mut serving = Vec::new();
+    let mut failures = Vec::new();
+    while let Some(checked) = checks.join_next().await {
+        let Ok((answer, addr, transport)) = checked else {
+            continue;
+        };
+        match answer {
+            Ok(()) => serving.push(transport),
+            Err(why) => failures.push((addr, why)),
+        }
+    }
+    let Some(asked) = serving.first() else {
+        failures.sort();
+        let why = failures
+            .iter()
+            .map(|(addr, why)| match endpoints.len() {
+                1 => why.clone(),
+                _ => format!("{addr}: {why}"),
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(format!("health check of {}: {why}", connection.address()));
+    };
+    Ok(Probe {
+        methods: methods(asked.clone(), connection).await,
+        endpoints: endpoints.len(),
+        serving: serving.len(),
+    })
+}
+
+/// One endpoint's health: `Ok` when SERVING.
+async fn health(transport: Transport, deadline: std::time::Duration) -> Result<(), String> {
     let mut request = tonic::Request::new(HealthCheckRequest {
         service: String::new(),
     });
-    request.set_timeout(connection.deadline());
-    let status = HealthClient::new(channel.clone())
+    request.set_timeout(deadline);
+    let status = HealthClient::new(transport)
         .check(request)
         .await
-        .map_err(|s| format!("health check of {}: {}", connection.address(), describe(&s)))?
+        .map_err(|s| describe(&s))?
         .into_inner()
         .status();
-    if status != ServingStatus::Serving {
-        return Err(format!(
-            "health check of {}: the server is {}",
-            connection.address(),
-            status.as_str_name()
-        ));
+    match status {
+        ServingStatus::Serving => Ok(()),
+        other => Err(format!("the server is {}", other.as_str_name())),
     }
-    Ok(Probe {
-        methods: methods(channel, connection).await,
-    })
 }
 
 /// A transport failure's status message is terse ("transport error"); its source says what

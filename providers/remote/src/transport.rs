@@ -11,6 +11,10 @@
 //! after the connection ended (the client manager's breaker spaces those calls out), a connect
 //! timeout, a deadline on every call, HTTP/2 pings while idle so a dead peer is noticed between
 //! calls, the request's scheme and authority from the address.
+//!
+//! One [`Channel`] is one connection to one endpoint (an address the class's host resolved to);
+//! [`crate::balance`] picks a channel per call and makes a refused call again elsewhere, so a
+//! failed call here says whether the server could have seen it ([`Failure`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -36,6 +40,9 @@ pub struct Settings {
     pub keepalive_timeout: Duration,
     /// How long a connection no client holds is kept for the next one.
     pub idle: Duration,
+    /// How often the address's host is resolved again, to find replicas added or gone (also
+    /// at once when a connection is lost).
+    pub resolve_interval: Duration,
 }
 
 impl Default for Settings {
@@ -46,6 +53,7 @@ impl Default for Settings {
             keepalive_interval: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(5),
             idle: Duration::from_secs(5 * 60),
+            resolve_interval: Duration::from_secs(30),
         }
     }
 }
@@ -73,12 +81,15 @@ pub(crate) enum TransportError {
     Deadline(Duration),
     #[error(transparent)]
     Connect(std::io::Error),
+    #[error("resolving {0}: {1}")]
+    Resolve(String, std::io::Error),
+    #[error("{0} resolves to no address")]
+    NoEndpoint(String),
 }
 
-/// Wakes the HTTP/2 connection a call will use; cheap to clone, shared by every stub.
-#[derive(Clone)]
-pub struct Transport {
-    inner: Arc<Inner>,
+/// The HTTP/2 connection to one endpoint, dialled when a call needs it.
+pub(crate) struct Channel {
+    inner: Inner,
 }
 
 struct Inner {
@@ -93,11 +104,44 @@ struct Inner {
 #[derive(Clone)]
 struct Link {
     sender: SendRequest<Bytes>,
-    /// Cleared by the connection's task when the connection ends.
+    /// Cleared by the connection's task when the connection ends, and by a call the server
+    /// refused (GOAWAY): the connection drains the calls it took, new ones dial again.
     open: Arc<AtomicBool>,
 }
 
-impl Transport {
+impl Link {
+    fn close(&self) {
+        self.open.store(false, Ordering::Release);
+    }
+}
+
+/// Why a call through a [`Channel`] failed, as far as retrying it elsewhere goes.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// No connection could be made: the endpoint is down.
+    Unreached(BoxError),
+    /// The server took no part of the call: the connection was going away (GOAWAY) before the
+    /// stream opened, or the server refused the stream (REFUSED_STREAM, or an id above its
+    /// GOAWAY's last). Any call may be made again.
+    Refused(BoxError),
+    /// The call may have reached the server (the connection broke mid-call, say).
+    Lost(BoxError),
+}
+
+impl Failure {
+    pub(crate) fn into_error(self) -> BoxError {
+        match self {
+            Self::Unreached(e) | Self::Refused(e) | Self::Lost(e) => e,
+        }
+    }
+}
+
+/// Whether the server says it never processed the stream that failed with `e`.
+fn refused(e: &h2::Error) -> bool {
+    e.is_remote() && (e.is_go_away() || e.reason() == Some(h2::Reason::REFUSED_STREAM))
+}
+
+impl Channel {
     pub(crate) fn new(
         dial: Box<dyn Dial>,
         tls: bool,
@@ -110,30 +154,34 @@ impl Transport {
             http::uri::Scheme::HTTP
         };
         Self {
-            inner: Arc::new(Inner {
+            inner: Inner {
                 dial,
                 scheme,
                 authority,
                 settings,
                 link: Default::default(),
-            }),
+            },
         }
     }
 
-    /// The open connection's handle, dialled first if there is none; callers arriving while it
-    /// is dialled wait for that one rather than dial their own.
-    async fn sender(&self) -> Result<SendRequest<Bytes>, BoxError> {
+    /// The open connection, dialled first if there is none; callers arriving while it is
+    /// dialled wait for that one rather than dial their own.
+    async fn link(&self) -> Result<Link, BoxError> {
         let mut link = self.inner.link.lock().await;
         if let Some(open) = link.as_ref().filter(|l| l.open.load(Ordering::Acquire)) {
-            return Ok(open.sender.clone());
+            return Ok(open.clone());
         }
         let timeout = self.inner.settings.connect_timeout;
         let opened = tokio::time::timeout(timeout, self.open())
             .await
             .map_err(|_| TransportError::ConnectTimeout(timeout))??;
-        let sender = opened.sender.clone();
-        *link = Some(opened);
-        Ok(sender)
+        *link = Some(opened.clone());
+        Ok(opened)
+    }
+
+    /// Dials unless connected; whether the endpoint can be reached.
+    pub(crate) async fn connect(&self) -> bool {
+        self.link().await.is_ok()
     }
 
     async fn open(&self) -> Result<Link, BoxError> {
@@ -171,24 +219,34 @@ impl Transport {
         Ok(Link { sender, open })
     }
 
-    async fn call(&self, request: http::Request<tonic::body::Body>) -> Result<Response, BoxError> {
-        let sender = self.sender().await?;
-        // A connection that ended since the check fails here, unsent; `sender` dials again on
-        // the next call, once the connection's task has marked it closed.
-        let mut sender = sender.ready().await?;
+    pub(crate) async fn call(
+        &self,
+        request: http::Request<tonic::body::Body>,
+    ) -> Result<Response, Failure> {
+        let link = self.link().await.map_err(Failure::Unreached)?;
+        // A connection that ended or is going away fails here, unsent; the next call dials
+        // again.
+        let unsent = |e: h2::Error| {
+            link.close();
+            Failure::Refused(e.into())
+        };
+        let mut sender = link.sender.clone().ready().await.map_err(unsent)?;
         let (mut parts, body) = request.into_parts();
         let mut uri = std::mem::take(&mut parts.uri).into_parts();
         uri.scheme = Some(self.inner.scheme.clone());
         uri.authority = Some(self.inner.authority.clone());
-        parts.uri = http::Uri::from_parts(uri)?;
+        parts.uri = http::Uri::from_parts(uri).map_err(|e| Failure::Lost(e.into()))?;
         let head = http::Request::from_parts(parts, ());
-        let (answer, stream) = sender.send_request(head, false)?;
+        let (answer, stream) = sender.send_request(head, false).map_err(unsent)?;
         send_body(body, stream).await;
-        let answer = answer.await?;
-        Ok(answer.map(|stream| ResponseBody {
-            stream,
-            data_done: false,
-        }))
+        match answer.await {
+            Ok(answer) => Ok(answer.map(|stream| ResponseBody {
+                stream,
+                data_done: false,
+            })),
+            Err(e) if refused(&e) => Err(unsent(e)),
+            Err(e) => Err(Failure::Lost(e.into())),
+        }
     }
 }
 
@@ -288,7 +346,7 @@ async fn pipe(mut body: tonic::body::Body, mut stream: h2::SendStream<Bytes>) {
     let _ = stream.send_data(Bytes::new(), true);
 }
 
-type Response = http::Response<ResponseBody>;
+pub(crate) type Response = http::Response<ResponseBody>;
 
 /// An answer's messages and then its trailers (where gRPC puts the status).
 pub struct ResponseBody {
@@ -329,39 +387,8 @@ impl Body for ResponseBody {
     }
 }
 
-impl tower::Service<http::Request<tonic::body::Body>> for Transport {
-    type Response = Response;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        // Readiness (a free stream) is awaited inside the call, under its deadline.
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        let this = self.clone();
-        // The caller's own deadline (tonic sends it as `grpc-timeout`), longer or shorter than
-        // the connection's: a class's `spec.callTimeout` is the one that counts.
-        let deadline = grpc_timeout(request.headers()).unwrap_or(this.inner.settings.deadline);
-        Box::pin(async move {
-            match tokio::time::timeout(deadline, this.call(request)).await {
-                Ok(answer) => answer,
-                Err(_) => {
-                    // DEADLINE_EXCEEDED as gRPC says a client reports it; the source marks the
-                    // failure as ours, not the server's answer.
-                    let error = TransportError::Deadline(deadline);
-                    let mut status = tonic::Status::deadline_exceeded(error.to_string());
-                    status.set_source(Arc::new(error));
-                    Err(status.into())
-                }
-            }
-        })
-    }
-}
-
 /// A `grpc-timeout` header's value: digits and a unit (gRPC over HTTP/2).
-fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+pub(crate) fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
     let value = headers.get("grpc-timeout")?.to_str().ok()?;
     let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
     let n: u64 = digits.parse().ok()?;

@@ -1,6 +1,10 @@
 //! The process around the service: one TCP port for gRPC (mTLS unless turned off) with health
-//! and reflection beside `provider.v1`, one HTTP port for metrics, and a shutdown that stops
-//! accepting, then lets the calls in flight finish within a grace period.
+//! and reflection beside `provider.v1`, one HTTP port for metrics, and a shutdown that first
+//! reports NOT_SERVING while still serving (so endpoints drop the replica before it goes), then
+//! stops accepting and sends GOAWAY, then lets the calls in flight finish within a grace period.
+//!
+//! Every connection is closed gracefully (GOAWAY) after a maximum age, so that clients resolve
+//! and spread their calls again: behind a ClusterIP Service, or when replicas were added.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,6 +30,11 @@ use crate::tls::{ReloadingConfig, TlsError, TlsFiles};
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 /// How long calls in flight may take to finish once shutdown begins.
 pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
+/// How long the server keeps serving, NOT_SERVING, once shutdown begins: the time a Service's
+/// endpoints and its clients take to drop the replica.
+pub const DEFAULT_SHUTDOWN_DELAY: Duration = Duration::from_secs(5);
+/// A connection's age at which it is closed gracefully (ESO's servers use the same).
+pub const DEFAULT_MAX_CONNECTION_AGE: Duration = Duration::from_secs(30 * 60);
 /// A client that has not finished its TLS handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections accepted but not yet handed to the gRPC server.
@@ -42,6 +51,10 @@ pub struct ServeOptions {
     pub tls: Option<TlsFiles>,
     pub reload_interval: Duration,
     pub grace_period: Duration,
+    /// Serving on, NOT_SERVING, before the listener closes once shutdown begins.
+    pub shutdown_delay: Duration,
+    /// A connection older is sent GOAWAY; its calls in flight get `grace_period` to finish.
+    pub max_connection_age: Duration,
 }
 
 impl ServeOptions {
@@ -52,6 +65,8 @@ impl ServeOptions {
             tls,
             reload_interval: DEFAULT_RELOAD_INTERVAL,
             grace_period: DEFAULT_GRACE_PERIOD,
+            shutdown_delay: DEFAULT_SHUTDOWN_DELAY,
+            max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
         }
     }
 }
@@ -163,6 +178,8 @@ impl Server {
             .build_v1alpha()
             .expect("the provider.v1 and health descriptors are valid");
         let router = tonic::transport::Server::builder()
+            .max_connection_age(options.max_connection_age)
+            .max_connection_age_grace(options.grace_period)
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
@@ -218,8 +235,8 @@ pub async fn serve(
         .await
 }
 
-/// Serves until `shutdown`, then reports NOT_SERVING, stops accepting and waits for the calls in
-/// flight, at most the grace period.
+/// Serves until `shutdown`, then reports NOT_SERVING and serves on for the shutdown delay, then
+/// stops accepting, sends GOAWAY and waits for the calls in flight, at most the grace period.
 async fn until_drained(
     served: impl Future<Output = Result<(), tonic::transport::Error>>,
     shutdown: impl Future<Output = ()>,
@@ -241,6 +258,14 @@ async fn until_drained(
     health
         .set_not_serving::<SecretStoreProviderServer<ProviderService>>()
         .await;
+    info!(
+        delay = ?options.shutdown_delay,
+        "shutting down: reporting NOT_SERVING, serving on while clients and endpoints drop this replica"
+    );
+    tokio::select! {
+        result = &mut served => return result.map_err(Into::into),
+        () = tokio::time::sleep(options.shutdown_delay) => {}
+    }
     info!(
         grace_period = ?options.grace_period,
         "shutting down: accepting no more connections, waiting for the calls in flight"

@@ -534,6 +534,59 @@ async fn shutdown_drains_calls_in_flight_and_stops_accepting() {
 }
 
 #[tokio::test]
+async fn shutdown_serves_on_for_the_delay_while_not_serving() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+    let delay = Duration::from_secs(2);
+    let mut server = Running::start_with(|o: &mut ServeOptions| o.shutdown_delay = delay).await;
+    let channel = connect(server.addr, &server.ca.pem(), Some(&server.client))
+        .await
+        .unwrap();
+    let stopped_at = tokio::time::Instant::now();
+    server.stop();
+    // Endpoints learn it is going (health and /readyz) while it still serves new connections
+    // and calls.
+    let health = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status();
+    assert_eq!(health, ServingStatus::NotServing);
+    assert!(
+        http_get(server.metrics, "/readyz")
+            .await
+            .starts_with("HTTP/1.1 503")
+    );
+    let ca = server.ca.pem();
+    assert!(can_call(server.addr, &ca, Some(&server.client)).await);
+    assert!(
+        stopped_at.elapsed() < delay,
+        "the checks took longer than the delay"
+    );
+    // Then it stops accepting.
+    assert!(
+        eventually(delay * 2, || async {
+            tokio::net::TcpStream::connect(server.addr).await.is_err()
+        })
+        .await,
+        "still accepting connections after the delay"
+    );
+    assert!(
+        stopped_at.elapsed() >= delay,
+        "stopped accepting before the delay"
+    );
+    tokio::time::timeout(Duration::from_secs(5), server.task)
+        .await
+        .expect("stops once drained")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
 async fn shutdown_waits_no_longer_than_the_grace_period() {
     let mut server = Running::start_with(|o: &mut ServeOptions| {
         o.grace_period = Duration::from_millis(300);

@@ -1,5 +1,7 @@
 //! `external-secrets provider serve` as its own process, on 127.0.0.1 with mTLS from files in
-//! ESO's layout, so tests can kill it, restart it and rotate its certificates.
+//! ESO's layout, so tests can kill it, stop it as Kubernetes stops a Pod, restart it and rotate
+//! its certificates; and replicas of it on 127.0.0.2, 127.0.0.3, ... at the same port, as the
+//! Pods behind a headless Service.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,12 +43,14 @@ impl ProviderPki {
 
 pub struct ProviderServer {
     supervisor: Mutex<Option<Supervisor>>,
+    /// The running process's id.
+    pid: Mutex<Option<u32>>,
     dir: Option<tempfile::TempDir>,
     path: PathBuf,
     binary: PathBuf,
     kubeconfig: PathBuf,
     kinds: Vec<String>,
-    /// `127.0.0.1:<port>`, the same across restarts.
+    /// `127.0.0.<n>:<port>`, the same across restarts.
     pub address: String,
     /// Where it serves `/metrics`.
     pub metrics_address: std::net::SocketAddr,
@@ -73,6 +77,7 @@ impl ProviderServer {
             let metrics = crate::reserve_port()?;
             let server = Self {
                 supervisor: Mutex::new(None),
+                pid: Mutex::new(None),
                 path: dir.path().to_owned(),
                 dir: Some(dir),
                 binary: binary.to_owned(),
@@ -95,6 +100,39 @@ impl ProviderServer {
                 Err((e.context(format!("log: {}", log.display())), dir))
             }
         }
+    }
+
+    /// Another replica: the same kinds, port and certificates, on 127.0.0.`n` (all of
+    /// 127.0.0.0/8 is local on Linux).
+    pub fn replica(&self, n: u8) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("external-secrets-provider-")
+            .tempdir()
+            .context("creating the provider server's folder")?;
+        let ip = std::net::Ipv4Addr::new(127, 0, 0, n);
+        let port = self.address.rsplit_once(':').map_or("", |(_, p)| p);
+        let metrics = std::net::TcpListener::bind((ip, 0))
+            .with_context(|| format!("reserving a free {ip} port"))?
+            .local_addr()?;
+        let mut server = Self {
+            supervisor: Mutex::new(None),
+            pid: Mutex::new(None),
+            path: dir.path().to_owned(),
+            dir: Some(dir),
+            binary: self.binary.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            kinds: self.kinds.clone(),
+            address: format!("{ip}:{port}"),
+            metrics_address: metrics,
+            pki: Mutex::new(self.pki()),
+        };
+        server.write_certificates()?;
+        if let Err(e) = server.spawn() {
+            let log = server.log_path();
+            crate::keep_if_asked(&mut server.dir);
+            return Err(e.context(format!("log: {}", log.display())));
+        }
+        Ok(server)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Supervisor>> {
@@ -145,17 +183,20 @@ impl ProviderServer {
             .map(|(_, p)| p)
             .unwrap_or_default();
         let metrics_port = self.metrics_address.port();
+        let bind = self.address.rsplit_once(':').map_or("", |(ip, _)| ip);
         let mut args = vec![
             "provider".into(),
             "serve".into(),
+            format!("--bind-address={bind}"),
             format!("--port={port}"),
             format!("--metrics-port={metrics_port}"),
             format!("--tls-dir={}", self.certs_dir().display()),
             format!("--kubeconfig={}", self.kubeconfig.display()),
         ];
         args.extend(self.kinds.iter().map(|k| format!("--kind={k}")));
-        supervisor.spawn("provider", &self.binary, args, &self.log_path())?;
+        let pid = supervisor.spawn("provider", &self.binary, args, &self.log_path())?;
         *self.lock() = Some(supervisor);
+        *self.pid.lock().unwrap_or_else(PoisonError::into_inner) = Some(pid);
         self.wait_until_listening()
     }
 
@@ -185,6 +226,39 @@ impl ProviderServer {
     /// Kills the server at once (SIGKILL), calls in flight and all.
     pub fn kill(&self) {
         self.lock().take();
+    }
+
+    /// Stops it as Kubernetes stops a Pod (SIGTERM) and waits until it exited, at most `grace`.
+    pub fn terminate(&self, grace: Duration) -> Result<()> {
+        let Some(pid) = self
+            .pid
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return Ok(());
+        };
+        let pid = rustix::process::Pid::from_raw(pid as i32).context("a process id")?;
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        let deadline = Instant::now() + grace;
+        loop {
+            let exited = match &*self.lock() {
+                Some(supervisor) => supervisor.exited()?.is_some(),
+                None => true,
+            };
+            if exited {
+                self.kill();
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                bail!(
+                    "the provider server at {} still ran {grace:?} after SIGTERM",
+                    self.address
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Starts it again on the same port with the same certificates.

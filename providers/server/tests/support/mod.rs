@@ -381,6 +381,8 @@ impl Running {
             Some(TlsFiles::in_dir(dir.path())),
         );
         options.reload_interval = Duration::from_millis(100);
+        // Stopping at once unless a test is about the delay.
+        options.shutdown_delay = Duration::ZERO;
         adjust(&mut options);
         let (resolver, slow) = StaticResolver::new().await;
         let server = Server::bind(options, resolver, Default::default())
