@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
+use api::caller_identity::CallerIdentity;
 use async_trait::async_trait;
 use provider::{SecretsClient, Validation};
 use provider_protocol::v1;
@@ -17,6 +18,7 @@ use provider_protocol::{
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 
+use crate::identity;
 use crate::metrics::GrpcMetrics;
 
 /// What a call is served with.
@@ -83,6 +85,7 @@ impl ProviderService {
     /// The client for a data call: both the reference and the caller's namespace are required.
     async fn data_client(
         &self,
+        caller: &CallerIdentity,
         reference: Option<v1::ProviderReference>,
         source_namespace: &str,
     ) -> Result<Arc<dyn SecretsClient>, Status> {
@@ -92,14 +95,20 @@ impl ProviderService {
                 "source_namespace is required: the namespace of the ExternalSecret or PushSecret",
             ));
         }
-        Ok(self.resolve(&reference, source_namespace).await?.client)
+        Ok(self
+            .resolve(caller, &reference, source_namespace)
+            .await?
+            .client)
     }
 
+    /// The resolved client, once the caller's certificate allows what the call claims.
     async fn resolve(
         &self,
+        caller: &CallerIdentity,
         reference: &v1::ProviderReference,
         source_namespace: &str,
     ) -> Result<Resolved, Status> {
+        identity::check(caller, reference, source_namespace)?;
         self.resolver
             .resolve(reference, source_namespace)
             .await
@@ -126,9 +135,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::GetSecretRequest>,
     ) -> Result<Response<v1::GetSecretResponse>, Status> {
         self.observe("GetSecret", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref, &r.source_namespace)
+                .data_client(&caller, r.provider_ref, &r.source_namespace)
                 .await?;
             let remote = remote_from_wire(required(r.remote_ref, "remote_ref")?);
             let value = client.get_secret(&remote).await.map_err(status)?;
@@ -142,9 +152,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::GetSecretMapRequest>,
     ) -> Result<Response<v1::GetSecretMapResponse>, Status> {
         self.observe("GetSecretMap", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref, &r.source_namespace)
+                .data_client(&caller, r.provider_ref, &r.source_namespace)
                 .await?;
             let remote = remote_from_wire(required(r.remote_ref, "remote_ref")?);
             let secrets = client.get_secret_map(&remote).await.map_err(status)?;
@@ -160,9 +171,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::PushSecretRequest>,
     ) -> Result<Response<v1::PushSecretResponse>, Status> {
         self.observe("PushSecret", async {
+            let caller = identity::caller(&request)?;
             let mut r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref.take(), &r.source_namespace)
+                .data_client(&caller, r.provider_ref.take(), &r.source_namespace)
                 .await?;
             let push = push_from_wire(r).map_err(Status::invalid_argument)?;
             client.push_secret(&push).await.map_err(status)?;
@@ -176,9 +188,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::DeleteSecretRequest>,
     ) -> Result<Response<v1::DeleteSecretResponse>, Status> {
         self.observe("DeleteSecret", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref, &r.source_namespace)
+                .data_client(&caller, r.provider_ref, &r.source_namespace)
                 .await?;
             let remote = push_remote_from_wire(required(r.remote_ref, "remote_ref")?);
             client.delete_secret(&remote).await.map_err(status)?;
@@ -192,9 +205,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::SecretExistsRequest>,
     ) -> Result<Response<v1::SecretExistsResponse>, Status> {
         self.observe("SecretExists", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref, &r.source_namespace)
+                .data_client(&caller, r.provider_ref, &r.source_namespace)
                 .await?;
             let remote = push_remote_from_wire(required(r.remote_ref, "remote_ref")?);
             let exists = client.secret_exists(&remote).await.map_err(status)?;
@@ -208,9 +222,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::GetAllSecretsRequest>,
     ) -> Result<Response<v1::GetAllSecretsResponse>, Status> {
         self.observe("GetAllSecrets", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref, &r.source_namespace)
+                .data_client(&caller, r.provider_ref, &r.source_namespace)
                 .await?;
             let find = find_from_wire(required(r.find, "find")?);
             let secrets = client.get_all_secrets(&find).await.map_err(status)?;
@@ -226,9 +241,12 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::ValidateRequest>,
     ) -> Result<Response<v1::ValidateResponse>, Status> {
         self.observe("Validate", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let reference = required(r.provider_ref, "provider_ref")?;
-            let resolved = self.resolve(&reference, &r.source_namespace).await?;
+            let resolved = self
+                .resolve(&caller, &reference, &r.source_namespace)
+                .await?;
             let report = resolved
                 .provider
                 .validate_spec(&resolved.spec)
@@ -254,8 +272,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::CapabilitiesRequest>,
     ) -> Result<Response<v1::CapabilitiesResponse>, Status> {
         self.observe("Capabilities", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let reference = required(r.provider_ref, "provider_ref")?;
+            identity::check(&caller, &reference, &r.source_namespace)?;
             let provider = self
                 .resolver
                 .provider(&reference, &r.source_namespace)
