@@ -2,6 +2,7 @@
 //! per-provider kinds in `providers.external-secrets.io` (namespaced) and
 //! `cluster.providers.external-secrets.io` (cluster-scoped).
 
+pub mod caller_identity;
 pub mod chart;
 pub mod cluster_secrets;
 pub mod conditions;

@@ -3,10 +3,13 @@
 //! mutual TLS (ESO's layout, [`crate::provider_tls`]), whose server reads the Secret's files and
 //! whose client, the operator, reads the Secret.
 //!
-//! Each serving certificate comes with its own CA, made for it and thrown away after signing:
-//! no CA key is ever stored. With mutual TLS the same CA also signs the client certificate, and
-//! nothing else. A rotation runs in two steps so that no peer meets a certificate it does not
-//! trust yet:
+//! Each serving certificate comes with its own CA, made for it. The webhook's CA key is thrown
+//! away after signing. A provider server's is kept in its Secret (`ca.key`, ESO's key, which the
+//! server does not mount), because the same CA also signs the client certificates: the
+//! operator's, issued with it, and one per namespace that has a ProviderClass of that server,
+//! issued later ([`Material::namespace_client`], `api::caller_identity`), so that a tenant holds
+//! a key that can claim only its own namespace. A rotation runs in two steps so that no peer
+//! meets a certificate it does not trust yet:
 //!
 //! 1. *prepare*: a `next` certificate (and its CA, and with mutual TLS its client certificate) is
 //!    added to the Secret, and `ca.crt` becomes the current CA plus the next one; the bundle is
@@ -16,9 +19,9 @@
 //!    or servers that still present the old certificates until they read the Secret again.
 //!
 //! Keys of the Secret: `tls.crt` (serving certificate, then its CA), `tls.key`, `ca.crt` (the
-//! bundle to trust), with mutual TLS `client.crt` (client certificate, then its CA) and
-//! `client.key`, and during a rotation `next.crt`, `next.key` (and `next-client.crt`,
-//! `next-client.key`).
+//! bundle to trust), with mutual TLS `client.crt` (client certificate, then its CA),
+//! `client.key` and `ca.key`, and during a rotation `next.crt`, `next.key` (and
+//! `next-client.crt`, `next-client.key`, `next-ca.key`).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -42,13 +45,15 @@ use crate::{Error, Settings};
 
 const TLS_CRT: &str = "tls.crt";
 const TLS_KEY: &str = "tls.key";
-const CA_CRT: &str = "ca.crt";
+pub(crate) const CA_CRT: &str = "ca.crt";
 const NEXT_CRT: &str = "next.crt";
 const NEXT_KEY: &str = "next.key";
-const CLIENT_CRT: &str = "client.crt";
-const CLIENT_KEY: &str = "client.key";
+pub(crate) const CLIENT_CRT: &str = "client.crt";
+pub(crate) const CLIENT_KEY: &str = "client.key";
 const NEXT_CLIENT_CRT: &str = "next-client.crt";
 const NEXT_CLIENT_KEY: &str = "next-client.key";
+const CA_KEY: &str = "ca.key";
+const NEXT_CA_KEY: &str = "next-ca.key";
 
 /// The field manager of the operator's writes to a provider server's TLS Secret (here, with the
 /// purposes, rather than in `provider_tls`, which builds on this module).
@@ -74,6 +79,11 @@ impl Purpose {
             Self::Webhook => "external-secrets-webhook-ca",
             Self::ProviderServer => "external-secrets-provider-ca",
         }
+    }
+
+    /// Whether the CA's key is kept, to issue namespaces' client certificates with.
+    fn keeps_ca_key(self) -> bool {
+        self == Self::ProviderServer
     }
 
     /// The common name of the client certificate, if there is one.
@@ -138,6 +148,8 @@ pub struct Serving {
     pub not_after: SystemTime,
     /// DNS names and IP addresses, as written in the certificate.
     pub hosts: Vec<String>,
+    /// The CA's key, PKCS#8 PEM, where the CA issues more certificates later.
+    pub ca_key_pem: Option<String>,
 }
 
 /// What the Secret holds.
@@ -214,9 +226,52 @@ impl Material {
             let left = s.not_after.duration_since(now).unwrap_or_default();
             left < lifetime / 3
         };
+        // A Secret written before CA keys were kept cannot issue namespaces' certificates: its
+        // CA is replaced by a rotation, in two steps like any other.
+        let key_wanted = target.purpose.keeps_ca_key() && self.serving.ca_key_pem.is_none();
         ending(&self.serving)
             || self.client.as_ref().is_some_and(ending)
             || !same_hosts(&self.serving.hosts, &target.hosts)
+            || key_wanted
+    }
+
+    /// A client certificate naming `namespace` (its URI SAN, `api::caller_identity`), signed by
+    /// the serving certificate's CA and valid as long as it: what a namespaced ProviderClass's
+    /// TLS Secret holds. `None` when the CA's key is not kept.
+    pub fn namespace_client(&self, namespace: &str) -> Result<Option<Serving>, Error> {
+        let issue_err = |what: &'static str| move |e: rcgen::Error| Error::Issue(what, e);
+        let serving = &self.serving;
+        let Some(ca_key) = &serving.ca_key_pem else {
+            return Ok(None);
+        };
+        let ca_key = KeyPair::from_pem(ca_key).map_err(issue_err("the CA's key"))?;
+        let ca =
+            rcgen::Issuer::from_ca_cert_der(&CertificateDer::from(serving.ca_der.clone()), ca_key)
+                .map_err(issue_err("the CA"))?;
+        let mut leaf = CertificateParams::default();
+        leaf.distinguished_name = name(&format!("{CLIENT_COMMON_NAME}:{namespace}"));
+        let uri = api::caller_identity::namespace_uri(namespace)
+            .try_into()
+            .map_err(issue_err("a subject alternative name"))?;
+        leaf.subject_alt_names = vec![SanType::URI(uri)];
+        leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        leaf.use_authority_key_identifier_extension = true;
+        leaf.not_before = serving.not_before.into();
+        leaf.not_after = serving.not_after.into();
+        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(issue_err("a key"))?;
+        let cert = leaf
+            .signed_by(&key, &ca)
+            .map_err(issue_err("a certificate"))?;
+        Ok(Some(Serving {
+            cert_der: cert.der().to_vec(),
+            ca_der: serving.ca_der.clone(),
+            key_pem: key.serialize_pem(),
+            not_before: serving.not_before,
+            not_after: serving.not_after,
+            hosts: Vec::new(),
+            ca_key_pem: None,
+        }))
     }
 
     /// Why this cannot serve `target` at all, so that it is replaced rather than rotated: a
@@ -245,14 +300,31 @@ impl Material {
                 put(key_key, certificate.key_pem.clone());
             }
         }
+        let ca_keys = [
+            (CA_KEY, Some(&self.serving)),
+            (NEXT_CA_KEY, self.next.as_ref()),
+        ];
+        for (key, certificate) in ca_keys {
+            if let Some(ca_key) = certificate.and_then(|c| c.ca_key_pem.clone()) {
+                put(key, ca_key);
+            }
+        }
         data
+    }
+
+    /// The client certificate of a Secret's data (`client.crt`, `client.key`), checked.
+    pub fn client_of(data: &BTreeMap<String, ByteString>) -> Result<Option<Serving>, String> {
+        Serving::decode(data, CLIENT_CRT, CLIENT_KEY)
     }
 
     /// The Secret's data, checked: every certificate parses, every key matches its certificate.
     pub fn from_secret_data(data: &BTreeMap<String, ByteString>) -> Result<Self, String> {
         let serving = Serving::decode(data, TLS_CRT, TLS_KEY)?
-            .ok_or_else(|| format!("{TLS_CRT} or {TLS_KEY} is missing"))?;
-        let next = Serving::decode(data, NEXT_CRT, NEXT_KEY)?;
+            .ok_or_else(|| format!("{TLS_CRT} or {TLS_KEY} is missing"))?
+            .with_ca_key(data, CA_KEY)?;
+        let next = Serving::decode(data, NEXT_CRT, NEXT_KEY)?
+            .map(|next| next.with_ca_key(data, NEXT_CA_KEY))
+            .transpose()?;
         let client = Serving::decode(data, CLIENT_CRT, CLIENT_KEY)?;
         let next_client = Serving::decode(data, NEXT_CLIENT_CRT, NEXT_CLIENT_KEY)?;
         // A client certificate is signed by the CA of the serving certificate it goes with.
@@ -308,6 +380,27 @@ impl Serving {
             .map_err(|e| format!("the private key does not fit the certificate: {e}"))
     }
 
+    /// With the CA's key of `key_key`, if the Secret holds it; checked against the CA.
+    fn with_ca_key(
+        mut self,
+        data: &BTreeMap<String, ByteString>,
+        key_key: &str,
+    ) -> Result<Self, String> {
+        let Some(key) = data.get(key_key) else {
+            return Ok(self);
+        };
+        let key_pem =
+            String::from_utf8(key.0.clone()).map_err(|_| format!("{key_key} is not PEM text"))?;
+        let key = KeyPair::from_pem(&key_pem).map_err(|_| format!("{key_key} holds no key"))?;
+        let (_, ca) = x509_parser::parse_x509_certificate(&self.ca_der)
+            .map_err(|e| format!("the CA of {key_key}: {e}"))?;
+        if ca.public_key().raw != rcgen::PublicKeyData::subject_public_key_info(&key).as_slice() {
+            return Err(format!("{key_key} is not the key of its CA"));
+        }
+        self.ca_key_pem = Some(key_pem);
+        Ok(self)
+    }
+
     fn decode(
         data: &BTreeMap<String, ByteString>,
         cert_key: &str,
@@ -336,6 +429,7 @@ impl Serving {
             not_before,
             not_after,
             hosts,
+            ca_key_pem: None,
         };
         serving
             .certified_key()
@@ -399,14 +493,18 @@ pub fn issue_for(target: &Target, now: SystemTime) -> Result<(Serving, Option<Se
             not_before: not_before.into(),
             not_after: not_after.into(),
             hosts: hosts.to_vec(),
+            ca_key_pem: None,
         })
     };
     let hosts = &target.hosts;
-    let serving = leaf(
+    let mut serving = leaf(
         hosts.first().map_or("external-secrets-webhook", |h| h),
         ExtendedKeyUsagePurpose::ServerAuth,
         hosts,
     )?;
+    if target.purpose.keeps_ca_key() {
+        serving.ca_key_pem = Some(ca.key().serialize_pem());
+    }
     let client = target
         .purpose
         .client()
@@ -867,7 +965,14 @@ mod tests {
         let keys: Vec<&str> = data.keys().map(String::as_str).collect();
         assert_eq!(
             keys,
-            ["ca.crt", "client.crt", "client.key", "tls.crt", "tls.key"]
+            [
+                "ca.crt",
+                "ca.key",
+                "client.crt",
+                "client.key",
+                "tls.crt",
+                "tls.key"
+            ]
         );
         let back = Material::from_secret_data(&data).unwrap();
         // Equal but for the sub-second validity X.509 does not hold.
@@ -898,6 +1003,61 @@ mod tests {
             Some("client.crt or client.key is missing")
         );
         assert!(webhook.unfit_for(&settings().target()).is_none());
+    }
+
+    #[test]
+    fn a_namespaces_client_certificate_names_it_and_chains_to_the_servers_ca() {
+        let target = provider_target();
+        let now = SystemTime::now();
+        let material = Material::fresh(&target, now).unwrap();
+        // The CA's key survives the Secret; the operator's own certificate names no namespace.
+        let back = Material::from_secret_data(&material.to_secret_data()).unwrap();
+        assert!(back.serving.ca_key_pem.is_some());
+        let identity = |der: &[u8]| api::caller_identity::CallerIdentity::of_certificate(der);
+        assert_eq!(
+            identity(&back.client.as_ref().unwrap().cert_der),
+            Ok(api::caller_identity::CallerIdentity::Cluster)
+        );
+
+        let team = back.namespace_client("team-a").unwrap().unwrap();
+        assert_eq!(
+            identity(&team.cert_der),
+            Ok(api::caller_identity::CallerIdentity::Namespace(
+                "team-a".into()
+            ))
+        );
+        assert_eq!(team.ca_der, back.serving.ca_der);
+        assert_eq!(team.not_after, back.serving.not_after);
+        team.certified_key().unwrap();
+        let as_team = Material {
+            client: Some(team),
+            ..back.clone()
+        };
+        handshake_checks(&as_team, &back.ca_bundle).unwrap();
+
+        // Through a rotation the next CA's key is kept too, and issues once promoted.
+        let promoted =
+            Material::from_secret_data(&back.prepare(&target, now).unwrap().to_secret_data())
+                .unwrap()
+                .promote()
+                .unwrap();
+        let team = promoted.namespace_client("team-a").unwrap().unwrap();
+        assert_eq!(team.ca_der, promoted.serving.ca_der);
+        assert_ne!(team.ca_der, back.serving.ca_der);
+
+        // A Secret written before CA keys were kept issues nothing and is due for rotation.
+        let mut data = material.to_secret_data();
+        data.remove(CA_KEY);
+        let old = Material::from_secret_data(&data).unwrap();
+        assert!(old.namespace_client("team-a").unwrap().is_none());
+        assert!(old.rotation_due(&target, now));
+        // A CA key that is not the CA's is named.
+        let other = Material::fresh(&target, now).unwrap().to_secret_data();
+        data.insert(CA_KEY.into(), other[CA_KEY].clone());
+        assert_eq!(
+            Material::from_secret_data(&data).unwrap_err(),
+            "ca.key is not the key of its CA"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod certs;
 pub mod inject;
 pub mod lifecycle;
 mod metrics;
+pub mod namespace_tls;
 pub mod provider_tls;
 mod providers;
 pub mod review;

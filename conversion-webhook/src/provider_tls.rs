@@ -3,7 +3,8 @@
 //! ([`certs`], [`certs::Purpose::ProviderServer`]). The server mounts `ca.crt`, `tls.crt` and
 //! `tls.key` and reads them again when they change; the operator's clients of that server read
 //! `ca.crt`, `client.crt` and `client.key` from the Secret (a ClusterProviderClass's
-//! `tlsSecretRef`).
+//! `tlsSecretRef`). Each namespaced ProviderClass of the server gets a Secret of its own, with a
+//! client certificate of its namespace ([`crate::namespace_tls`]).
 //!
 //! A rotation takes [`certs`]' two steps: the next CA joins `ca.crt` first, and the next
 //! certificates are used only once the server had [`Settings::settle`] to read the new bundle
@@ -13,11 +14,12 @@
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
 use crate::Error;
-use crate::certs::{self, Purpose, Target};
+use crate::certs::{self, Material, Purpose, Target};
 
 /// One provider server's Secret, and how it is kept.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,17 +107,21 @@ impl Settings {
 /// rotates. Failures are logged and retried, sooner and sooner up to `check_interval`.
 pub async fn keep(client: kube::Client, settings: Settings, shutdown: impl Future<Output = ()>) {
     tokio::pin!(shutdown);
-    let secrets = Api::<Secret>::namespaced(client, &settings.namespace);
+    let secrets = Api::<Secret>::namespaced(client.clone(), &settings.namespace);
     let mut keeper = Keeper {
+        client,
         target: settings.target(),
         settings,
         secrets,
         next_seen: None,
     };
+    let classes = crate::namespace_tls::class_changes(keeper.client.clone());
+    tokio::pin!(classes);
     let mut retry = Duration::from_secs(1);
     loop {
         let wait = match keeper.check(SystemTime::now()).await {
-            Ok(()) => {
+            Ok(material) => {
+                crate::namespace_tls::keep(&keeper.client, &keeper.settings, &material).await;
                 retry = Duration::from_secs(1);
                 keeper.settings.check_interval
             }
@@ -129,11 +135,13 @@ pub async fn keep(client: kube::Client, settings: Settings, shutdown: impl Futur
         tokio::select! {
             () = &mut shutdown => return,
             () = tokio::time::sleep(wait) => {}
+            Some(()) = classes.next() => {}
         }
     }
 }
 
 struct Keeper {
+    client: kube::Client,
     settings: Settings,
     target: Target,
     secrets: Api<Secret>,
@@ -142,13 +150,15 @@ struct Keeper {
 }
 
 impl Keeper {
-    async fn check(&mut self, now: SystemTime) -> Result<(), Error> {
+    /// Brings the Secret up to date; what it holds now.
+    async fn check(&mut self, now: SystemTime) -> Result<Material, Error> {
         let target = &self.target;
         let stored = match certs::reload(&self.secrets, target).await? {
             Some(stored) => stored,
             None => certs::load_or_create(&self.secrets, target).await?,
         };
         let material = &stored.material;
+        let mut in_use = material.clone();
         if let Some(next) = &material.next {
             let since = match &self.next_seen {
                 Some((cert, since)) if *cert == next.cert_der => *since,
@@ -160,25 +170,23 @@ impl Keeper {
                 since.elapsed() >= self.settings.settle || material.serving.not_after <= now;
             if settled
                 && let Some(promoted) = material.promote()
-                && certs::update(&self.secrets, target, &stored, promoted)
-                    .await?
-                    .is_some()
+                && let Some(written) =
+                    certs::update(&self.secrets, target, &stored, promoted).await?
             {
+                in_use = written.material;
                 self.next_seen = None;
                 tracing::info!(secret = %target.secret_ref(), "the provider server's next certificates are in use");
             }
         } else if material.rotation_due(target, now) {
             let prepared = material.prepare(target, now)?;
             let next = prepared.next.as_ref().map(|n| n.cert_der.clone());
-            if certs::update(&self.secrets, target, &stored, prepared)
-                .await?
-                .is_some()
-            {
+            if let Some(written) = certs::update(&self.secrets, target, &stored, prepared).await? {
+                in_use = written.material;
                 self.next_seen = next.map(|cert| (cert, Instant::now()));
                 tracing::info!(secret = %target.secret_ref(), settle = ?self.settings.settle, "issued the provider server's next certificates; ca.crt trusts their CA before they are used");
             }
         }
-        Ok(())
+        Ok(in_use)
     }
 }
 

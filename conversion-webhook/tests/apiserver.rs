@@ -15,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use api::caller_identity::CallerIdentity;
 use external_secrets_conversion_webhook::{self as webhook, Converters, Settings, certs};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -77,6 +78,11 @@ fn main() -> ExitCode {
             &cp,
             "provider_tls_filled_and_rotated_without_a_refused_handshake",
             provider_tls_rotation,
+        ),
+        trial(
+            &cp,
+            "provider_classes_get_a_client_certificate_of_their_namespace",
+            namespace_certificates,
         ),
     ];
     let names = trials.iter().map(Trial::name);
@@ -987,6 +993,15 @@ async fn provider_tls_rotation(client: Client, name: &'static str) -> Result<()>
 /// them: the server the client's chain against its bundle, the operator the server's against its
 /// bundle and the name `127.0.0.1`.
 fn mutual_tls_accepts(files: &certs::Material, secret: &certs::Material) -> Result<()> {
+    mutual_tls_accepts_named(files, secret, "127.0.0.1")
+}
+
+/// [`mutual_tls_accepts`] with the server reached as `server_name`.
+fn mutual_tls_accepts_named(
+    files: &certs::Material,
+    secret: &certs::Material,
+    server_name: &str,
+) -> Result<()> {
     use rustls::client::danger::ServerCertVerifier;
     let roots = |bundle: &[Vec<u8>]| -> Result<Arc<rustls::RootCertStore>> {
         let mut roots = rustls::RootCertStore::empty();
@@ -1017,10 +1032,161 @@ fn mutual_tls_accepts(files: &certs::Material, secret: &certs::Material) -> Resu
     .verify_server_cert(
         &CertificateDer::from(files.serving.cert_der.clone()),
         &[CertificateDer::from(files.serving.ca_der.clone())],
-        &ServerName::try_from("127.0.0.1")?,
+        &ServerName::try_from(server_name.to_owned())?,
         &[],
         now,
     )
     .context("the operator refuses the server certificate")?;
+    Ok(())
+}
+
+/// Issue 40, item 4: a namespaced ProviderClass of a server the operator keeps gets, in its own
+/// namespace, a client certificate naming that namespace (never the operator's, which the server
+/// lets claim anything); a class of another server, or a Secret the operator did not write, is
+/// left alone.
+async fn namespace_certificates(client: Client, name: &'static str) -> Result<()> {
+    use webhook::provider_tls;
+    let operator = testenv::create_namespace(&client, name).await?;
+    let team_a = testenv::create_namespace(&client, &format!("{name}-a")).await?;
+    let team_b = testenv::create_namespace(&client, &format!("{name}-b")).await?;
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../crds/providerclasses.external-secrets.io.yaml"
+    );
+    testenv::apply_yaml(&client, &std::fs::read_to_string(crd)?, true).await?;
+    testenv::wait_for_crd_established(
+        &client,
+        "providerclasses.external-secrets.io",
+        Duration::from_secs(60),
+    )
+    .await?;
+    let mut settings =
+        provider_tls::Settings::parse(&format!("{operator}/provider-fake-tls=provider-fake"))
+            .map_err(anyhow::Error::msg)?;
+    settings.check_interval = Duration::from_millis(200);
+    let keeper = tokio::spawn(provider_tls::keep(
+        client.clone(),
+        settings,
+        std::future::pending(),
+    ));
+
+    // Team B wrote its own Secret of the default name before its class existed.
+    let own: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "external-secrets-provider-tls"},
+        "stringData": {"ca.crt": "team b's"},
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), &team_b)
+        .create(&PostParams::default(), &own)
+        .await?;
+    let address = format!("provider-fake.{operator}.svc:8080");
+    for (ns, class, address) in [
+        (&team_a, "fake", address.as_str()),
+        (&team_a, "elsewhere", "provider-other.tools.svc:8080"),
+        (&team_b, "fake", address.as_str()),
+    ] {
+        let tls = if class == "fake" {
+            String::new()
+        } else {
+            format!(", tlsSecretRef: {{name: {class}-tls}}")
+        };
+        testenv::apply_yaml_in(
+            &client,
+            ns,
+            &format!(
+                "apiVersion: external-secrets.io/v1alpha1\nkind: ProviderClass\nmetadata: {{name: {class}}}\nspec: {{address: '{address}'{tls}}}\n"
+            ),
+            true,
+        )
+        .await?;
+    }
+
+    let team_a_secrets = Api::<Secret>::namespaced(client.clone(), &team_a);
+    let written = testenv::wait_for(
+        Duration::from_secs(30),
+        &format!("Secret {team_a}/external-secrets-provider-tls"),
+        || async {
+            anyhow::Ok(
+                team_a_secrets
+                    .get_opt("external-secrets-provider-tls")
+                    .await?
+                    .context("not yet")?,
+            )
+        },
+    )
+    .await?;
+    let data = written.data.clone().unwrap_or_default();
+    let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+    ensure!(
+        keys == ["ca.crt", "client.crt", "client.key"],
+        "only the client's half in a tenant's namespace: {keys:?}"
+    );
+    let owner = written.metadata.owner_references.unwrap_or_default();
+    ensure!(
+        owner
+            .iter()
+            .any(|o| o.kind == "ProviderClass" && o.name == "fake"),
+        "owned by its class: {owner:?}"
+    );
+    let tenant = certs::Material::client_of(&data)
+        .map_err(anyhow::Error::msg)?
+        .context("a client certificate")?;
+    let identity = |der: &[u8]| CallerIdentity::of_certificate(der).map_err(anyhow::Error::msg);
+    ensure!(
+        identity(&tenant.cert_der)? == CallerIdentity::Namespace(team_a.clone()),
+        "the certificate names {team_a}"
+    );
+
+    let server = certs::Material::from_secret_data(
+        &Api::<Secret>::namespaced(client.clone(), &operator)
+            .get("provider-fake-tls")
+            .await?
+            .data
+            .unwrap_or_default(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    ensure!(
+        identity(
+            &server
+                .client
+                .as_ref()
+                .context("the operator's client")?
+                .cert_der
+        )? == CallerIdentity::Cluster,
+        "the operator's own certificate names no namespace"
+    );
+    ensure!(
+        data["ca.crt"].0 == server.ca_bundle_pem().into_bytes(),
+        "ca.crt is the server's bundle"
+    );
+    // The server takes it, and team A takes the server's certificate.
+    let as_team = certs::Material {
+        client: Some(tenant),
+        ..server.clone()
+    };
+    mutual_tls_accepts_named(&server, &as_team, &format!("provider-fake.{operator}.svc"))?;
+
+    // A few more rounds: nothing for the other server's class, team B's own Secret unchanged,
+    // team A's certificate not issued again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    keeper.abort();
+    ensure!(
+        team_a_secrets.get_opt("elsewhere-tls").await?.is_none(),
+        "a class of a server the operator does not keep gets nothing"
+    );
+    let b = Api::<Secret>::namespaced(client.clone(), &team_b)
+        .get("external-secrets-provider-tls")
+        .await?;
+    let b_data = b.data.unwrap_or_default();
+    ensure!(
+        b_data.keys().map(String::as_str).collect::<Vec<_>>() == ["ca.crt"]
+            && b_data["ca.crt"].0 == b"team b's",
+        "team B's own Secret is left alone: {:?}",
+        b_data.keys()
+    );
+    let again = team_a_secrets.get("external-secrets-provider-tls").await?;
+    ensure!(
+        again.metadata.resource_version == written.metadata.resource_version,
+        "team A's Secret was written again while nothing changed"
+    );
     Ok(())
 }

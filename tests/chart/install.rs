@@ -527,13 +527,21 @@ async fn secret_data(admin: &Client, name: &str) -> Result<BTreeMap<String, Vec<
         .collect())
 }
 
-/// The TLS Secret once the controller filled it, in ESO's layout.
+/// The TLS Secret once the controller filled it, in ESO's layout (`ca.key`: the CA issues the
+/// namespaces' client certificates later; the server does not mount it).
 async fn issued_tls(admin: &Client, served: &Served) -> Result<BTreeMap<String, Vec<u8>>> {
     testenv::wait_for(TIMEOUT, "the controller to fill the TLS Secret", || async {
         let data = secret_data(admin, &served.tls()).await?;
         let keys: Vec<&str> = data.keys().map(String::as_str).collect();
         ensure!(
-            keys == ["ca.crt", "client.crt", "client.key", "tls.crt", "tls.key"],
+            keys == [
+                "ca.crt",
+                "ca.key",
+                "client.crt",
+                "client.key",
+                "tls.crt",
+                "tls.key"
+            ],
             "{} holds {keys:?}",
             served.tls()
         );

@@ -87,6 +87,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             python_example,
         ),
+        trial(
+            "out_of_process::a_tenant_holds_a_certificate_of_its_namespace_only",
+            env,
+            tenant_certificate,
+        ),
     ]
 }
 
@@ -1584,4 +1589,109 @@ async fn managed_contents(
         })
         .map(|s| (s.metadata.name.clone().unwrap_or_default(), data_of(s)))
         .collect())
+}
+
+/// Issue 40, item 4, through the operator: for a server whose TLS Secret it keeps
+/// (`--provider-tls-secret`, in its own namespace), the operator writes a client certificate of
+/// team A's namespace into team A's ProviderClass Secret; team A's store syncs through it, and
+/// team A, reading that Secret and calling the server itself, may claim nothing outside its
+/// namespace (the conformance run's `namespace-claims`: a ClusterSecretStore, or another
+/// namespace, is refused with PERMISSION_DENIED).
+async fn tenant_certificate(env: Arc<Env>) -> Result<()> {
+    use api::caller_identity::CallerIdentity;
+    let client = env.client().await;
+    let server = start_server(&env, &["Fake"])?;
+    let operator_ns = testenv::create_namespace(&client, "oop-operator").await?;
+    let team = testenv::create_namespace(&client, "oop-team").await?;
+    let controller = format!("tenant-{team}");
+    let kept = format!("{operator_ns}/provider-tls=provider,127.0.0.1");
+    let _operator = crate::restart::Operator::start_with(
+        &env,
+        &team,
+        &controller,
+        &["--disable-webhook", "--provider-tls-secret", &kept],
+    )?;
+    // The server serves what the operator issued, as a pod mounting the Secret would.
+    let operator_secrets: Api<Secret> = Api::namespaced(client.clone(), &operator_ns);
+    let issued = testenv::wait_for(TIMEOUT, "the server's TLS Secret", || async {
+        let data = operator_secrets
+            .get_opt("provider-tls")
+            .await?
+            .and_then(|s| s.data)
+            .unwrap_or_default();
+        ensure!(data.contains_key("ca.key"), "not issued yet");
+        anyhow::Ok(data)
+    })
+    .await?;
+    for file in ["ca.crt", "tls.crt", "tls.key"] {
+        std::fs::write(server.certs_dir().join(file), &issued[file].0)?;
+    }
+
+    testenv::apply_yaml_in(
+        &client,
+        &team,
+        &format!(
+            "apiVersion: providers.external-secrets.io/v1alpha1\nkind: Fake\nmetadata: {{name: team}}\nspec: {{data: [{{key: user, value: alice}}]}}\n---\napiVersion: external-secrets.io/v1alpha1\nkind: ProviderClass\nmetadata: {{name: fake}}\nspec: {{address: '{}'}}\n---\napiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: fake}}\nspec:\n  controller: {controller}\n  runtimeRef: {{kind: ProviderClass, name: fake}}\n  providerRef: {{apiVersion: providers.external-secrets.io/v1alpha1, kind: Fake, name: team}}\n---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: team}}\nspec:\n  secretStoreRef: {{name: fake}}\n  data: [{{secretKey: user, remoteRef: {{key: user}}}}]\n",
+            server.address
+        ),
+        true,
+    )
+    .await?;
+    wait_secret(&client, &team, "team", &bytes(&[("user", "alice")]))
+        .await
+        .context("team A's ExternalSecret through its ProviderClass")?;
+
+    let team_secrets: Api<Secret> = Api::namespaced(client.clone(), &team);
+    let written = team_secrets
+        .get("external-secrets-provider-tls")
+        .await?
+        .data
+        .unwrap_or_default();
+    ensure!(
+        written.keys().map(String::as_str).collect::<Vec<_>>()
+            == ["ca.crt", "client.crt", "client.key"],
+        "team A's Secret holds only the client's half: {:?}",
+        written.keys()
+    );
+    let client_crt = &written["client.crt"].0;
+    ensure!(
+        CallerIdentity::of_pem_chain(client_crt).map_err(anyhow::Error::msg)?
+            == CallerIdentity::Namespace(team.clone()),
+        "team A's certificate names its namespace"
+    );
+    // What team A can do with what it can read: the conformance command with its Secret.
+    let dir = tempfile::tempdir()?;
+    for (key, value) in &written {
+        std::fs::write(dir.path().join(key), &value.0)?;
+    }
+    let output = std::process::Command::new(binary())
+        .args(["provider", "conformance", "--address", &server.address])
+        .arg("--tls-dir")
+        .arg(dir.path())
+        .args([
+            "--provider-ref",
+            &format!("providers.external-secrets.io/v1alpha1/Fake/{team}/team"),
+        ])
+        .args(["--read-key", "user", "--read-value", "alice"])
+        .output()?;
+    let report = String::from_utf8_lossy(&output.stdout);
+    // The checks about who may claim what, and team A's own read; the server's other checks
+    // are the conformance trial's.
+    let passed = |check: &str| {
+        report
+            .lines()
+            .any(|l| l.split_whitespace().take(2).eq(["PASS", check]))
+    };
+    ensure!(
+        [
+            "namespace-claims",
+            "client-certificate-required",
+            "get-secret:user"
+        ]
+        .into_iter()
+        .all(passed),
+        "team A's certificate against the server:\n{report}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(())
 }

@@ -33,6 +33,7 @@ from provider.v1 import secretstore_pb2 as pb
 from provider.v1 import secretstore_pb2_grpc as pb_grpc
 
 import backend
+import identity
 import kube
 from errors import Conflict, Credentials, InvalidSpec, NoSecret, ProviderError, Unavailable
 
@@ -61,6 +62,7 @@ def rpc(method):
     @functools.wraps(method)
     def call(self, request, context):
         try:
+            identity.check_claims(context, request.provider_ref, request.source_namespace)
             return method(self, request, context)
         except ProviderError as e:
             log.info("%s: %s %s", method.__name__, e.code.name, e)

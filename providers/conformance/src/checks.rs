@@ -4,11 +4,13 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use api::caller_identity::CallerIdentity;
 use futures::future::join_all;
 use provider_protocol::v1::secret_store_provider_client::SecretStoreProviderClient;
 use provider_protocol::{METHODS, SERVICE, rpc_status, v1};
 use provider_remote::{Pool, PoolMetrics, Settings, Transport};
 use tonic::metadata::KeyAndValueRef;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Status};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -219,6 +221,8 @@ impl Session {
         self.errors_as_status(report).await;
         self.delete(report).await;
         self.source_namespace(report).await;
+        self.client_certificate_required(report).await;
+        self.namespace_claims(report).await;
         self.concurrency(report).await;
         self.deadline(report).await;
         self.cleanup(report).await;
@@ -1191,6 +1195,137 @@ impl Session {
                 Outcome::Fail,
                 format!(
                     "an empty source_namespace was not refused with INVALID_ARGUMENT: {}",
+                    problems.join("; ")
+                ),
+            );
+        }
+    }
+
+    /// A GetSecret of an absent key over a new connection that trusts the server's CA but
+    /// offers no client certificate.
+    async fn without_client_certificate(&self, ca: &[u8]) -> Result<(), Status> {
+        let host = self
+            .o
+            .address
+            .rsplit_once(':')
+            .map_or(self.o.address.as_str(), |(host, _)| host);
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(ca))
+            .domain_name(host);
+        let transport = |e: tonic::transport::Error| Status::from_error(Box::new(e));
+        let channel = Endpoint::from_shared(format!("https://{}", self.o.address))
+            .map_err(transport)?
+            .connect_timeout(self.o.deadline)
+            .timeout(self.o.deadline)
+            .tls_config(tls)
+            .map_err(transport)?
+            .connect()
+            .await
+            .map_err(transport)?;
+        SecretStoreProviderClient::new(channel)
+            .get_secret(self.request(v1::GetSecretRequest {
+                remote_ref: remote_ref(&self.absent, ""),
+                provider_ref: self.reference(),
+                source_namespace: self.ns(),
+            }))
+            .await
+            .map(drop)
+    }
+
+    async fn client_certificate_required(&mut self, report: &mut Report) {
+        let Some(ca) = self.o.tls.as_ref().map(|tls| tls.ca.clone()) else {
+            report.add(
+                names::CLIENT_CERTIFICATE_REQUIRED,
+                Outcome::Skip,
+                "the server speaks plaintext",
+            );
+            return;
+        };
+        let served = |answer: String| {
+            (
+                Outcome::Fail,
+                format!("a caller without a client certificate was served: {answer}"),
+            )
+        };
+        let (outcome, detail) = match self.without_client_certificate(&ca).await {
+            Ok(()) => served("answered".to_owned()),
+            // Refused by the handshake: the status is the client's own, carrying the TLS error.
+            Err(s) if !from_server(&s) => (Outcome::Pass, format!("refused: {}", describe(&s))),
+            Err(s) if matches!(s.code(), Code::Unauthenticated | Code::PermissionDenied) => {
+                (Outcome::Pass, format!("refused: {}", self.say(&s)))
+            }
+            Err(s) => served(self.say(&s)),
+        };
+        report.add(names::CLIENT_CERTIFICATE_REQUIRED, outcome, detail);
+    }
+
+    async fn namespace_claims(&mut self, report: &mut Report) {
+        let skip = |report: &mut Report, why: &str| {
+            report.add(names::NAMESPACE_CLAIMS, Outcome::Skip, why);
+        };
+        let Some(tls) = &self.o.tls else {
+            return skip(report, "the server speaks plaintext");
+        };
+        let own = match CallerIdentity::of_pem_chain(&tls.cert) {
+            Ok(CallerIdentity::Namespace(own)) => own,
+            Ok(CallerIdentity::Cluster) => {
+                return skip(
+                    report,
+                    "the client certificate names no namespace (the operator's, which may claim anything); run with a namespaced ProviderClass's Secret to check",
+                );
+            }
+            Err(e) => {
+                report.add(names::NAMESPACE_CLAIMS, Outcome::Fail, e);
+                return;
+            }
+        };
+        let other = if own == "conformance-other" {
+            "conformance-another"
+        } else {
+            "conformance-other"
+        };
+        let claims = [
+            ("ClusterSecretStore", own.as_str(), own.as_str()),
+            ("ClusterSecretStore", other, other),
+            ("SecretStore", other, other),
+            ("SecretStore", own.as_str(), other),
+        ];
+        let mut problems = Vec::new();
+        for (kind, source, provider) in claims {
+            let reference = v1::ProviderReference {
+                store_ref_kind: kind.into(),
+                namespace: provider.into(),
+                ..self.o.provider_ref.clone()
+            };
+            let claim = format!(
+                "as {kind} with source_namespace {source:?} and provider_ref.namespace {provider:?}"
+            );
+            let call = format!("GetSecret {claim}");
+            let absent = self.absent.clone();
+            match self
+                .get_secret(&call, Some(reference), &absent, "", source.to_owned())
+                .await
+            {
+                Err(s) if s.code() == Code::PermissionDenied && from_server(&s) => {}
+                Err(s) => problems.push(format!("{claim}: {}", self.say(&s))),
+                Ok(_) => problems.push(format!("{claim}: answered")),
+            }
+        }
+        if problems.is_empty() {
+            report.add(
+                names::NAMESPACE_CLAIMS,
+                Outcome::Pass,
+                format!(
+                    "PERMISSION_DENIED for {} outside namespace {own:?}",
+                    count(claims.len(), "claim", "claims")
+                ),
+            );
+        } else {
+            report.add(
+                names::NAMESPACE_CLAIMS,
+                Outcome::Fail,
+                format!(
+                    "a certificate of namespace {own:?} was not refused with PERMISSION_DENIED: {}",
                     problems.join("; ")
                 ),
             );

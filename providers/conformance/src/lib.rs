@@ -54,6 +54,13 @@ pub mod names {
     pub const ERRORS_AS_STATUS: &str = "errors-as-status";
     /// Every data call refuses an empty `source_namespace` with INVALID_ARGUMENT.
     pub const SOURCE_NAMESPACE: &str = "source-namespace-required";
+    /// A caller without a client certificate is refused (by the handshake, or with
+    /// UNAUTHENTICATED or PERMISSION_DENIED).
+    pub const CLIENT_CERTIFICATE_REQUIRED: &str = "client-certificate-required";
+    /// With a namespace's client certificate (`spiffe://external-secrets.io/ns/<namespace>`), a
+    /// call claiming a ClusterSecretStore or another namespace is refused with
+    /// PERMISSION_DENIED.
+    pub const NAMESPACE_CLAIMS: &str = "namespace-claims";
     /// Many `GetSecret` calls at once are all answered within the deadline.
     pub const CONCURRENCY: &str = "concurrency";
     /// A call with a very short deadline ends with DEADLINE_EXCEEDED or CANCELLED, and the

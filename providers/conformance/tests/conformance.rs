@@ -71,7 +71,7 @@ fn material(ca: &Ca, client: &support::Issued) -> TlsMaterial {
 }
 
 /// Every check a run with read keys makes, in order.
-const ALL: [&str; 18] = [
+const ALL: [&str; 20] = [
     names::HEALTH,
     names::REFLECTION,
     names::VALIDATE,
@@ -87,6 +87,8 @@ const ALL: [&str; 18] = [
     names::ERRORS_AS_STATUS,
     names::DELETE,
     names::SOURCE_NAMESPACE,
+    names::CLIENT_CERTIFICATE_REQUIRED,
+    names::NAMESPACE_CLAIMS,
     names::CONCURRENCY,
     names::DEADLINE,
     names::NO_SECRET_IN_ERRORS,
@@ -110,11 +112,13 @@ fn detail<'a>(report: &'a Report, name: &str) -> &'a str {
 async fn the_fake_through_the_real_server_passes_every_check() {
     install_crypto();
     let server = Running::start().await;
-    // The files as the command reads them: the keys of the operator's TLS Secret.
+    // The files as the command reads them: the keys of a namespaced ProviderClass's TLS Secret,
+    // whose certificate names its namespace.
+    let tenant = server.ca.namespace_client(NAMESPACE);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("ca.crt"), server.ca.pem()).unwrap();
-    std::fs::write(dir.path().join("client.crt"), &server.client.cert).unwrap();
-    std::fs::write(dir.path().join("client.key"), &server.client.key).unwrap();
+    std::fs::write(dir.path().join("client.crt"), &tenant.cert).unwrap();
+    std::fs::write(dir.path().join("client.key"), &tenant.key).unwrap();
     let tls = tls_from_dir(dir.path()).expect("the files are good");
 
     let report = run(options(server.addr, Some(tls.clone()), "fake")).await;
@@ -130,6 +134,14 @@ async fn the_fake_through_the_real_server_passes_every_check() {
     assert!(
         detail(&report, names::CONCURRENCY).contains("100 GetSecret calls at once"),
         "{report}"
+    );
+    assert!(
+        detail(&report, names::CLIENT_CERTIFICATE_REQUIRED).contains("CertificateRequired"),
+        "{report}"
+    );
+    assert_eq!(
+        detail(&report, names::NAMESPACE_CLAIMS),
+        "PERMISSION_DENIED for 4 claims outside namespace \"team-a\""
     );
     // The report shows no secret value.
     let text = report.to_string();
@@ -515,9 +527,15 @@ loose_service! {
     get_all_secrets(GetAllSecretsRequest) -> GetAllSecretsResponse;
 }
 
-/// A plaintext server of the loosened service over the static resolver (the Fake as `fake`),
-/// with gRPC health when `health`, and no reflection.
-async fn serve_loose(loose: Loosened, health: bool) -> SocketAddr {
+/// A server of the loosened service over the static resolver (the Fake as `fake`), with gRPC
+/// health when `health`, and no reflection; plaintext, or with `tls` tonic's own TLS (which
+/// checks a client certificate's chain, if it asks for one, and nothing else; the loosened
+/// service does not see the certificate).
+async fn serve_loose(
+    loose: Loosened,
+    health: bool,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+) -> SocketAddr {
     let (resolver, _slow) = StaticResolver::new().await;
     let mut registry = Default::default();
     let service = LooseService {
@@ -529,6 +547,9 @@ async fn serve_loose(loose: Loosened, health: bool) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     let incoming = tonic::transport::server::TcpIncoming::from(listener);
     let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls).unwrap();
+    }
     let provider = SecretStoreProviderServer::new(service);
     let router = if health {
         let (_reporter, health) = tonic_health::server::health_reporter();
@@ -550,6 +571,7 @@ async fn a_lax_bare_server_fails_health_capabilities_and_namespaces() {
             ..Default::default()
         },
         false,
+        None,
     )
     .await;
     let report = run(options(addr, None, "fake")).await;
@@ -605,6 +627,7 @@ async fn a_server_serving_one_call_at_a_time_fails_concurrency() {
             ..Default::default()
         },
         true,
+        None,
     )
     .await;
     let mut options = options(addr, None, "fake");
@@ -632,6 +655,7 @@ async fn a_server_sending_a_bare_provider_error_as_details_fails_error_details()
             ..Default::default()
         },
         true,
+        None,
     )
     .await;
     let report = run(options(addr, None, "fake")).await;
@@ -640,6 +664,56 @@ async fn a_server_sending_a_bare_provider_error_as_details_fails_error_details()
     assert!(
         detail(&report, names::ERROR_DETAILS).contains("are not a google.rpc.Status")
             && detail(&report, names::ERROR_DETAILS).contains("turns into INTERNAL"),
+        "{report}"
+    );
+}
+
+/// Issue 40, item 4: a server that checks the client's chain only (as ESO's draft does) believes
+/// whatever a caller claims, so a tenant with its namespace's certificate reads other teams'
+/// stores: `namespace-claims` fails there. A server that asks for no client certificate fails
+/// `client-certificate-required`.
+#[tokio::test]
+async fn a_server_believing_every_claim_fails_namespace_claims() {
+    use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+    install_crypto();
+    let ca = Ca::new("claims-ca");
+    let issued = ca.server();
+    let identity = || Identity::from_pem(&issued.cert, &issued.key);
+    let chain_only = ServerTlsConfig::new()
+        .identity(identity())
+        .client_ca_root(Certificate::from_pem(ca.pem()));
+    let addr = serve_loose(Loosened::default(), true, Some(chain_only)).await;
+
+    let tenant = material(&ca, &ca.namespace_client(NAMESPACE));
+    let report = run(options(addr, Some(tenant), "fake")).await;
+    println!("{report}");
+    assert_eq!(report.failed(), [names::NAMESPACE_CLAIMS]);
+    let claims = detail(&report, names::NAMESPACE_CLAIMS);
+    assert!(
+        claims.starts_with(
+            "a certificate of namespace \"team-a\" was not refused with PERMISSION_DENIED: as ClusterSecretStore with source_namespace \"team-a\""
+        ),
+        "{report}"
+    );
+    assert_eq!(
+        report.outcome(names::CLIENT_CERTIFICATE_REQUIRED),
+        Some(Outcome::Pass)
+    );
+
+    // The operator's certificate may claim anything: nothing to check with it.
+    let operator = material(&ca, &ca.client());
+    let report = run(options(addr, Some(operator.clone()), "fake")).await;
+    assert!(report.passed(), "{report}");
+    assert_eq!(report.outcome(names::NAMESPACE_CLAIMS), Some(Outcome::Skip));
+
+    let no_client_auth = ServerTlsConfig::new().identity(identity());
+    let addr = serve_loose(Loosened::default(), true, Some(no_client_auth)).await;
+    let report = run(options(addr, Some(operator), "fake")).await;
+    println!("{report}");
+    assert_eq!(report.failed(), [names::CLIENT_CERTIFICATE_REQUIRED]);
+    assert!(
+        detail(&report, names::CLIENT_CERTIFICATE_REQUIRED)
+            .starts_with("a caller without a client certificate was served: NOT_FOUND"),
         "{report}"
     );
 }

@@ -10,7 +10,10 @@
 //!   `provider.external-secrets.io/v2alpha1` ones.
 //! - [`serve`] / [`Server`]: mTLS from reloaded files, health, reflection, metrics, and a
 //!   shutdown that drains the calls in flight.
+//! - Every call is checked against its client certificate first: a namespace's certificate may
+//!   claim only a SecretStore of that namespace (`api::caller_identity`).
 
+mod identity;
 mod kube;
 pub mod metrics;
 mod serve;

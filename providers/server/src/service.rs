@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
+use api::caller_identity::CallerIdentity;
 use async_trait::async_trait;
 use provider::{SecretsClient, Validation};
 use provider_protocol::v1;
@@ -18,6 +19,7 @@ use provider_protocol::{
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 
+use crate::identity;
 use crate::metrics::GrpcMetrics;
 
 /// What a call is served with.
@@ -84,6 +86,7 @@ impl ProviderService {
     /// The client for a data call: both the reference and the caller's namespace are required.
     async fn data_client(
         &self,
+        caller: &CallerIdentity,
         reference: Option<v1::ProviderReference>,
         source_namespace: &str,
     ) -> Result<Arc<dyn SecretsClient>, Status> {
@@ -93,14 +96,20 @@ impl ProviderService {
                 "source_namespace is required: the namespace of the ExternalSecret or PushSecret",
             ));
         }
-        Ok(self.resolve(&reference, source_namespace).await?.client)
+        Ok(self
+            .resolve(caller, &reference, source_namespace)
+            .await?
+            .client)
     }
 
+    /// The resolved client, once the caller's certificate allows what the call claims.
     async fn resolve(
         &self,
+        caller: &CallerIdentity,
         reference: &v1::ProviderReference,
         source_namespace: &str,
     ) -> Result<Resolved, Status> {
+        identity::check(caller, reference, source_namespace)?;
         self.resolver
             .resolve(reference, source_namespace)
             .await
@@ -127,9 +136,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::GetSecretRequest>,
     ) -> Result<Response<v1::GetSecretResponse>, Status> {
         self.observe("GetSecret", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref, &r.source_namespace)
+                .data_client(&caller, r.provider_ref, &r.source_namespace)
                 .await?;
             let remote = remote_from_wire(required(r.remote_ref, "remote_ref")?);
             let value = client.get_secret(&remote).await.map_err(status)?;
@@ -143,9 +153,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::GetSecretMapRequest>,
     ) -> Result<Response<v1::GetSecretMapResponse>, Status> {
         self.observe("GetSecretMap", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref, &r.source_namespace)
+                .data_client(&caller, r.provider_ref, &r.source_namespace)
                 .await?;
             let remote = remote_from_wire(required(r.remote_ref, "remote_ref")?);
             let secrets = client.get_secret_map(&remote).await.map_err(status)?;
@@ -161,9 +172,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::PushSecretRequest>,
     ) -> Result<Response<v1::PushSecretResponse>, Status> {
         self.observe("PushSecret", async {
+            let caller = identity::caller(&request)?;
             let mut r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref.take(), &r.source_namespace)
+                .data_client(&caller, r.provider_ref.take(), &r.source_namespace)
                 .await?;
             let push = push_from_wire(r).map_err(Status::invalid_argument)?;
             client.push_secret(&push).await.map_err(status)?;
@@ -177,9 +189,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::DeleteSecretRequest>,
     ) -> Result<Response<v1::DeleteSecretResponse>, Status> {
         self.observe("DeleteSecret", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref, &r.source_namespace)
+                .data_client(&caller, r.provider_ref, &r.source_namespace)
                 .await?;
             let remote = push_remote_from_wire(required(r.remote_ref, "remote_ref")?);
             client.delete_secret(&remote).await.map_err(status)?;
@@ -193,9 +206,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::SecretExistsRequest>,
     ) -> Result<Response<v1::SecretExistsResponse>, Status> {
         self.observe("SecretExists", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref, &r.source_namespace)
+                .data_client(&caller, r.provider_ref, &r.source_namespace)
                 .await?;
             let remote = push_remote_from_wire(required(r.remote_ref, "remote_ref")?);
             let exists = client.secret_exists(&remote).await.map_err(status)?;
@@ -209,9 +223,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::GetAllSecretsRequest>,
     ) -> Result<Response<v1::GetAllSecretsResponse>, Status> {
         self.observe("GetAllSecrets", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let client = self
-                .data_client(r.provider_ref, &r.source_namespace)
+                .data_client(&caller, r.provider_ref, &r.source_namespace)
                 .await?;
             let find = find_from_wire(required(r.find, "find")?);
             let secrets = client.get_all_secrets(&find).await.map_err(status)?;
@@ -227,9 +242,12 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::ValidateRequest>,
     ) -> Result<Response<v1::ValidateResponse>, Status> {
         self.observe("Validate", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let reference = required(r.provider_ref, "provider_ref")?;
-            let resolved = self.resolve(&reference, &r.source_namespace).await?;
+            let resolved = self
+                .resolve(&caller, &reference, &r.source_namespace)
+                .await?;
             // A check that fails is answered as ESO's servers answer it, `valid: false` with the
             // error's text; `failure` keeps its kind, so that a backend that cannot be reached
             // stays that for our operator rather than reading as an invalid configuration.
@@ -266,8 +284,10 @@ impl SecretStoreProvider for ProviderService {
         request: Request<v1::CapabilitiesRequest>,
     ) -> Result<Response<v1::CapabilitiesResponse>, Status> {
         self.observe("Capabilities", async {
+            let caller = identity::caller(&request)?;
             let r = request.into_inner();
             let reference = required(r.provider_ref, "provider_ref")?;
+            identity::check(&caller, &reference, &r.source_namespace)?;
             let provider = self
                 .resolver
                 .provider(&reference, &r.source_namespace)

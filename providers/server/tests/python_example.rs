@@ -234,6 +234,16 @@ fn main() -> ExitCode {
         ),
         trial(
             &shared,
+            "a_namespace_certificate_may_claim_only_its_own_secret_store",
+            namespace_certificate,
+        ),
+        trial(
+            &shared,
+            "the_conformance_run_passes_with_a_namespace_certificate",
+            conformance_run,
+        ),
+        trial(
+            &shared,
             "validate_and_capabilities_report_the_store",
             validate_and_capabilities,
         ),
@@ -790,6 +800,86 @@ async fn namespace_rule(fx: Arc<Fixture>) -> Result<()> {
             == b"v0",
         "a reference without a namespace read the wrong value"
     );
+    Ok(())
+}
+
+/// A client of the server for `reference` on behalf of `source_namespace`, with team A's
+/// namespace certificate (the one the operator writes into team A's ProviderClass Secret).
+fn as_team_a(
+    fx: &Fixture,
+    pool: &Pool,
+    reference: v1::ProviderReference,
+    source_namespace: &str,
+) -> Result<RemoteClient> {
+    let tenant = material(&fx.files.ca, &fx.files.ca.namespace_client(TEAM_A));
+    let connection = pool.get(&fx.server.address, Some(&tenant))?;
+    Ok(RemoteClient::new(
+        connection,
+        reference,
+        source_namespace.into(),
+    ))
+}
+
+/// Issue 40, item 4: team A, holding its namespace's certificate, calls the server directly as a
+/// ClusterSecretStore or for team B to read team B's store.
+async fn namespace_certificate(fx: Arc<Fixture>) -> Result<()> {
+    let pool = pool();
+    let own = as_team_a(
+        &fx,
+        &pool,
+        reference(TEAM_A, "test-db", "SecretStore"),
+        TEAM_A,
+    )?;
+    ensure!(
+        own.get_secret(&key("plain"))
+            .await
+            .context("team A's own store")?
+            == b"v0",
+        "team A's own store read the wrong value"
+    );
+    for (kind, provider_ns, ns) in [
+        ("ClusterSecretStore", TEAM_B, TEAM_A),
+        ("ClusterSecretStore", TEAM_B, TEAM_B),
+        ("ClusterSecretStore", TEAM_A, TEAM_A),
+        ("SecretStore", TEAM_B, TEAM_B),
+    ] {
+        let attack = as_team_a(&fx, &pool, reference(provider_ns, "test-db", kind), ns)?;
+        match attack.get_secret(&key("plain")).await {
+            Err(Error::Credentials { reason, .. })
+                if reason.contains(
+                    "may claim only store_ref_kind SecretStore with source_namespace and provider_ref.namespace \"team-a\"",
+                ) => {}
+            other => bail!(
+                "team A's certificate as {kind} of {provider_ns} for {ns}: expected Credentials \
+                 (PERMISSION_DENIED) saying what it may claim, got {other:?}"
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// `provider conformance`'s run against the example, with team A's certificate: every check
+/// passes, the two about identity among them.
+async fn conformance_run(fx: Arc<Fixture>) -> Result<()> {
+    use provider_conformance::{Options, Outcome, Read, names};
+    let tenant = material(&fx.files.ca, &fx.files.ca.namespace_client(TEAM_A));
+    let mut options = Options::new(
+        fx.server.address.clone(),
+        Some(tenant),
+        reference(TEAM_A, "test-db", "SecretStore"),
+    );
+    options.reads = vec![Read {
+        key: "plain".into(),
+        value: b"v0".to_vec(),
+    }];
+    let report = provider_conformance::run(options).await;
+    ensure!(report.passed(), "the conformance run failed:\n{report}");
+    for check in [names::CLIENT_CERTIFICATE_REQUIRED, names::NAMESPACE_CLAIMS] {
+        ensure!(
+            report.outcome(check) == Some(Outcome::Pass),
+            "{check} did not pass:\n{report}"
+        );
+    }
     Ok(())
 }
 

@@ -397,6 +397,119 @@ async fn mtls_refuses_clients_without_a_certificate_from_its_ca() {
     assert!(can_call(server.addr, &ca, Some(&server.client)).await);
 }
 
+/// The reference to the Fake with `store_ref_kind` and `namespace` as given.
+fn claiming(store_ref_kind: &str, namespace: &str) -> Option<v1::ProviderReference> {
+    reference("fake").map(|r| v1::ProviderReference {
+        store_ref_kind: store_ref_kind.into(),
+        namespace: namespace.into(),
+        ..r
+    })
+}
+
+/// Each method called with `r` and `ns` over `c`: its name and how it ended.
+async fn every_call(
+    c: &mut Client,
+    r: Option<v1::ProviderReference>,
+    ns: &str,
+) -> Vec<(&'static str, Result<(), tonic::Status>)> {
+    let mut calls = data_calls(c, r.clone(), ns, "tenant").await;
+    calls.push((
+        "Validate",
+        c.validate(v1::ValidateRequest {
+            provider_ref: r.clone(),
+            source_namespace: ns.into(),
+        })
+        .await
+        .map(drop),
+    ));
+    calls.push((
+        "Capabilities",
+        c.capabilities(v1::CapabilitiesRequest {
+            provider_ref: r,
+            source_namespace: ns.into(),
+        })
+        .await
+        .map(drop),
+    ));
+    calls
+}
+
+/// Issue 40, item 4: a tenant holding its namespace's client certificate calls the server
+/// directly, as a ClusterSecretStore or for another namespace, to read other teams' stores.
+#[tokio::test]
+async fn a_namespace_certificate_may_claim_only_a_secret_store_of_its_namespace() {
+    let server = Running::start().await;
+    let ca = server.ca.pem();
+    let tenant = server.ca.namespace_client(NAMESPACE);
+    let mut c = Client::new(connect(server.addr, &ca, Some(&tenant)).await.unwrap());
+
+    let other = "team-b";
+    let attacks = [
+        ("ClusterSecretStore", NAMESPACE, NAMESPACE),
+        ("ClusterSecretStore", other, other),
+        ("SecretStore", other, other),
+        ("SecretStore", NAMESPACE, other),
+        ("SecretStore", other, NAMESPACE),
+    ];
+    for (kind, ns, provider_ns) in attacks {
+        for (method, result) in every_call(&mut c, claiming(kind, provider_ns), ns).await {
+            let status = result.expect_err("refused");
+            assert_eq!(
+                status.code(),
+                Code::PermissionDenied,
+                "{method} as {kind} for {ns}/{provider_ns}: {status:?}"
+            );
+            assert!(
+                status.message().contains(
+                    "may claim only store_ref_kind SecretStore with source_namespace and provider_ref.namespace \"team-a\""
+                ),
+                "{method}: {status:?}"
+            );
+        }
+    }
+
+    // Its own namespace's SecretStore is served, every method (the Fake has no key `tenant`:
+    // NOT_FOUND is the store's answer).
+    for (method, result) in every_call(&mut c, claiming("SecretStore", NAMESPACE), NAMESPACE).await
+    {
+        assert!(past_the_caller_check(&result), "{method}: {result:?}");
+    }
+    assert_eq!(read_plain(&mut c, "SecretStore", NAMESPACE).await, b"v0");
+
+    // The operator's certificate (no namespace in it, ESO's) claims what it needs.
+    let mut operator = server.connect().await;
+    for (kind, ns, provider_ns) in attacks {
+        for (method, result) in every_call(&mut operator, claiming(kind, provider_ns), ns).await {
+            assert!(
+                past_the_caller_check(&result),
+                "{method} as {kind} for {ns}: {result:?}"
+            );
+        }
+    }
+    assert_eq!(
+        read_plain(&mut operator, "ClusterSecretStore", other).await,
+        b"v0"
+    );
+}
+
+/// Whether a call got past the check of its caller: answered, or refused by the store.
+fn past_the_caller_check(result: &Result<(), tonic::Status>) -> bool {
+    !matches!(result, Err(status) if status.code() == Code::PermissionDenied)
+}
+
+/// The Fake's `plain`, read as `store_ref_kind` of namespace `ns`.
+async fn read_plain(c: &mut Client, store_ref_kind: &str, ns: &str) -> Vec<u8> {
+    c.get_secret(v1::GetSecretRequest {
+        remote_ref: remote("plain"),
+        provider_ref: claiming(store_ref_kind, ns),
+        source_namespace: ns.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .value
+}
+
 type InFlight =
     tokio::task::JoinHandle<Result<tonic::Response<v1::GetSecretResponse>, tonic::Status>>;
 

@@ -95,6 +95,20 @@ impl Ca {
         self.issue(params)
     }
 
+    /// A client certificate naming `namespace` as the operator issues one per namespaced
+    /// ProviderClass.
+    pub fn namespace_client(&self, namespace: &str) -> Issued {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = name("external-secrets-controller");
+        params.subject_alt_names = vec![SanType::URI(
+            api::caller_identity::namespace_uri(namespace)
+                .try_into()
+                .unwrap(),
+        )];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        self.issue(params)
+    }
+
     pub fn expired_client(&self) -> Issued {
         let mut params = CertificateParams::default();
         params.distinguished_name = name("external-secrets-controller");

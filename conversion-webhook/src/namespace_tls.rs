@@ -1,0 +1,170 @@
+//! The TLS Secrets of namespaced ProviderClasses that name a provider server whose Secret the
+//! operator keeps ([`crate::provider_tls`]): each gets `ca.crt` (what the server's certificate
+//! chains to) and a client certificate naming the class's namespace
+//! ([`Material::namespace_client`]), never the operator's own. A server refuses such a
+//! certificate any claim outside its namespace, so a tenant who can read its namespace's Secrets
+//! can call the server directly only as its own SecretStores.
+//!
+//! A Secret of that name that the operator did not write is left alone (the class then uses what
+//! its owner put there, as before). A written Secret belongs to its class and is deleted with it.
+
+use std::collections::BTreeMap;
+
+use api::provider_class::{DEFAULT_TLS_SECRET, ProviderClass};
+use futures::{Stream, StreamExt};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ObjectMeta, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::{Api, Resource, ResourceExt};
+use tracing::{info, warn};
+
+use crate::Error;
+use crate::certs::{self, Material, PROVIDER_TLS_FIELD_MANAGER};
+use crate::provider_tls::Settings;
+
+/// `app.kubernetes.io/component` of the Secrets written here: the mark of the operator's own.
+pub const COMPONENT: &str = "provider-tls-namespace";
+const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+
+/// An item each time a ProviderClass is created or its spec changes (not its status, which the
+/// health checks rewrite every few seconds), so that its Secret is written then rather than at
+/// the next periodic check. Nothing while the CRD is not installed.
+pub fn class_changes(client: kube::Client) -> impl Stream<Item = ()> + Send {
+    watcher(
+        Api::<ProviderClass>::all(client),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .applied_objects()
+    .predicate_filter(predicates::generation, Default::default())
+    .filter_map(|class| std::future::ready(class.ok().map(drop)))
+}
+
+/// Brings the TLS Secret of every ProviderClass of the server `settings` names up to `material`.
+/// One class's failure is logged and does not stop the others.
+pub async fn keep(client: &kube::Client, settings: &Settings, material: &Material) {
+    let classes = match Api::<ProviderClass>::all(client.clone())
+        .list(&Default::default())
+        .await
+    {
+        Ok(classes) => classes,
+        // No ProviderClass CRD installed: no class to write for.
+        Err(kube::Error::Api(e)) if e.code == 404 => return,
+        Err(e) => {
+            warn!(error = %e, "listing ProviderClasses to keep their TLS Secrets");
+            return;
+        }
+    };
+    let hosts = settings.hosts();
+    for class in classes {
+        let host = class
+            .spec
+            .address
+            .rsplit_once(':')
+            .map_or(class.spec.address.as_str(), |(host, _)| host);
+        if !hosts.iter().any(|h| h == host) {
+            continue;
+        }
+        if let Err(e) = keep_one(client, &class, material).await {
+            warn!(class = %class.name_any(), namespace = ?class.namespace(), error = %e, "keeping a ProviderClass's TLS Secret");
+        }
+    }
+}
+
+async fn keep_one(
+    client: &kube::Client,
+    class: &ProviderClass,
+    material: &Material,
+) -> Result<(), Error> {
+    let Some(namespace) = class.namespace() else {
+        return Ok(());
+    };
+    let reference = class.spec.tls_secret_ref.as_ref();
+    // The client manager refuses a Secret of another namespace; nothing to write there.
+    if reference
+        .and_then(|r| r.namespace.as_deref())
+        .is_some_and(|ns| ns != namespace)
+    {
+        return Ok(());
+    }
+    let name = reference.map_or(DEFAULT_TLS_SECRET, |r| r.name.as_str());
+    let what = format!("Secret {namespace}/{name}");
+    let api = Api::<Secret>::namespaced(client.clone(), &namespace);
+    let existing = api
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::Kube("reading", what.clone(), e))?;
+    if existing
+        .as_ref()
+        .is_some_and(|s| s.labels().get(COMPONENT_LABEL).map(String::as_str) != Some(COMPONENT))
+    {
+        return Ok(());
+    }
+    let data = existing
+        .as_ref()
+        .and_then(|s| s.data.clone())
+        .unwrap_or_default();
+    let bundle = material.ca_bundle_pem();
+    let current = Material::client_of(&data)
+        .ok()
+        .flatten()
+        .filter(|client| client.ca_der == material.serving.ca_der);
+    let up_to_date = current.is_some()
+        && data.get(certs::CA_CRT).map(|b| b.0.as_slice()) == Some(bundle.as_bytes());
+    if up_to_date {
+        return Ok(());
+    }
+    let client_cert = match current {
+        Some(client) => client,
+        // A Secret from before the CA's key was kept: the next rotation brings one.
+        None => match material.namespace_client(&namespace)? {
+            Some(client) => client,
+            None => return Ok(()),
+        },
+    };
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.clone()),
+            // Of two replicas writing at once, the second finds the first's and keeps it.
+            resource_version: existing.and_then(|s| s.metadata.resource_version),
+            labels: Some(BTreeMap::from([
+                (
+                    "app.kubernetes.io/managed-by".to_owned(),
+                    "external-secrets".to_owned(),
+                ),
+                (COMPONENT_LABEL.to_owned(), COMPONENT.to_owned()),
+            ])),
+            owner_references: class.controller_owner_ref(&()).map(|r| vec![r]),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([
+            (certs::CA_CRT.to_owned(), ByteString(bundle.into_bytes())),
+            (
+                certs::CLIENT_CRT.to_owned(),
+                ByteString(client_cert.chain_pem().into_bytes()),
+            ),
+            (
+                certs::CLIENT_KEY.to_owned(),
+                ByteString(client_cert.key_pem.into_bytes()),
+            ),
+        ])),
+        ..Secret::default()
+    };
+    match api
+        .patch(
+            name,
+            &PatchParams::apply(PROVIDER_TLS_FIELD_MANAGER).force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+    {
+        Ok(_) => {
+            info!(secret = %what, "wrote the namespace's client certificate for its ProviderClass");
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(Error::Kube("writing", what, e)),
+    }
+}
