@@ -37,6 +37,11 @@ pub const DEFAULT_SHUTDOWN_DELAY: Duration = Duration::from_secs(5);
 pub const DEFAULT_MAX_CONNECTION_AGE: Duration = Duration::from_secs(30 * 60);
 /// A client that has not finished its TLS handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Streams a client may reset before the server takes them up. hyper's default (20) is a guard
+/// against rapid-reset floods, and it answers a 21st with GOAWAY: calls whose deadlines expire
+/// together (a backend slow for every store at once) would end every other call on the one
+/// connection an operator shares between its stores. Callers here hold a client certificate.
+const PENDING_RESETS: usize = 1024;
 /// Connections accepted but not yet handed to the gRPC server.
 const ACCEPT_BACKLOG: usize = 64;
 
@@ -178,6 +183,7 @@ impl Server {
             .build_v1alpha()
             .expect("the provider.v1 and health descriptors are valid");
         let router = tonic::transport::Server::builder()
+            .http2_max_pending_accept_reset_streams(Some(PENDING_RESETS))
             .max_connection_age(options.max_connection_age)
             .max_connection_age_grace(options.grace_period)
             .add_service(health_service)

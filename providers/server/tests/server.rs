@@ -732,3 +732,54 @@ async fn plaintext_when_tls_is_off() {
         .value;
     assert_eq!(value, b"v0");
 }
+
+/// Calls whose deadlines expire together (a burst of short deadlines, or a backend slow for
+/// every store at once) reset their streams together, often before the server has taken them
+/// up. hyper answers more than 20 such resets with GOAWAY ENHANCE_YOUR_CALM ("too many resets"),
+/// which would end every other call on the one connection an operator shares between all its
+/// stores. The peer is authenticated, so that guard is loosened; the connection must keep
+/// serving.
+#[tokio::test]
+async fn a_burst_of_cancelled_calls_keeps_the_connection() {
+    let server = Running::start_with(|o| o.tls = None).await;
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let ended = tokio::spawn(connection);
+    let health = || {
+        http::Request::post(format!(
+            "http://{}/grpc.health.v1.Health/Check",
+            server.addr
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap()
+    };
+    let mut client = client.ready().await.unwrap();
+    for _ in 0..100 {
+        let (_, mut stream) = client.send_request(health(), false).unwrap();
+        stream.send_reset(h2::Reason::CANCEL);
+        client = client.ready().await.unwrap();
+    }
+    // A health check (an empty HealthCheckRequest: the 5-byte frame header alone) on the same
+    // connection after the burst.
+    let (answer, mut stream) = client
+        .send_request(health(), false)
+        .expect("the connection takes a call after the burst");
+    stream
+        .send_data(bytes::Bytes::from_static(&[0; 5]), true)
+        .unwrap();
+    let mut body = tokio::time::timeout(Duration::from_secs(10), answer)
+        .await
+        .expect("an answer within 10 s")
+        .unwrap_or_else(|e| panic!("the call after the burst failed: {e}"))
+        .into_body();
+    while body.data().await.is_some() {}
+    let trailers = body.trailers().await.unwrap().unwrap_or_default();
+    assert_eq!(
+        trailers.get("grpc-status").map(|v| v.to_str().unwrap()),
+        Some("0"),
+        "{trailers:?}"
+    );
+    assert!(!ended.is_finished(), "the server closed the connection");
+}
