@@ -870,16 +870,8 @@ async fn rolling_restart(env: Arc<Env>) -> Result<()> {
         testenv::apply_yaml_in(&client, &ns, &es, true).await?;
     }
     let log = std::fs::File::create(dir.path().join("operator.log"))?;
-    let mut command = std::process::Command::new("unshare");
+    let mut command = testenv::with_own_hosts(&hosts, binary());
     command
-        .args([
-            "--mount",
-            "sh",
-            "-c",
-            r#"mount --bind "$0" /etc/hosts && exec "$@""#,
-        ])
-        .arg(&hosts)
-        .arg(binary())
         .arg("controller")
         .arg("--kubeconfig")
         .arg(env.control_plane().kubeconfig_path())

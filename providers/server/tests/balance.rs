@@ -11,7 +11,6 @@ mod support;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -42,15 +41,7 @@ fn with_own_hosts<F: std::future::Future<Output = ()>>(
     let dir = tempfile::tempdir().unwrap();
     let hosts = dir.path().join("hosts");
     write_hosts(&hosts, replicas);
-    let run = Command::new("unshare")
-        .args([
-            "--mount",
-            "sh",
-            "-c",
-            r#"mount --bind "$0" /etc/hosts && exec "$@""#,
-        ])
-        .arg(&hosts)
-        .arg(std::env::current_exe().unwrap())
+    let run = testenv::with_own_hosts(&hosts, std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env(HOSTS, &hosts)
         .output()

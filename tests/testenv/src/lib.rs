@@ -16,7 +16,7 @@ mod pki;
 mod process;
 mod provider_server;
 pub mod python_example;
-pub use process::terminate;
+pub use process::{terminate, with_own_hosts};
 pub use provider_server::{ProviderPki, ProviderServer};
 pub use python_example::{PythonExample, PythonServer, PythonServerFiles};
 mod quickstart;

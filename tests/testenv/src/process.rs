@@ -206,3 +206,22 @@ pub fn terminate(child: &mut Child, grace: std::time::Duration) -> Result<()> {
     let _ = child.wait();
     Err(anyhow!("still running {grace:?} after SIGTERM; killed"))
 }
+
+/// `program` in a mount namespace of its own where `hosts` is bound over /etc/hosts: a name
+/// resolves there to the addresses the test writes (several replicas behind one name, as a
+/// headless Service's), and nothing else on the machine sees it. Needs root (CAP_SYS_ADMIN) and
+/// util-linux's `unshare`. The bind follows the file, so rewriting it in place changes what the
+/// name resolves to at the next lookup.
+pub fn with_own_hosts(hosts: &Path, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = Command::new("unshare");
+    command
+        .args([
+            "--mount",
+            "sh",
+            "-c",
+            r#"mount --bind "$0" /etc/hosts && exec "$@""#,
+        ])
+        .arg(hosts)
+        .arg(program);
+    command
+}
