@@ -1,8 +1,8 @@
 //! What a user meets on day one, on Pods: `helm install`, the operator Ready under its own
 //! ServiceAccount, a synced Secret, `/metrics` on the Pod's address, the chart's RBAC enough;
 //! then leader failover between two replicas, the Fake provider served out of process by a Pod
-//! of its own, the conversion webhook through its Service, and `helm uninstall` leaving the
-//! Secrets.
+//! of its own, the conversion webhook through its Service, `helm upgrade` to a chart storing Vault
+//! at v1beta1 with `migrate storage` losing nothing, and `helm uninstall` leaving the Secrets.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -58,6 +58,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "webhook::a_vault_object_written_at_v1beta1_reads_at_v1alpha1_through_the_service",
             env,
             conversion,
+        ),
+        trial(
+            "upgrade::to_a_chart_storing_vault_at_v1beta1_loses_nothing",
+            env,
+            upgrade_storage,
         ),
         trial(
             "uninstall::leaves_every_synced_secret_in_place",
@@ -211,7 +216,7 @@ async fn conversion(env: Arc<Env>) -> Result<()> {
     let client = node.client().await;
     release(node, &client, &[]).await?;
     let crd = Api::<CustomResourceDefinition>::all(client.clone())
-        .get("vaults.providers.external-secrets.io")
+        .get(VAULT_CRDS[0])
         .await?;
     let service = crd
         .spec
@@ -227,31 +232,9 @@ async fn conversion(env: Arc<Env>) -> Result<()> {
     );
 
     let ns = testenv::create_namespace(&client, "conversion").await?;
-    let resource = |version: &str| {
-        api::providers::vault::DESCRIPTOR.resource(api::provider_kinds::Scope::Namespaced, version)
-    };
-    let beta: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource("v1beta1"));
-    let alpha: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &ns, &resource("v1alpha1"));
-    let written: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "providers.external-secrets.io/v1beta1",
-        "kind": "Vault",
-        "metadata": {"name": "beta"},
-        "spec": {
-            "server": "https://vault.example:8200",
-            "kv": {"mountPath": "secret", "version": 1},
-            "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}},
-        },
-    }))?;
-    // Stored at v1alpha1: the create itself goes through the webhook, which may still be
-    // getting its CA into the CRD right after the install.
-    testenv::wait_for(SYNC_TIMEOUT, "a Vault created at v1beta1", || async {
-        match beta.create(&PostParams::default(), &written).await {
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-            other => other.map(drop),
-        }
-    })
-    .await?;
+    // Stored at v1alpha1: the create itself goes through the webhook.
+    create_vault(&vaults(&client, &ns, VAULT_NEW), VAULT_NEW, "beta").await?;
+    let alpha = vaults(&client, &ns, VAULT_OLD);
     let read = alpha.get("beta").await?;
     ensure!(
         read.data["spec"]["path"] == "secret" && read.data["spec"]["version"] == "v1",
@@ -259,6 +242,285 @@ async fn conversion(env: Arc<Env>) -> Result<()> {
         read.data["spec"]
     );
     Ok(())
+}
+
+/// The Vault CRDs' names and the version each release of the chart stores Vault at.
+const VAULT_CRDS: [&str; 2] = [
+    "vaults.providers.external-secrets.io",
+    "vaults.cluster.providers.external-secrets.io",
+];
+const VAULT_OLD: &str = "v1alpha1";
+const VAULT_NEW: &str = "v1beta1";
+
+/// README, "Upgrading one provider", step 2: `helm upgrade` to a release whose Vault CRDs store
+/// at v1beta1 (this chart with only that changed: no release of ours stores there yet), then
+/// `external-secrets migrate storage --kind Vault` from the host as a user runs it. Nothing is
+/// lost: etcd holds every Vault at v1beta1 afterwards, each reads the same at both versions, the
+/// synced Secret keeps its bytes and its ExternalSecret stays Ready throughout the upgrade.
+async fn upgrade_storage(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let client = node.client().await;
+    release(node, &client, &[]).await?;
+    let ns = sync_one(&client, "upgrade").await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let before = secrets.get("demo-credentials").await?;
+    let vaults = |version| vaults(&client, &ns, version);
+    for i in 0..3 {
+        create_vault(&vaults(VAULT_OLD), VAULT_OLD, &format!("old-{i}")).await?;
+    }
+    ensure!(
+        vault_versions_in_etcd(node, &ns).await?
+            == BTreeMap::from([
+                ("old-0".to_owned(), VAULT_OLD.to_owned()),
+                ("old-1".to_owned(), VAULT_OLD.to_owned()),
+                ("old-2".to_owned(), VAULT_OLD.to_owned()),
+            ]),
+        "the Vaults are not stored at {VAULT_OLD} before the upgrade"
+    );
+    let specs_before = vault_specs(&vaults(VAULT_NEW)).await?;
+
+    let chart = chart_storing_vault_at(VAULT_NEW)?;
+    let chart = chart.path().join("external-secrets");
+    let chart = chart.to_str().context("a chart path that is not UTF-8")?;
+    upgrade_keeping_ready(node, &client, &ns, chart).await?;
+    for crd in VAULT_CRDS {
+        ensure!(
+            stored_versions(&client, crd).await? == [VAULT_OLD, VAULT_NEW],
+            "after the upgrade {crd} lists storedVersions {:?}",
+            stored_versions(&client, crd).await?
+        );
+    }
+    // Written after the upgrade: stored at the new version straight away.
+    create_vault(&vaults(VAULT_NEW), VAULT_NEW, "new").await?;
+
+    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_external-secrets"))
+        .args(["migrate", "storage", "--kind", "Vault", "--kubeconfig"])
+        .arg(node.kubeconfig_path())
+        .output()
+        .context("running external-secrets migrate storage")?;
+    ensure!(
+        migrated.status.success(),
+        "migrate storage --kind Vault failed: {}\n{}",
+        String::from_utf8_lossy(&migrated.stderr),
+        String::from_utf8_lossy(&migrated.stdout)
+    );
+
+    for crd in VAULT_CRDS {
+        let versions = stored_versions(&client, crd).await?;
+        ensure!(
+            versions == [VAULT_NEW],
+            "after migrate storage {crd} lists storedVersions {versions:?}"
+        );
+    }
+    let stored = vault_versions_in_etcd(node, &ns).await?;
+    ensure!(
+        stored.len() == 4 && stored.values().all(|v| v == VAULT_NEW),
+        "etcd holds the Vaults at {stored:?}, not all at {VAULT_NEW}"
+    );
+    let mut specs_after = vault_specs(&vaults(VAULT_NEW)).await?;
+    specs_after.remove("new");
+    ensure!(
+        specs_after == specs_before,
+        "a Vault's v1beta1 spec changed in the migration:\nbefore {specs_before:?}\nafter {specs_after:?}"
+    );
+    let alpha = vault_specs(&vaults(VAULT_OLD)).await?;
+    ensure!(
+        alpha.len() == 4
+            && alpha
+                .values()
+                .all(|s| s["path"] == "secret" && s["version"] == "v1"),
+        "the Vaults read at {VAULT_OLD} after the migration: {alpha:?}"
+    );
+
+    let after = secrets.get("demo-credentials").await?;
+    ensure!(
+        after.data == before.data,
+        "the synced Secret's data changed across the upgrade"
+    );
+    ensure!(
+        external_secret_ready(&client, &ns).await?,
+        "{ns}/demo is not Ready after the migration"
+    );
+    Ok(())
+}
+
+/// `helm upgrade` of the release to `chart` while a watcher reads `ns`'s ExternalSecret every
+/// half second: an error if it was ever not Ready, or the new operator Pod is not.
+async fn upgrade_keeping_ready(node: &Node, client: &Client, ns: &str, chart: &str) -> Result<()> {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (client, ns, stop) = (client.clone(), ns.to_owned(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                ensure!(
+                    external_secret_ready(&client, &ns).await?,
+                    "{ns}/demo turned not Ready during the upgrade"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            anyhow::Ok(())
+        })
+    };
+    let upgraded = testenv::helm(
+        Some(&node.kubeconfig_path()),
+        &[
+            "upgrade",
+            RELEASE,
+            chart,
+            "--namespace",
+            NAMESPACE,
+            "--reset-values",
+            "--set",
+            "image.pullPolicy=Never",
+            "--wait",
+        ],
+    );
+    let pods = match upgraded {
+        Ok(_) => wait_pods(node, client, FULLNAME, SELECTOR, 1)
+            .await
+            .map(drop),
+        Err(e) => Err(e),
+    };
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    watcher.await??;
+    pods
+}
+
+/// A copy of this chart whose Vault CRDs store at `version`, as a later release's would.
+fn chart_storing_vault_at(version: &str) -> Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix("external-secrets-chart-")
+        .tempdir()?;
+    let copied = std::process::Command::new("cp")
+        .args(["-r"])
+        .arg(repo("charts/external-secrets"))
+        .arg(dir.path())
+        .status()?;
+    ensure!(copied.success(), "cp -r of the chart: {copied}");
+    for crd in VAULT_CRDS {
+        let path = dir
+            .path()
+            .join(format!("external-secrets/templates/crds/{crd}.yaml"));
+        let yaml = std::fs::read_to_string(&path)?;
+        // Each version's block ends with `served:` then `storage:`; the one named `version`
+        // gets `true`, the other `false`.
+        let mut current = String::new();
+        let mut flipped = 0;
+        let lines: Vec<String> = yaml
+            .lines()
+            .map(|line| {
+                if let Some(name) = line.strip_prefix("    name: ") {
+                    current = name.to_owned();
+                }
+                if line.starts_with("    storage: ") {
+                    flipped += 1;
+                    format!("    storage: {}", current == version)
+                } else {
+                    line.to_owned()
+                }
+            })
+            .collect();
+        ensure!(flipped == 2, "{} storage lines in {crd}, not two", flipped);
+        std::fs::write(&path, lines.join("\n") + "\n")?;
+    }
+    Ok(dir)
+}
+
+async fn create_vault(vaults: &Api<DynamicObject>, version: &str, name: &str) -> Result<()> {
+    let spec = if version == VAULT_OLD {
+        serde_json::json!({"server": "https://vault.example:8200", "path": "secret", "version": "v1",
+            "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}})
+    } else {
+        serde_json::json!({"server": "https://vault.example:8200",
+            "kv": {"mountPath": "secret", "version": 1},
+            "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}})
+    };
+    let object: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": format!("providers.external-secrets.io/{version}"),
+        "kind": "Vault",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))?;
+    // Through the webhook when `version` is not the stored one; its CA may still be on its way
+    // into the CRD right after an install.
+    testenv::wait_for(
+        SYNC_TIMEOUT,
+        &format!("Vault {name} created at {version}"),
+        || async {
+            match vaults.create(&PostParams::default(), &object).await {
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                other => other.map(drop),
+            }
+        },
+    )
+    .await
+}
+
+/// The Vaults of `ns` read and written at `version`.
+fn vaults(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
+    let resource =
+        api::providers::vault::DESCRIPTOR.resource(api::provider_kinds::Scope::Namespaced, version);
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+/// Every Vault's spec read through `vaults`, by name.
+async fn vault_specs(vaults: &Api<DynamicObject>) -> Result<BTreeMap<String, serde_json::Value>> {
+    Ok(vaults
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|v| (v.metadata.name.unwrap_or_default(), v.data["spec"].clone()))
+        .collect())
+}
+
+/// The apiVersion etcd holds each Vault of `ns` at, by name: what the API never shows.
+async fn vault_versions_in_etcd(node: &Node, ns: &str) -> Result<BTreeMap<String, String>> {
+    let names: Vec<String> = vaults(&node.client().await, ns, VAULT_OLD)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|v| v.metadata.name)
+        .collect();
+    names
+        .into_iter()
+        .map(|name| {
+            let key = format!("/registry/providers.external-secrets.io/vaults/{ns}/{name}");
+            let raw = node
+                .control_plane()
+                .etcd_get(&key)?
+                .with_context(|| format!("etcd has no {key}"))?;
+            let stored: serde_json::Value = serde_json::from_slice(&raw)?;
+            let version = stored["apiVersion"]
+                .as_str()
+                .and_then(|v| v.rsplit('/').next())
+                .unwrap_or_default()
+                .to_owned();
+            Ok((name, version))
+        })
+        .collect()
+}
+
+async fn stored_versions(client: &Client, crd: &str) -> Result<Vec<String>> {
+    Ok(Api::<CustomResourceDefinition>::all(client.clone())
+        .get(crd)
+        .await?
+        .status
+        .and_then(|s| s.stored_versions)
+        .unwrap_or_default())
+}
+
+/// Whether `ns`'s ExternalSecret `demo` has `Ready=True`.
+async fn external_secret_ready(client: &Client, ns: &str) -> Result<bool> {
+    let es = Api::<api::external_secret::ExternalSecret>::namespaced(client.clone(), ns)
+        .get("demo")
+        .await?;
+    Ok(es.status.is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == api::conditions::ConditionStatus::True)
+    }))
 }
 
 async fn uninstall(env: Arc<Env>) -> Result<()> {
