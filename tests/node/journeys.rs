@@ -2,7 +2,8 @@
 //! ServiceAccount, a synced Secret, `/metrics` on the Pod's address, the chart's RBAC enough;
 //! then leader failover between two replicas, the Fake provider served out of process by a Pod
 //! of its own, the conversion webhook through its Service, `helm upgrade` to a chart storing Vault
-//! at v1beta1 with `migrate storage` losing nothing, and `helm uninstall` leaving the Secrets.
+//! at v1beta1 with `migrate storage` losing nothing, 1000 ExternalSecrets within the chart's default
+//! resources, and `helm uninstall` leaving the Secrets.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -65,6 +67,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             upgrade_storage,
         ),
         trial(
+            "limits::the_default_resources_hold_1000_external_secrets",
+            env,
+            limits,
+        ),
+        trial(
             "uninstall::leaves_every_synced_secret_in_place",
             env,
             uninstall,
@@ -75,10 +82,7 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
 async fn install(env: Arc<Env>) -> Result<()> {
     let node = env.node()?;
     let client = node.client().await;
-    let pods = release(node, &client, &[]).await?;
-    let [pod] = pods.as_slice() else {
-        bail!("{} operator Pods Ready, not one", pods.len());
-    };
+    let pod = one_operator(node, &client).await?;
     let name = pod.metadata.name.clone().unwrap_or_default();
 
     // In-cluster config under the chart's ServiceAccount: no kubeconfig anywhere.
@@ -102,7 +106,7 @@ async fn install(env: Arc<Env>) -> Result<()> {
 
     let ns = sync_one(&client, "install").await?;
 
-    let ip = pod_ip(pod)?;
+    let ip = pod_ip(&pod)?;
     let metrics = http_get(SocketAddr::new(ip.parse()?, METRICS_PORT), "/metrics")?;
     let series = format!("externalsecret_sync_calls_total{{name=\"demo\",namespace=\"{ns}\"}}");
     ensure!(
@@ -338,7 +342,7 @@ async fn upgrade_storage(env: Arc<Env>) -> Result<()> {
         "the synced Secret's data changed across the upgrade"
     );
     ensure!(
-        external_secret_ready(&client, &ns).await?,
+        external_secret_ready(&client, &ns, "demo").await?,
         "{ns}/demo is not Ready after the migration"
     );
     Ok(())
@@ -353,7 +357,7 @@ async fn upgrade_keeping_ready(node: &Node, client: &Client, ns: &str, chart: &s
         tokio::spawn(async move {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 ensure!(
-                    external_secret_ready(&client, &ns).await?,
+                    external_secret_ready(&client, &ns, "demo").await?,
                     "{ns}/demo turned not Ready during the upgrade"
                 );
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -511,16 +515,264 @@ async fn stored_versions(client: &Client, crd: &str) -> Result<Vec<String>> {
         .unwrap_or_default())
 }
 
-/// Whether `ns`'s ExternalSecret `demo` has `Ready=True`.
-async fn external_secret_ready(client: &Client, ns: &str) -> Result<bool> {
+/// Whether `ns`'s ExternalSecret `name` has `Ready=True`.
+async fn external_secret_ready(client: &Client, ns: &str, name: &str) -> Result<bool> {
     let es = Api::<api::external_secret::ExternalSecret>::namespaced(client.clone(), ns)
-        .get("demo")
+        .get(name)
         .await?;
     Ok(es.status.is_some_and(|s| {
         s.conditions
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == api::conditions::ConditionStatus::True)
     }))
+}
+
+/// How many ExternalSecrets the chart's default requests and limits must hold.
+const MANY: usize = 1000;
+/// 1000 first syncs, each a write of a Secret and of a status, on 2 shared cores.
+const MANY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The chart's default resources (no value set) with 1000 ExternalSecrets of one Fake store:
+/// every Secret synced and every ExternalSecret Ready, while the operator's container is never
+/// OOM-killed nor restarted. Prints its peak memory: the most the kubelet's `/stats/summary`
+/// showed while they synced, and the cgroup's own high-water mark.
+async fn limits(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let client = node.client().await;
+    let pod = one_operator(node, &client).await?;
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let limit = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers[0].resources.as_ref())
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("memory"))
+        .map(|q| q.0.clone())
+        .context("the chart's default gives the operator no memory limit")?;
+
+    let ns = testenv::create_namespace(&client, "limits").await?;
+    let data: Vec<serde_json::Value> = (0..MANY)
+        .map(|i| serde_json::json!({"key": format!("k{i}"), "value": format!("value-{i}")}))
+        .collect();
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &serde_json::to_string(&serde_json::json!({
+            "apiVersion": "external-secrets.io/v1",
+            "kind": "SecretStore",
+            "metadata": {"name": "fake"},
+            "spec": {"provider": {"fake": {"data": data}}},
+        }))?,
+        true,
+    )
+    .await?;
+
+    let sampler = PeakSampler::start(&client, node.name(), &name);
+    let started = Instant::now();
+    let external_secrets: Api<api::external_secret::ExternalSecret> =
+        Api::namespaced(client.clone(), &ns);
+    futures::stream::iter(0..MANY)
+        .map(|i| {
+            let external_secrets = external_secrets.clone();
+            async move {
+                let es = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "external-secrets.io/v1",
+                    "kind": "ExternalSecret",
+                    "metadata": {"name": format!("es-{i}")},
+                    "spec": {
+                        "refreshInterval": "1m",
+                        "secretStoreRef": {"kind": "SecretStore", "name": "fake"},
+                        "target": {"name": format!("secret-{i}")},
+                        "data": [{"secretKey": "value", "remoteRef": {"key": format!("k{i}")}}],
+                    },
+                }))?;
+                external_secrets.create(&PostParams::default(), &es).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(8)
+        .try_collect::<()>()
+        .await?;
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let synced = testenv::wait_for(
+        MANY_TIMEOUT,
+        &format!("{MANY} Secrets synced in {ns}"),
+        || async {
+            let right = secrets
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|s| {
+                    let name = s.metadata.name.as_deref().unwrap_or_default();
+                    let want = name
+                        .strip_prefix("secret-")
+                        .map(|i| format!("value-{i}").into_bytes());
+                    let got = s
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get("value"))
+                        .map(|v| v.0.clone());
+                    want.is_some() && got == want
+                })
+                .count();
+            ensure!(
+                right == MANY,
+                "{right} of {MANY} Secrets hold their store's bytes"
+            );
+            let ready = external_secrets
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|es| {
+                    es.status.as_ref().is_some_and(|s| {
+                        s.conditions.iter().any(|c| {
+                            c.type_ == "Ready" && c.status == api::conditions::ConditionStatus::True
+                        })
+                    })
+                })
+                .count();
+            ensure!(ready == MANY, "{ready} of {MANY} ExternalSecrets Ready");
+            anyhow::Ok(started.elapsed())
+        },
+    )
+    .await;
+    // A refresh of every one of them, at the 1m interval, under the same watch.
+    tokio::time::sleep(Duration::from_secs(70)).await;
+    let sampled = sampler.stop().await;
+    let synced = synced?;
+
+    let now = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .get(&name)
+        .await?;
+    let status = now
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .context("the operator Pod has no container status")?;
+    ensure!(
+        status.restart_count == 0
+            && status
+                .last_state
+                .as_ref()
+                .is_none_or(|s| s.terminated.is_none()),
+        "the operator's container restarted with {MANY} ExternalSecrets: {}",
+        pod_state(&now)
+    );
+    let container_id = status
+        .container_id
+        .as_deref()
+        .and_then(|id| id.split_once("://"))
+        .map(|(_, id)| id)
+        .context("the operator's container has no ID")?;
+    let cgroup = node.container_cgroup(
+        "memory",
+        now.status
+            .as_ref()
+            .and_then(|s| s.qos_class.as_deref())
+            .unwrap_or_default(),
+        now.metadata.uid.as_deref().unwrap_or_default(),
+        container_id,
+    )?;
+    let read = |file: &str| -> Result<u64> {
+        let path = cgroup.join(file);
+        Ok(std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .trim()
+            .parse()?)
+    };
+    let (high_water, failcnt) = (read("memory.max_usage_in_bytes")?, read("memory.failcnt")?);
+    let oom_kills = std::fs::read_to_string(cgroup.join("memory.oom_control"))?
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .map_or(Ok(0), |n| n.trim().parse::<u64>())?;
+    ensure!(
+        oom_kills == 0,
+        "the kernel OOM-killed {oom_kills} of the operator's processes"
+    );
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    eprintln!(
+        "limits: {MANY} ExternalSecrets synced in {:.0}s under the chart's default limit {limit}; \
+         the operator's peak memory: {:.1} MiB working set in the kubelet's /stats/summary \
+         ({} samples), {:.1} MiB the cgroup's high-water mark (memory.max_usage_in_bytes, page \
+         cache included), {failcnt} times at the limit",
+        synced.as_secs_f64(),
+        mib(sampled.peak_working_set),
+        sampled.samples,
+        mib(high_water),
+    );
+    ensure!(
+        sampled.samples > 0,
+        "the kubelet's /stats/summary never listed the operator's container"
+    );
+    Ok(())
+}
+
+/// What the kubelet's summary said of one container while it ran.
+struct Sampled {
+    peak_working_set: u64,
+    samples: usize,
+}
+
+/// Reads the kubelet's `/stats/summary` (through the API server's node proxy, as `kubectl get
+/// --raw` does) every second until stopped, keeping the operator container's largest working set.
+struct PeakSampler {
+    stop: Arc<tokio::sync::Notify>,
+    task: tokio::task::JoinHandle<Sampled>,
+}
+
+impl PeakSampler {
+    fn start(client: &Client, node: &str, pod: &str) -> Self {
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let (client, uri, pod, stopped) = (
+            client.clone(),
+            format!("/api/v1/nodes/{node}/proxy/stats/summary"),
+            pod.to_owned(),
+            stop.clone(),
+        );
+        let task = tokio::spawn(async move {
+            let mut sampled = Sampled {
+                peak_working_set: 0,
+                samples: 0,
+            };
+            loop {
+                let request = http::Request::get(&uri).body(Vec::new());
+                let summary = match request {
+                    Ok(request) => client.request::<serde_json::Value>(request).await.ok(),
+                    Err(_) => None,
+                };
+                let working_set = summary.as_ref().and_then(|s| {
+                    s["pods"]
+                        .as_array()?
+                        .iter()
+                        .find(|p| p["podRef"]["name"] == pod.as_str())?["containers"]
+                        .as_array()?
+                        .first()?["memory"]["workingSetBytes"]
+                        .as_u64()
+                });
+                if let Some(bytes) = working_set {
+                    sampled.samples += 1;
+                    sampled.peak_working_set = sampled.peak_working_set.max(bytes);
+                }
+                tokio::select! {
+                    () = stopped.notified() => return sampled,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        });
+        Self { stop, task }
+    }
+
+    async fn stop(self) -> Sampled {
+        self.stop.notify_one();
+        self.task.await.unwrap_or(Sampled {
+            peak_working_set: 0,
+            samples: 0,
+        })
+    }
 }
 
 async fn uninstall(env: Arc<Env>) -> Result<()> {
@@ -572,6 +824,15 @@ async fn release(node: &Node, client: &Client, sets: &[&str]) -> Result<Vec<Pod>
         .find_map(|s| s.strip_prefix("replicaCount="))
         .map_or(Ok(1), str::parse)?;
     wait_pods(node, client, FULLNAME, SELECTOR, replicas).await
+}
+
+/// The release with the chart's defaults: its one operator Pod, once Ready.
+async fn one_operator(node: &Node, client: &Client) -> Result<Pod> {
+    let pods = release(node, client, &[]).await?;
+    match <[Pod; 1]>::try_from(pods) {
+        Ok([pod]) => Ok(pod),
+        Err(pods) => bail!("{} operator Pods Ready, not one", pods.len()),
+    }
 }
 
 /// Waits until the Deployment `name`'s rollout is done (its old Pods gone) and exactly
