@@ -3,7 +3,8 @@
 //! then leader failover between two replicas, the Fake provider served out of process by a Pod
 //! of its own, the conversion webhook through its Service, `helm upgrade` to a chart storing Vault
 //! at v1beta1 with `migrate storage` losing nothing, 1000 ExternalSecrets within the chart's default
-//! resources, and `helm uninstall` leaving the Secrets.
+//! resources, the host's Vault read from the operator Pod, and `helm uninstall` leaving the
+//! Secrets.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -70,6 +71,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "limits::the_default_resources_hold_1000_external_secrets",
             env,
             limits,
+        ),
+        trial(
+            "vault::the_operator_pod_syncs_from_the_hosts_vault_through_the_bridge",
+            env,
+            vault,
         ),
         trial(
             "uninstall::leaves_every_synced_secret_in_place",
@@ -775,6 +781,80 @@ impl PeakSampler {
     }
 }
 
+/// The Vault provider in the operator's process, reading the suite's real Vault server on the
+/// host through the node's bridge address (`Env::vault`): a KV v2 secret's bytes in the synced
+/// Secret, and the store Ready.
+async fn vault(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let vault = env.vault()?;
+    let server = vault
+        .address_on()
+        .context("Vault has no listener on the node's address")?;
+    let client = node.client().await;
+    release(node, &client, &[]).await?;
+
+    let mount = "node-kv";
+    // One Vault a test process, and this journey runs once in it.
+    vault.mount_kv(mount, testenv::KvVersion::V2).await?;
+    let written = serde_json::json!({"user": "app", "password": "from the host's Vault"});
+    vault.write_kv_v2(mount, "app/db", &written).await?;
+
+    let ns = testenv::create_namespace(&client, "vault").await?;
+    let yaml = format!(
+        "apiVersion: v1
+kind: Secret
+metadata: {{name: vault-token}}
+stringData: {{token: {token}}}
+---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: vault}}
+spec:
+  provider:
+    vault:
+      server: {server}
+      path: {mount}
+      version: v2
+      auth: {{tokenSecretRef: {{name: vault-token, key: token}}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: db}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{kind: SecretStore, name: vault}}
+  target: {{name: db}}
+  dataFrom: [{{extract: {{key: app/db}}}}]
+",
+        token = vault.root_token()
+    );
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+
+    let held = vault
+        .read_kv_v2(mount, "app/db", None)
+        .await?
+        .context("Vault holds no app/db")?;
+    let want: BTreeMap<String, Vec<u8>> = held
+        .data
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.as_str().unwrap_or_default().as_bytes().to_vec(),
+            )
+        })
+        .collect();
+    wait_secret(&client, &ns, "db", &want, SYNC_TIMEOUT)
+        .await
+        .with_context(|| format!("syncing from the host's Vault at {server}"))?;
+    ensure!(
+        external_secret_ready(&client, &ns, "db").await?,
+        "{ns}/db synced but is not Ready"
+    );
+    eprintln!("vault: {ns}/db synced from the host's Vault at {server}");
+    Ok(())
+}
+
 async fn uninstall(env: Arc<Env>) -> Result<()> {
     let node = env.node()?;
     let client = node.client().await;
@@ -968,13 +1048,25 @@ async fn wait_demo_secret(client: &Client, ns: &str, within: Duration) -> Result
     .iter()
     .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
     .collect();
+    wait_secret(client, ns, "demo-credentials", &want, within).await
+}
+
+/// Waits until Secret `ns/name` holds exactly `want`.
+async fn wait_secret(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    want: &BTreeMap<String, Vec<u8>>,
+    within: Duration,
+) -> Result<()> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     testenv::wait_for(
         within,
-        &format!("Secret {ns}/demo-credentials with the Fake store's data"),
+        &format!("Secret {ns}/{name} with its store's data"),
         || async {
-            let secret = secrets.get("demo-credentials").await?;
-            let got: BTreeMap<String, Vec<u8>> = secret
+            let got: BTreeMap<String, Vec<u8>> = secrets
+                .get(name)
+                .await?
                 .data
                 .unwrap_or_default()
                 .into_iter()
@@ -982,7 +1074,7 @@ async fn wait_demo_secret(client: &Client, ns: &str, within: Duration) -> Result
                 .collect();
             // Keys only: the values are secrets, even in a test's message.
             ensure!(
-                got == want,
+                &got == want,
                 "keys {:?}, or a value differs",
                 got.keys().collect::<Vec<_>>()
             );
