@@ -1,7 +1,9 @@
 //! What a user meets on day one, on Pods: `helm install`, the operator Ready under its own
 //! ServiceAccount, a synced Secret, `/metrics` on the Pod's address, the chart's RBAC enough;
 //! then leader failover between two replicas, the Fake provider served out of process by a Pod
-//! of its own, the conversion webhook through its Service, and `helm uninstall` leaving the
+//! of its own, the conversion webhook through its Service, `helm upgrade` to a chart storing Vault
+//! at v1beta1 with `migrate storage` losing nothing, 1000 ExternalSecrets within the chart's default
+//! resources, the host's Vault read from the operator Pod, and `helm uninstall` leaving the
 //! Secrets.
 
 use std::collections::BTreeMap;
@@ -11,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -60,6 +63,21 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             conversion,
         ),
         trial(
+            "upgrade::to_a_chart_storing_vault_at_v1beta1_loses_nothing",
+            env,
+            upgrade_storage,
+        ),
+        trial(
+            "limits::the_default_resources_hold_1000_external_secrets",
+            env,
+            limits,
+        ),
+        trial(
+            "vault::the_operator_pod_syncs_from_the_hosts_vault_through_the_bridge",
+            env,
+            vault,
+        ),
+        trial(
             "uninstall::leaves_every_synced_secret_in_place",
             env,
             uninstall,
@@ -70,10 +88,7 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
 async fn install(env: Arc<Env>) -> Result<()> {
     let node = env.node()?;
     let client = node.client().await;
-    let pods = release(node, &client, &[]).await?;
-    let [pod] = pods.as_slice() else {
-        bail!("{} operator Pods Ready, not one", pods.len());
-    };
+    let pod = one_operator(node, &client).await?;
     let name = pod.metadata.name.clone().unwrap_or_default();
 
     // In-cluster config under the chart's ServiceAccount: no kubeconfig anywhere.
@@ -97,7 +112,7 @@ async fn install(env: Arc<Env>) -> Result<()> {
 
     let ns = sync_one(&client, "install").await?;
 
-    let ip = pod_ip(pod)?;
+    let ip = pod_ip(&pod)?;
     let metrics = http_get(SocketAddr::new(ip.parse()?, METRICS_PORT), "/metrics")?;
     let series = format!("externalsecret_sync_calls_total{{name=\"demo\",namespace=\"{ns}\"}}");
     ensure!(
@@ -149,22 +164,46 @@ async fn failover(env: Arc<Env>) -> Result<()> {
         .await?;
     let deleted = Instant::now();
 
+    // The deleted Pod's process outlives its API object for a moment and may still hold the
+    // Lease and sync: the new ExternalSecret is made once another Pod holds it, so that it is
+    // not the deleted one that syncs it. That Pod is the surviving replica or the one made to
+    // replace the deleted: a candidate polls the Lease every few seconds, and a replacement
+    // that starts in between asks first.
     let within = LEASE_DURATION + Duration::from_secs(10);
+    let survivor = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .find(|p| *p != leader)
+        .context("no other operator Pod")?;
+    let operator_pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let new_leader = testenv::wait_for(
+        within,
+        &format!("another operator Pod to hold Lease {lease_name} after {leader} was deleted"),
+        || async {
+            let live = operator_pods
+                .list(&ListParams::default().labels(SELECTOR))
+                .await?
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| p.metadata.name.as_deref() != Some(leader.as_str()))
+                .collect::<Vec<_>>();
+            holder(&leases, &lease_name, &live).await
+        },
+    )
+    .await?;
     let ns = testenv::create_namespace(&client, "after-failover").await?;
     apply_demo(&client, &ns).await?;
-    wait_demo_secret(&client, &ns, within)
+    wait_demo_secret(&client, &ns, within.saturating_sub(deleted.elapsed()))
         .await
         .with_context(|| format!("after deleting the leader Pod {leader}"))?;
-    let now = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
-        .list(&ListParams::default().labels(SELECTOR))
-        .await?;
-    let new_leader = holder(&leases, &lease_name, &now.items).await?;
-    ensure!(
-        new_leader != leader,
-        "the Lease still names the deleted Pod {leader}"
-    );
+    let which = if new_leader == survivor {
+        "the surviving replica"
+    } else {
+        "the deleted one's replacement"
+    };
     eprintln!(
-        "failover: {new_leader} synced a new ExternalSecret {:.1}s after {leader} was deleted",
+        "failover: {new_leader} ({which}) synced a new ExternalSecret {:.1}s after {leader} was deleted",
         deleted.elapsed().as_secs_f64()
     );
     Ok(())
@@ -211,7 +250,7 @@ async fn conversion(env: Arc<Env>) -> Result<()> {
     let client = node.client().await;
     release(node, &client, &[]).await?;
     let crd = Api::<CustomResourceDefinition>::all(client.clone())
-        .get("vaults.providers.external-secrets.io")
+        .get(VAULT_CRDS[0])
         .await?;
     let service = crd
         .spec
@@ -227,37 +266,616 @@ async fn conversion(env: Arc<Env>) -> Result<()> {
     );
 
     let ns = testenv::create_namespace(&client, "conversion").await?;
-    let resource = |version: &str| {
-        api::providers::vault::DESCRIPTOR.resource(api::provider_kinds::Scope::Namespaced, version)
-    };
-    let beta: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource("v1beta1"));
-    let alpha: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &ns, &resource("v1alpha1"));
-    let written: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "providers.external-secrets.io/v1beta1",
-        "kind": "Vault",
-        "metadata": {"name": "beta"},
-        "spec": {
-            "server": "https://vault.example:8200",
-            "kv": {"mountPath": "secret", "version": 1},
-            "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}},
-        },
-    }))?;
-    // Stored at v1alpha1: the create itself goes through the webhook, which may still be
-    // getting its CA into the CRD right after the install.
-    testenv::wait_for(SYNC_TIMEOUT, "a Vault created at v1beta1", || async {
-        match beta.create(&PostParams::default(), &written).await {
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-            other => other.map(drop),
-        }
-    })
-    .await?;
+    // Stored at v1alpha1: the create itself goes through the webhook.
+    create_vault(&vaults(&client, &ns, VAULT_NEW), VAULT_NEW, "beta").await?;
+    let alpha = vaults(&client, &ns, VAULT_OLD);
     let read = alpha.get("beta").await?;
     ensure!(
         read.data["spec"]["path"] == "secret" && read.data["spec"]["version"] == "v1",
         "the v1alpha1 view of a v1beta1 Vault: {}",
         read.data["spec"]
     );
+    Ok(())
+}
+
+/// The Vault CRDs' names and the version each release of the chart stores Vault at.
+const VAULT_CRDS: [&str; 2] = [
+    "vaults.providers.external-secrets.io",
+    "vaults.cluster.providers.external-secrets.io",
+];
+const VAULT_OLD: &str = "v1alpha1";
+const VAULT_NEW: &str = "v1beta1";
+
+/// README, "Upgrading one provider", step 2: `helm upgrade` to a release whose Vault CRDs store
+/// at v1beta1 (this chart with only that changed: no release of ours stores there yet), then
+/// `external-secrets migrate storage --kind Vault` from the host as a user runs it. Nothing is
+/// lost: etcd holds every Vault at v1beta1 afterwards, each reads the same at both versions, the
+/// synced Secret keeps its bytes and its ExternalSecret stays Ready throughout the upgrade.
+async fn upgrade_storage(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let client = node.client().await;
+    release(node, &client, &[]).await?;
+    let ns = sync_one(&client, "upgrade").await?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let before = secrets.get("demo-credentials").await?;
+    let vaults = |version| vaults(&client, &ns, version);
+    for i in 0..3 {
+        create_vault(&vaults(VAULT_OLD), VAULT_OLD, &format!("old-{i}")).await?;
+    }
+    ensure!(
+        vault_versions_in_etcd(node, &ns).await?
+            == BTreeMap::from([
+                ("old-0".to_owned(), VAULT_OLD.to_owned()),
+                ("old-1".to_owned(), VAULT_OLD.to_owned()),
+                ("old-2".to_owned(), VAULT_OLD.to_owned()),
+            ]),
+        "the Vaults are not stored at {VAULT_OLD} before the upgrade"
+    );
+    let specs_before = vault_specs(&vaults(VAULT_NEW)).await?;
+
+    let chart = chart_storing_vault_at(VAULT_NEW)?;
+    let chart = chart.path().join("external-secrets");
+    let chart = chart.to_str().context("a chart path that is not UTF-8")?;
+    upgrade_keeping_ready(node, &client, &ns, chart).await?;
+    for crd in VAULT_CRDS {
+        ensure!(
+            stored_versions(&client, crd).await? == [VAULT_OLD, VAULT_NEW],
+            "after the upgrade {crd} lists storedVersions {:?}",
+            stored_versions(&client, crd).await?
+        );
+    }
+    // Written after the upgrade: stored at the new version straight away.
+    create_vault(&vaults(VAULT_NEW), VAULT_NEW, "new").await?;
+
+    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_external-secrets"))
+        .args(["migrate", "storage", "--kind", "Vault", "--kubeconfig"])
+        .arg(node.kubeconfig_path())
+        .output()
+        .context("running external-secrets migrate storage")?;
+    ensure!(
+        migrated.status.success(),
+        "migrate storage --kind Vault failed: {}\n{}",
+        String::from_utf8_lossy(&migrated.stderr),
+        String::from_utf8_lossy(&migrated.stdout)
+    );
+
+    for crd in VAULT_CRDS {
+        let versions = stored_versions(&client, crd).await?;
+        ensure!(
+            versions == [VAULT_NEW],
+            "after migrate storage {crd} lists storedVersions {versions:?}"
+        );
+    }
+    let stored = vault_versions_in_etcd(node, &ns).await?;
+    ensure!(
+        stored.len() == 4 && stored.values().all(|v| v == VAULT_NEW),
+        "etcd holds the Vaults at {stored:?}, not all at {VAULT_NEW}"
+    );
+    let mut specs_after = vault_specs(&vaults(VAULT_NEW)).await?;
+    specs_after.remove("new");
+    ensure!(
+        specs_after == specs_before,
+        "a Vault's v1beta1 spec changed in the migration:\nbefore {specs_before:?}\nafter {specs_after:?}"
+    );
+    let alpha = vault_specs(&vaults(VAULT_OLD)).await?;
+    ensure!(
+        alpha.len() == 4
+            && alpha
+                .values()
+                .all(|s| s["path"] == "secret" && s["version"] == "v1"),
+        "the Vaults read at {VAULT_OLD} after the migration: {alpha:?}"
+    );
+
+    let after = secrets.get("demo-credentials").await?;
+    ensure!(
+        after.data == before.data,
+        "the synced Secret's data changed across the upgrade"
+    );
+    ensure!(
+        external_secret_ready(&client, &ns, "demo").await?,
+        "{ns}/demo is not Ready after the migration"
+    );
+    Ok(())
+}
+
+/// `helm upgrade` of the release to `chart` while a watcher reads `ns`'s ExternalSecret every
+/// half second: an error if it was ever not Ready, or the new operator Pod is not.
+async fn upgrade_keeping_ready(node: &Node, client: &Client, ns: &str, chart: &str) -> Result<()> {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (client, ns, stop) = (client.clone(), ns.to_owned(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                ensure!(
+                    external_secret_ready(&client, &ns, "demo").await?,
+                    "{ns}/demo turned not Ready during the upgrade"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            anyhow::Ok(())
+        })
+    };
+    let upgraded = testenv::helm(
+        Some(&node.kubeconfig_path()),
+        &[
+            "upgrade",
+            RELEASE,
+            chart,
+            "--namespace",
+            NAMESPACE,
+            "--reset-values",
+            "--set",
+            "image.pullPolicy=Never",
+            "--wait",
+        ],
+    );
+    let pods = match upgraded {
+        Ok(_) => wait_pods(node, client, FULLNAME, SELECTOR, 1)
+            .await
+            .map(drop),
+        Err(e) => Err(e),
+    };
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    watcher.await??;
+    pods
+}
+
+/// A copy of this chart whose Vault CRDs store at `version`, as a later release's would.
+fn chart_storing_vault_at(version: &str) -> Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix("external-secrets-chart-")
+        .tempdir()?;
+    let copied = std::process::Command::new("cp")
+        .args(["-r"])
+        .arg(repo("charts/external-secrets"))
+        .arg(dir.path())
+        .status()?;
+    ensure!(copied.success(), "cp -r of the chart: {copied}");
+    for crd in VAULT_CRDS {
+        let path = dir
+            .path()
+            .join(format!("external-secrets/templates/crds/{crd}.yaml"));
+        let yaml = std::fs::read_to_string(&path)?;
+        // Each version's block ends with `served:` then `storage:`; the one named `version`
+        // gets `true`, the other `false`.
+        let mut current = String::new();
+        let mut flipped = 0;
+        let lines: Vec<String> = yaml
+            .lines()
+            .map(|line| {
+                if let Some(name) = line.strip_prefix("    name: ") {
+                    current = name.to_owned();
+                }
+                if line.starts_with("    storage: ") {
+                    flipped += 1;
+                    format!("    storage: {}", current == version)
+                } else {
+                    line.to_owned()
+                }
+            })
+            .collect();
+        ensure!(flipped == 2, "{} storage lines in {crd}, not two", flipped);
+        std::fs::write(&path, lines.join("\n") + "\n")?;
+    }
+    Ok(dir)
+}
+
+async fn create_vault(vaults: &Api<DynamicObject>, version: &str, name: &str) -> Result<()> {
+    let spec = if version == VAULT_OLD {
+        serde_json::json!({"server": "https://vault.example:8200", "path": "secret", "version": "v1",
+            "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}})
+    } else {
+        serde_json::json!({"server": "https://vault.example:8200",
+            "kv": {"mountPath": "secret", "version": 1},
+            "auth": {"tokenSecretRef": {"name": "vault-token", "key": "token"}}})
+    };
+    let object: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": format!("providers.external-secrets.io/{version}"),
+        "kind": "Vault",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))?;
+    // Through the webhook when `version` is not the stored one; its CA may still be on its way
+    // into the CRD right after an install.
+    testenv::wait_for(
+        SYNC_TIMEOUT,
+        &format!("Vault {name} created at {version}"),
+        || async {
+            match vaults.create(&PostParams::default(), &object).await {
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                other => other.map(drop),
+            }
+        },
+    )
+    .await
+}
+
+/// The Vaults of `ns` read and written at `version`.
+fn vaults(client: &Client, ns: &str, version: &str) -> Api<DynamicObject> {
+    let resource =
+        api::providers::vault::DESCRIPTOR.resource(api::provider_kinds::Scope::Namespaced, version);
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+/// Every Vault's spec read through `vaults`, by name.
+async fn vault_specs(vaults: &Api<DynamicObject>) -> Result<BTreeMap<String, serde_json::Value>> {
+    Ok(vaults
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|v| (v.metadata.name.unwrap_or_default(), v.data["spec"].clone()))
+        .collect())
+}
+
+/// The apiVersion etcd holds each Vault of `ns` at, by name: what the API never shows.
+async fn vault_versions_in_etcd(node: &Node, ns: &str) -> Result<BTreeMap<String, String>> {
+    let names: Vec<String> = vaults(&node.client().await, ns, VAULT_OLD)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|v| v.metadata.name)
+        .collect();
+    names
+        .into_iter()
+        .map(|name| {
+            let key = format!("/registry/providers.external-secrets.io/vaults/{ns}/{name}");
+            let raw = node
+                .control_plane()
+                .etcd_get(&key)?
+                .with_context(|| format!("etcd has no {key}"))?;
+            let stored: serde_json::Value = serde_json::from_slice(&raw)?;
+            let version = stored["apiVersion"]
+                .as_str()
+                .and_then(|v| v.rsplit('/').next())
+                .unwrap_or_default()
+                .to_owned();
+            Ok((name, version))
+        })
+        .collect()
+}
+
+async fn stored_versions(client: &Client, crd: &str) -> Result<Vec<String>> {
+    Ok(Api::<CustomResourceDefinition>::all(client.clone())
+        .get(crd)
+        .await?
+        .status
+        .and_then(|s| s.stored_versions)
+        .unwrap_or_default())
+}
+
+/// Whether `ns`'s ExternalSecret `name` has `Ready=True`.
+async fn external_secret_ready(client: &Client, ns: &str, name: &str) -> Result<bool> {
+    let es = Api::<api::external_secret::ExternalSecret>::namespaced(client.clone(), ns)
+        .get(name)
+        .await?;
+    Ok(es.status.is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == api::conditions::ConditionStatus::True)
+    }))
+}
+
+/// How many ExternalSecrets the chart's default requests and limits must hold.
+const MANY: usize = 1000;
+/// 1000 first syncs, each a write of a Secret and of a status, on 2 shared cores.
+const MANY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The chart's default resources (no value set) with 1000 ExternalSecrets of one Fake store:
+/// every Secret synced and every ExternalSecret Ready, while the operator's container is never
+/// OOM-killed nor restarted. Prints its peak memory: the most the kubelet's `/stats/summary`
+/// showed while they synced, and the cgroup's own high-water mark.
+async fn limits(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let client = node.client().await;
+    let pod = one_operator(node, &client).await?;
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let limit = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers[0].resources.as_ref())
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("memory"))
+        .map(|q| q.0.clone())
+        .context("the chart's default gives the operator no memory limit")?;
+
+    let ns = testenv::create_namespace(&client, "limits").await?;
+    let data: Vec<serde_json::Value> = (0..MANY)
+        .map(|i| serde_json::json!({"key": format!("k{i}"), "value": format!("value-{i}")}))
+        .collect();
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &serde_json::to_string(&serde_json::json!({
+            "apiVersion": "external-secrets.io/v1",
+            "kind": "SecretStore",
+            "metadata": {"name": "fake"},
+            "spec": {"provider": {"fake": {"data": data}}},
+        }))?,
+        true,
+    )
+    .await?;
+
+    let sampler = PeakSampler::start(&client, node.name(), &name);
+    let started = Instant::now();
+    let external_secrets: Api<api::external_secret::ExternalSecret> =
+        Api::namespaced(client.clone(), &ns);
+    futures::stream::iter(0..MANY)
+        .map(|i| {
+            let external_secrets = external_secrets.clone();
+            async move {
+                let es = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "external-secrets.io/v1",
+                    "kind": "ExternalSecret",
+                    "metadata": {"name": format!("es-{i}")},
+                    "spec": {
+                        "refreshInterval": "1m",
+                        "secretStoreRef": {"kind": "SecretStore", "name": "fake"},
+                        "target": {"name": format!("secret-{i}")},
+                        "data": [{"secretKey": "value", "remoteRef": {"key": format!("k{i}")}}],
+                    },
+                }))?;
+                external_secrets.create(&PostParams::default(), &es).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(8)
+        .try_collect::<()>()
+        .await?;
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let synced = testenv::wait_for(
+        MANY_TIMEOUT,
+        &format!("{MANY} Secrets synced in {ns}"),
+        || async {
+            let right = secrets
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|s| {
+                    let name = s.metadata.name.as_deref().unwrap_or_default();
+                    let want = name
+                        .strip_prefix("secret-")
+                        .map(|i| format!("value-{i}").into_bytes());
+                    let got = s
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get("value"))
+                        .map(|v| v.0.clone());
+                    want.is_some() && got == want
+                })
+                .count();
+            ensure!(
+                right == MANY,
+                "{right} of {MANY} Secrets hold their store's bytes"
+            );
+            let ready = external_secrets
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|es| {
+                    es.status.as_ref().is_some_and(|s| {
+                        s.conditions.iter().any(|c| {
+                            c.type_ == "Ready" && c.status == api::conditions::ConditionStatus::True
+                        })
+                    })
+                })
+                .count();
+            ensure!(ready == MANY, "{ready} of {MANY} ExternalSecrets Ready");
+            anyhow::Ok(started.elapsed())
+        },
+    )
+    .await;
+    // A refresh of every one of them, at the 1m interval, under the same watch.
+    tokio::time::sleep(Duration::from_secs(70)).await;
+    let sampled = sampler.stop().await;
+    let synced = synced?;
+
+    let now = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .get(&name)
+        .await?;
+    let status = now
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .context("the operator Pod has no container status")?;
+    ensure!(
+        status.restart_count == 0
+            && status
+                .last_state
+                .as_ref()
+                .is_none_or(|s| s.terminated.is_none()),
+        "the operator's container restarted with {MANY} ExternalSecrets: {}",
+        pod_state(&now)
+    );
+    let container_id = status
+        .container_id
+        .as_deref()
+        .and_then(|id| id.split_once("://"))
+        .map(|(_, id)| id)
+        .context("the operator's container has no ID")?;
+    let cgroup = node.container_cgroup(
+        "memory",
+        now.status
+            .as_ref()
+            .and_then(|s| s.qos_class.as_deref())
+            .unwrap_or_default(),
+        now.metadata.uid.as_deref().unwrap_or_default(),
+        container_id,
+    )?;
+    let read = |file: &str| -> Result<u64> {
+        let path = cgroup.join(file);
+        Ok(std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .trim()
+            .parse()?)
+    };
+    let (high_water, failcnt) = (read("memory.max_usage_in_bytes")?, read("memory.failcnt")?);
+    let oom_kills = std::fs::read_to_string(cgroup.join("memory.oom_control"))?
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .map_or(Ok(0), |n| n.trim().parse::<u64>())?;
+    ensure!(
+        oom_kills == 0,
+        "the kernel OOM-killed {oom_kills} of the operator's processes"
+    );
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    eprintln!(
+        "limits: {MANY} ExternalSecrets synced in {:.0}s under the chart's default limit {limit}; \
+         the operator's peak memory: {:.1} MiB working set in the kubelet's /stats/summary \
+         ({} samples), {:.1} MiB the cgroup's high-water mark (memory.max_usage_in_bytes, page \
+         cache included), {failcnt} times at the limit",
+        synced.as_secs_f64(),
+        mib(sampled.peak_working_set),
+        sampled.samples,
+        mib(high_water),
+    );
+    ensure!(
+        sampled.samples > 0,
+        "the kubelet's /stats/summary never listed the operator's container"
+    );
+    Ok(())
+}
+
+/// What the kubelet's summary said of one container while it ran.
+struct Sampled {
+    peak_working_set: u64,
+    samples: usize,
+}
+
+/// Reads the kubelet's `/stats/summary` (through the API server's node proxy, as `kubectl get
+/// --raw` does) every second until stopped, keeping the operator container's largest working set.
+struct PeakSampler {
+    stop: Arc<tokio::sync::Notify>,
+    task: tokio::task::JoinHandle<Sampled>,
+}
+
+impl PeakSampler {
+    fn start(client: &Client, node: &str, pod: &str) -> Self {
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let (client, uri, pod, stopped) = (
+            client.clone(),
+            format!("/api/v1/nodes/{node}/proxy/stats/summary"),
+            pod.to_owned(),
+            stop.clone(),
+        );
+        let task = tokio::spawn(async move {
+            let mut sampled = Sampled {
+                peak_working_set: 0,
+                samples: 0,
+            };
+            loop {
+                let request = http::Request::get(&uri).body(Vec::new());
+                let summary = match request {
+                    Ok(request) => client.request::<serde_json::Value>(request).await.ok(),
+                    Err(_) => None,
+                };
+                let working_set = summary.as_ref().and_then(|s| {
+                    s["pods"]
+                        .as_array()?
+                        .iter()
+                        .find(|p| p["podRef"]["name"] == pod.as_str())?["containers"]
+                        .as_array()?
+                        .first()?["memory"]["workingSetBytes"]
+                        .as_u64()
+                });
+                if let Some(bytes) = working_set {
+                    sampled.samples += 1;
+                    sampled.peak_working_set = sampled.peak_working_set.max(bytes);
+                }
+                tokio::select! {
+                    () = stopped.notified() => return sampled,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        });
+        Self { stop, task }
+    }
+
+    async fn stop(self) -> Sampled {
+        self.stop.notify_one();
+        self.task.await.unwrap_or(Sampled {
+            peak_working_set: 0,
+            samples: 0,
+        })
+    }
+}
+
+/// The Vault provider in the operator's process, reading the suite's real Vault server on the
+/// host through the node's bridge address (`Env::vault`): a KV v2 secret's bytes in the synced
+/// Secret, and the store Ready.
+async fn vault(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let vault = env.vault()?;
+    let server = vault
+        .address_on()
+        .context("Vault has no listener on the node's address")?;
+    let client = node.client().await;
+    release(node, &client, &[]).await?;
+
+    let mount = "node-kv";
+    // One Vault a test process, and this journey runs once in it.
+    vault.mount_kv(mount, testenv::KvVersion::V2).await?;
+    let written = serde_json::json!({"user": "app", "password": "from the host's Vault"});
+    vault.write_kv_v2(mount, "app/db", &written).await?;
+
+    let ns = testenv::create_namespace(&client, "vault").await?;
+    let yaml = format!(
+        "apiVersion: v1
+kind: Secret
+metadata: {{name: vault-token}}
+stringData: {{token: {token}}}
+---
+apiVersion: external-secrets.io/v1
+kind: SecretStore
+metadata: {{name: vault}}
+spec:
+  provider:
+    vault:
+      server: {server}
+      path: {mount}
+      version: v2
+      auth: {{tokenSecretRef: {{name: vault-token, key: token}}}}
+---
+apiVersion: external-secrets.io/v1
+kind: ExternalSecret
+metadata: {{name: db}}
+spec:
+  refreshInterval: 1h
+  secretStoreRef: {{kind: SecretStore, name: vault}}
+  target: {{name: db}}
+  dataFrom: [{{extract: {{key: app/db}}}}]
+",
+        token = vault.root_token()
+    );
+    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+
+    let held = vault
+        .read_kv_v2(mount, "app/db", None)
+        .await?
+        .context("Vault holds no app/db")?;
+    let want: BTreeMap<String, Vec<u8>> = held
+        .data
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.as_str().unwrap_or_default().as_bytes().to_vec(),
+            )
+        })
+        .collect();
+    wait_secret(&client, &ns, "db", &want, SYNC_TIMEOUT)
+        .await
+        .with_context(|| format!("syncing from the host's Vault at {server}"))?;
+    ensure!(
+        external_secret_ready(&client, &ns, "db").await?,
+        "{ns}/db synced but is not Ready"
+    );
+    eprintln!("vault: {ns}/db synced from the host's Vault at {server}");
     Ok(())
 }
 
@@ -310,6 +928,15 @@ async fn release(node: &Node, client: &Client, sets: &[&str]) -> Result<Vec<Pod>
         .find_map(|s| s.strip_prefix("replicaCount="))
         .map_or(Ok(1), str::parse)?;
     wait_pods(node, client, FULLNAME, SELECTOR, replicas).await
+}
+
+/// The release with the chart's defaults: its one operator Pod, once Ready.
+async fn one_operator(node: &Node, client: &Client) -> Result<Pod> {
+    let pods = release(node, client, &[]).await?;
+    match <[Pod; 1]>::try_from(pods) {
+        Ok([pod]) => Ok(pod),
+        Err(pods) => bail!("{} operator Pods Ready, not one", pods.len()),
+    }
 }
 
 /// Waits until the Deployment `name`'s rollout is done (its old Pods gone) and exactly
@@ -413,10 +1040,17 @@ async fn holder(leases: &Api<Lease>, name: &str, pods: &[Pod]) -> Result<String>
         .spec
         .and_then(|s| s.holder_identity)
         .context("the Lease names no holder")?;
-    pods.iter()
+    let names: Vec<String> = pods
+        .iter()
         .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    names
+        .iter()
         .find(|pod| identity.starts_with(&format!("{pod}-")))
-        .with_context(|| format!("the Lease's holder {identity} is none of the operator Pods"))
+        .cloned()
+        .with_context(|| {
+            format!("the Lease's holder {identity} is none of the operator Pods {names:?}")
+        })
 }
 
 /// A Fake store and an ExternalSecret in a new namespace; the namespace once its Secret holds
@@ -445,13 +1079,25 @@ async fn wait_demo_secret(client: &Client, ns: &str, within: Duration) -> Result
     .iter()
     .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
     .collect();
+    wait_secret(client, ns, "demo-credentials", &want, within).await
+}
+
+/// Waits until Secret `ns/name` holds exactly `want`.
+async fn wait_secret(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    want: &BTreeMap<String, Vec<u8>>,
+    within: Duration,
+) -> Result<()> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     testenv::wait_for(
         within,
-        &format!("Secret {ns}/demo-credentials with the Fake store's data"),
+        &format!("Secret {ns}/{name} with its store's data"),
         || async {
-            let secret = secrets.get("demo-credentials").await?;
-            let got: BTreeMap<String, Vec<u8>> = secret
+            let got: BTreeMap<String, Vec<u8>> = secrets
+                .get(name)
+                .await?
                 .data
                 .unwrap_or_default()
                 .into_iter()
@@ -459,7 +1105,7 @@ async fn wait_demo_secret(client: &Client, ns: &str, within: Duration) -> Result
                 .collect();
             // Keys only: the values are secrets, even in a test's message.
             ensure!(
-                got == want,
+                &got == want,
                 "keys {:?}, or a value differs",
                 got.keys().collect::<Vec<_>>()
             );

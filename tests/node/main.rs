@@ -16,11 +16,14 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::{Result, anyhow};
 use libtest_mimic::{Arguments, Trial};
-use testenv::Node;
+use testenv::{Node, VaultServer};
 
 pub struct Env {
     /// The node with the images imported, or why it did not start.
     node: OnceLock<Result<Node, String>>,
+    /// The suite's Vault on the host, listening also on the node's address, or why it did not
+    /// start.
+    vault: OnceLock<Result<VaultServer, String>>,
     /// The images' files, removed when the run ends (after the node).
     images: OnceLock<Result<tempfile::TempDir, String>>,
 }
@@ -34,6 +37,19 @@ impl Env {
             })
             .as_ref()
             .map_err(|e| anyhow!("the node did not start: {e}"))
+    }
+
+    /// The suite's Vault server, a process on the host like the control plane. Pods reach it
+    /// through the node's address: the gateway of their bridge, an address of the host's own,
+    /// where Vault has a plain HTTP listener besides its usual ones on 127.0.0.1 (a Pod's
+    /// 127.0.0.1 is its own, and the kubelet's KUBE-FIREWALL drops traffic from elsewhere to
+    /// the host's loopback anyway).
+    pub fn vault(&self) -> Result<&VaultServer> {
+        let node = self.node()?;
+        self.vault
+            .get_or_init(|| VaultServer::start_also_on(node.ip().into()).map_err(|e| chain(&e)))
+            .as_ref()
+            .map_err(|e| anyhow!("Vault did not start: {e}"))
     }
 
     /// The operator's image and the Fake provider server's, of this run's binary (the published
@@ -105,6 +121,7 @@ fn main() -> ExitCode {
     args.test_threads = Some(1);
     let env = Arc::new(Env {
         node: OnceLock::new(),
+        vault: OnceLock::new(),
         images: OnceLock::new(),
     });
     let trials = journeys::trials(&env);

@@ -459,6 +459,26 @@ impl Node {
     pub fn dir(&self) -> &Path {
         &self.path
     }
+
+    /// The cgroup of container `id` (its ID without `containerd://`) of Pod `pod_uid` in the
+    /// cgroup v1 `hierarchy` (`memory`, `cpu`, …), under the kubelet's `cgroupRoot`, where the
+    /// kernel keeps what the kubelet's summaries are made from (a peak the kubelet does not
+    /// report, `memory.max_usage_in_bytes`, among them).
+    pub fn container_cgroup(
+        &self,
+        hierarchy: &str,
+        qos: &str,
+        pod_uid: &str,
+        id: &str,
+    ) -> Result<PathBuf> {
+        let root = &self.host()?.cgroup_root;
+        let mut path = PathBuf::from(format!("/sys/fs/cgroup/{hierarchy}{root}/kubepods"));
+        // Guaranteed Pods sit right under kubepods; the other classes in a folder of their own.
+        if qos != "Guaranteed" {
+            path.push(qos.to_lowercase());
+        }
+        Ok(path.join(format!("pod{pod_uid}")).join(id))
+    }
 }
 
 impl Drop for Node {

@@ -11,6 +11,7 @@
 //! [`VaultServer::restart`] block and work inside or outside a runtime.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -55,6 +56,8 @@ pub struct VaultServer {
     address: String,
     tls_address: String,
     mtls_address: String,
+    /// The plain HTTP listener on another address, where one was asked for.
+    http_also_on: Option<(IpAddr, String)>,
     ca_pem: String,
     /// Accepted by the mutual-TLS listener.
     client_certificate: IssuedCertificate,
@@ -162,10 +165,21 @@ impl VaultServer {
     /// `sys`); use [`mount_kv`](Self::mount_kv). Blocks the calling thread; safe to call from
     /// inside or outside a tokio runtime.
     pub fn start() -> Result<Self> {
+        Self::start_listening(None)
+    }
+
+    /// [`start`](Self::start), with one more plain HTTP listener on `ip` (a free port): for
+    /// clients that cannot reach the host's 127.0.0.1, such as Pods on a node's bridge whose
+    /// gateway address `ip` is. See [`address_on`](Self::address_on).
+    pub fn start_also_on(ip: IpAddr) -> Result<Self> {
+        Self::start_listening(Some(ip))
+    }
+
+    fn start_listening(also_on: Option<IpAddr>) -> Result<Self> {
         let started = Instant::now();
         let binary = vault_binary();
         require_binary(&binary)?;
-        let vault = crate::retry_on_port_clash(|| Self::start_once(&binary))?;
+        let vault = crate::retry_on_port_clash(|| Self::start_once(&binary, also_on))?;
         eprintln!(
             "testenv: Vault {VAULT_VERSION} ready at {} and {} in {:.1}s (log {}){}",
             vault.address,
@@ -177,7 +191,10 @@ impl VaultServer {
         Ok(vault)
     }
 
-    fn start_once(binary: &Path) -> Result<Self, (anyhow::Error, Option<tempfile::TempDir>)> {
+    fn start_once(
+        binary: &Path,
+        also_on: Option<IpAddr>,
+    ) -> Result<Self, (anyhow::Error, Option<tempfile::TempDir>)> {
         let dir = tempfile::Builder::new()
             .prefix("external-secrets-vault-")
             .tempdir()
@@ -192,6 +209,7 @@ impl VaultServer {
             address: String::new(),
             tls_address: String::new(),
             mtls_address: String::new(),
+            http_also_on: also_on.map(|ip| (ip, String::new())),
             ca_pem: ca.cert_pem(),
             client_certificate: ca
                 .issue_client("external-secrets", None)
@@ -230,9 +248,22 @@ impl VaultServer {
         self.address = format!("http://{http_listen}");
         self.tls_address = format!("https://{tls_listen}");
         self.mtls_address = format!("https://{mtls_listen}");
+        let also = match &self.http_also_on {
+            Some((ip, _)) => Some(
+                TcpListener::bind((*ip, 0))
+                    .with_context(|| format!("reserving a free port on {ip}"))?,
+            ),
+            None => None,
+        };
+        let mut listeners = vec![];
+        if let (Some((_, address)), Some(also)) = (&mut self.http_also_on, &also) {
+            let listen = also.local_addr()?.to_string();
+            *address = format!("http://{listen}");
+            listeners.push(json!({"tcp": {"address": listen, "tls_disable": true}}));
+        }
         let file = |name: &str| self.path.join(name).to_string_lossy().into_owned();
         // Vault reads JSON as well as HCL; JSON needs no quoting rules of our own.
-        let config = json!({
+        let mut config = json!({
             "storage": {"file": {"path": file("data")}},
             "listener": [
                 {"tcp": {"address": http_listen, "tls_disable": true}},
@@ -256,9 +287,12 @@ impl VaultServer {
             "ui": false,
             "log_level": "info",
         });
+        if let Some(all) = config["listener"].as_array_mut() {
+            all.extend(listeners);
+        }
         std::fs::write(self.config_path(), serde_json::to_vec_pretty(&config)?)
             .context("writing Vault's configuration")?;
-        drop((http, tls, mtls));
+        drop((http, tls, mtls, also));
         self.spawn()?;
 
         let this = &*self;
@@ -413,6 +447,14 @@ impl VaultServer {
     /// [`ca_pem`](Self::ca_pem), such as [`client_certificate`](Self::client_certificate).
     pub fn mtls_address(&self) -> &str {
         &self.mtls_address
+    }
+
+    /// `http://<ip>:<port>`: the plain HTTP listener on the `ip` given to
+    /// [`start_also_on`](Self::start_also_on); `None` for a server started otherwise.
+    pub fn address_on(&self) -> Option<&str> {
+        self.http_also_on
+            .as_ref()
+            .map(|(_, address)| address.as_str())
     }
 
     /// A client certificate the mutual-TLS listener accepts.
