@@ -961,7 +961,8 @@ fn samples(text: &str, metric: &str) -> Vec<f64> {
 }
 
 fn sum_of(text: &str, metric: &str) -> f64 {
-    samples(text, metric).iter().sum()
+    // From +0.0: `Sum` of no floats is -0.0, which a replica that answered nothing printed as.
+    samples(text, metric).iter().fold(0.0, |sum, v| sum + v)
 }
 
 /// The value of the sample `metric{labels}` (exactly those labels), if present.
