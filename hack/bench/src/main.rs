@@ -4,11 +4,15 @@
 //! `--store gitlab`, from the GitLab stand-in through one token. With `--provider
 //! out-of-process` the store names a ProviderClass of a `provider serve` process (the same
 //! binary) the bench starts, and a loop in this process times single GetSecret calls through
-//! the real client-side adapter against that server, beside the in-process Fake client.
+//! the real client-side adapter against that server, beside the in-process Fake client. The
+//! server runs as `--replicas` processes on 127.0.0.1, .2, ... at one port behind the name
+//! `localhost`, as Pods behind a headless Service: the bench runs itself again in a mount
+//! namespace of its own whose /etc/hosts gives `localhost` those addresses, so the operator and
+//! the per-call loop resolve the name and spread their calls over the replicas.
 //! `hack/bench.sh` builds everything and runs this; see `hack/README.md` for results.
 
 use std::collections::HashSet;
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,6 +41,13 @@ const STORE: &str = "bench";
 /// The ProviderClass (or ClusterProviderClass) of the out-of-process runs, and its TLS Secret.
 const CLASS: &str = "bench-provider";
 const CLASS_TLS: &str = "bench-provider-tls";
+
+/// Set in the bench's own re-run in a mount namespace: the hosts file bound over /etc/hosts.
+const OWN_HOSTS: &str = "EXTERNAL_SECRETS_BENCH_HOSTS";
+
+/// The name every replica of the provider server answers to, given their addresses by the
+/// re-run's /etc/hosts (and in the server certificates testenv issues).
+const REPLICAS_HOST: &str = "localhost";
 
 /// The inline `spec.provider.fake` of the Fake store, in process and out of process alike.
 fn fake_inline() -> serde_json::Value {
@@ -107,6 +118,10 @@ struct Args {
     /// own, instead of a ProviderClass with its Secret beside the ExternalSecrets' Secrets.
     #[arg(long)]
     cluster_provider_class: bool,
+    /// Provider server processes of an out-of-process run, on 127.0.0.1, .2, ... at one port,
+    /// all behind the name `localhost` the class names (needs root for the mount namespace).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=254))]
+    replicas: u8,
     /// GetSecret calls of the per-call loop after each out-of-process Fake run, through the
     /// client-side adapter and through the in-process Fake client, one at a time.
     #[arg(long, default_value_t = 5000)]
@@ -241,13 +256,14 @@ struct ServerCounts {
     requests: usize,
 }
 
-/// The provider server of an out-of-process run: its memory, the calls it answered and the
-/// connections the operator opened to it.
+/// The provider servers of an out-of-process run: their memory (summed over the replicas), the
+/// calls each answered and the connections the operator opened to them.
 struct ProviderStats {
     rss_before_mib: f64,
     peak_rss_mib: f64,
     rss_settled_mib: f64,
-    calls: f64,
+    /// `grpc_server_handled_total` of each replica, in replica order.
+    calls: Vec<f64>,
     connections_opened: f64,
     /// CPU seconds from the first create until all were Ready.
     cpu_s: f64,
@@ -342,6 +358,9 @@ fn main() -> Result<()> {
     } else {
         args.runtimes()
     };
+    if runtimes.contains(&Runtime::OutOfProcess) && std::env::var_os(OWN_HOSTS).is_none() {
+        return in_own_hosts(&args);
+    }
     for (round, &count) in args.counts.iter().enumerate() {
         for &runtime in &runtimes {
             // Started outside the runtime: start() blocks, and dropping it joins the supervisor.
@@ -390,6 +409,32 @@ fn main() -> Result<()> {
             print_table(&runs, &kubernetes, &args);
         }
     }
+    Ok(())
+}
+
+/// Runs this bench again, with the same arguments, in a mount namespace whose /etc/hosts gives
+/// [`REPLICAS_HOST`] the replicas' addresses: the operator it starts and its own per-call loop
+/// then resolve the class's name as they would a headless Service's. The control plane and the
+/// secret managers are reached at 127.0.0.1, which no lookup touches.
+fn in_own_hosts(args: &Args) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let hosts = dir.path().join("hosts");
+    let lines: String = (1..=args.replicas)
+        .map(|n| format!("127.0.0.{n} {REPLICAS_HOST}\n"))
+        .collect();
+    std::fs::write(&hosts, lines)?;
+    let status = testenv::with_own_hosts(&hosts, std::env::current_exe()?)
+        .args(std::env::args_os().skip(1))
+        .env(OWN_HOSTS, &hosts)
+        .status()
+        .context(
+            "running the bench again under util-linux's `unshare` (apt-get install util-linux)",
+        )?;
+    ensure!(
+        status.success(),
+        "the bench in its own mount namespace (which needs root, or CAP_SYS_ADMIN, for \
+         `unshare --mount`) {status}"
+    );
     Ok(())
 }
 
@@ -494,10 +539,46 @@ struct Watched {
     name: &'static str,
 }
 
-/// The provider server of an out-of-process run and its pid (for its memory).
-struct ProviderProcess {
+/// One provider server process and its pid (for its memory and CPU).
+struct Replica {
     server: ProviderServer,
     pid: u32,
+}
+
+/// The provider server replicas of an out-of-process run and the name the class gives them.
+struct ProviderProcess {
+    replicas: Vec<Replica>,
+    /// `localhost:<their port>`.
+    address: String,
+}
+
+impl ProviderProcess {
+    fn pki(&self) -> testenv::ProviderPki {
+        self.replicas[0].server.pki()
+    }
+
+    fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.replicas.iter().map(|r| r.pid)
+    }
+
+    /// A `/proc/<pid>/status` memory field summed over the replicas.
+    fn rss_mib(&self, field: &str) -> Result<f64> {
+        self.pids().map(|pid| rss_mib(pid, field)).sum()
+    }
+
+    /// CPU seconds of all replicas.
+    fn cpu_seconds(&self) -> Result<f64> {
+        self.pids().map(cpu_seconds).sum()
+    }
+
+    /// Each replica's `/metrics`, in replica order.
+    async fn scrape(&self) -> Result<Vec<String>> {
+        let mut scrapes = Vec::with_capacity(self.replicas.len());
+        for r in &self.replicas {
+            scrapes.push(scrape_at(r.server.metrics_address).await?);
+        }
+        Ok(scrapes)
+    }
 }
 
 async fn run(
@@ -539,8 +620,8 @@ async fn run(
         provider.as_ref(),
     )
     .await;
-    if let Some(p) = &provider {
-        let log = p.server.log_path();
+    for r in provider.iter().flat_map(|p| &p.replicas) {
+        let log = r.server.log_path();
         report_log("provider server", &log);
         if result.is_err() {
             print_tail(&log);
@@ -549,7 +630,8 @@ async fn run(
     result
 }
 
-/// `<operator> provider serve --kind <the store's kind>` with mTLS on loopback.
+/// `--replicas` of `<operator> provider serve --kind <the store's kind>` with mTLS on loopback,
+/// on 127.0.0.1, .2, ... at one port.
 async fn start_provider_server(cp: &ControlPlane, args: &Args) -> Result<ProviderProcess> {
     let kind = match args.store {
         Backend::Fake => "Fake",
@@ -558,19 +640,39 @@ async fn start_provider_server(cp: &ControlPlane, args: &Args) -> Result<Provide
     };
     let binary = args.operator.clone();
     let kubeconfig = cp.kubeconfig_path();
-    // start() waits, blocking, until the gRPC port accepts connections.
-    let server =
-        tokio::task::spawn_blocking(move || ProviderServer::start(&binary, &kubeconfig, &[kind]))
-            .await??;
-    // testenv keeps the pid to itself; the server is the one process reading its certificates
-    // folder.
-    let pid = pid_with_arg(&format!("--tls-dir={}", server.certs_dir().display()))?;
-    eprintln!(
-        "bench: provider server {} (pid {pid}, log {})",
-        server.address,
-        server.log_path().display()
-    );
-    Ok(ProviderProcess { server, pid })
+    let count = args.replicas;
+    // start() and replica() wait, blocking, until the gRPC port accepts connections.
+    let servers = tokio::task::spawn_blocking(move || {
+        let first = ProviderServer::start(&binary, &kubeconfig, &[kind])?;
+        let mut servers = Vec::with_capacity(count.into());
+        for n in 2..=count {
+            servers.push(first.replica(n)?);
+        }
+        servers.insert(0, first);
+        anyhow::Ok(servers)
+    })
+    .await??;
+    let port = servers[0]
+        .address
+        .rsplit_once(':')
+        .map(|(_, p)| p.to_owned())
+        .context("the provider server's address has no port")?;
+    let mut replicas = Vec::with_capacity(servers.len());
+    for server in servers {
+        // testenv keeps the pid to itself; each replica is the one process reading its
+        // certificates folder.
+        let pid = pid_with_arg(&format!("--tls-dir={}", server.certs_dir().display()))?;
+        eprintln!(
+            "bench: provider server {} (pid {pid}, log {})",
+            server.address,
+            server.log_path().display()
+        );
+        replicas.push(Replica { server, pid });
+    }
+    Ok(ProviderProcess {
+        replicas,
+        address: format!("{REPLICAS_HOST}:{port}"),
+    })
 }
 
 /// The class of `provider` for a store in `ns`, with the client half of its mTLS in ESO's
@@ -591,7 +693,7 @@ async fn provider_class(
     let secret = serde_json::json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": CLASS_TLS},
-        "stringData": provider.server.pki().client_secret_data(),
+        "stringData": provider.pki().client_secret_data(),
     });
     // JSON is YAML.
     testenv::apply_yaml_in(client, &tls_ns, &secret.to_string(), true).await?;
@@ -613,7 +715,7 @@ async fn provider_class(
         ns,
         &format!(
             "apiVersion: external-secrets.io/v1alpha1\nkind: {kind}\nmetadata: {{name: {CLASS}}}\nspec: {{address: '{}', tlsSecretRef: {tls_ref}}}\n",
-            provider.server.address
+            provider.address
         ),
         true,
     )
@@ -650,10 +752,10 @@ async fn measure(
 ) -> Result<Run> {
     let pid = operator.pid;
     let mut watched = vec![operator];
-    if let Some(p) = provider {
+    for pid in provider.iter().flat_map(|p| p.pids()) {
         watched.push(Watched {
-            pid: p.pid,
-            name: "the provider server",
+            pid,
+            name: "a provider server replica",
         });
     }
     let (mut store_yaml, mut spec) = prepare(client, ns, server).await?;
@@ -688,7 +790,7 @@ async fn measure(
     // What the operator needs with one store and nothing to sync, to tell its fixed cost from
     // its cost per ExternalSecret.
     let rss_before_mib = rss_mib(pid, "VmRSS")?;
-    let provider_rss_before_mib = provider.map(|p| rss_mib(p.pid, "VmRSS")).transpose()?;
+    let provider_rss_before_mib = provider.map(|p| p.rss_mib("VmRSS")).transpose()?;
     // Requests per refresh, not the store's validation.
     if let Some(Server::Gitlab(gitlab)) = server {
         gitlab.reset_requests();
@@ -701,11 +803,8 @@ async fn measure(
 
     let apiserver = apiserver_pid(cp).ok();
     let cpu = |pid: Option<u32>| pid.map(cpu_seconds).transpose();
-    let cpu_before = [
-        cpu(Some(pid))?,
-        cpu(provider.map(|p| p.pid))?,
-        cpu(apiserver)?,
-    ];
+    let provider_cpu = || provider.map(ProviderProcess::cpu_seconds).transpose();
+    let cpu_before = [cpu(Some(pid))?, provider_cpu()?, cpu(apiserver)?];
     let api_before = apiserver_metrics(client).await?;
     let stop_probe = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let probe = match provider {
@@ -749,11 +848,7 @@ async fn measure(
         None => None,
     };
 
-    let cpu_after = [
-        cpu(Some(pid))?,
-        cpu(provider.map(|p| p.pid))?,
-        cpu(apiserver)?,
-    ];
+    let cpu_after = [cpu(Some(pid))?, provider_cpu()?, cpu(apiserver)?];
     let [operator_cpu_s, provider_cpu_s, apiserver_cpu_s] =
         std::array::from_fn(|i| Some(cpu_after[i]? - cpu_before[i]?));
     let api_after = apiserver_metrics(client).await?;
@@ -765,7 +860,7 @@ async fn measure(
     let peak_rss_mib = rss_mib(pid, "VmHWM")?;
     let rss_end_mib = rss_mib(pid, "VmRSS")?;
     let load = load_average()?;
-    let provider_peak_rss_mib = provider.map(|p| rss_mib(p.pid, "VmHWM")).transpose()?;
+    let provider_peak_rss_mib = provider.map(|p| p.rss_mib("VmHWM")).transpose()?;
     let rss_settled_mib = if args.compares_runtimes() {
         tokio::time::sleep(Duration::from_secs(args.settle)).await;
         alive(&watched)?;
@@ -782,13 +877,21 @@ async fn measure(
     let provider_stats = match provider {
         None => None,
         Some(p) => {
-            let served = scrape(p.server.metrics_address.port()).await?;
-            std::fs::write(cp.dir().join("provider-metrics.txt"), &served)?;
+            let served = p.scrape().await?;
+            for (n, text) in served.iter().enumerate() {
+                std::fs::write(
+                    cp.dir().join(format!("provider-metrics-{}.txt", n + 1)),
+                    text,
+                )?;
+            }
             Some(ProviderStats {
                 rss_before_mib: provider_rss_before_mib.unwrap_or_default(),
                 peak_rss_mib: provider_peak_rss_mib.unwrap_or_default(),
-                rss_settled_mib: rss_mib(p.pid, "VmRSS")?,
-                calls: sum_of(&served, "grpc_server_handled_total"),
+                rss_settled_mib: p.rss_mib("VmRSS")?,
+                calls: served
+                    .iter()
+                    .map(|text| sum_of(text, "grpc_server_handled_total"))
+                    .collect(),
                 connections_opened: sum_of(&metrics, "provider_connections_opened_total"),
                 cpu_s: provider_cpu_s.unwrap_or_default(),
                 round_trips: round_trips.unwrap_or_default(),
@@ -858,7 +961,8 @@ fn samples(text: &str, metric: &str) -> Vec<f64> {
 }
 
 fn sum_of(text: &str, metric: &str) -> f64 {
-    samples(text, metric).iter().sum()
+    // From +0.0: `Sum` of no floats is -0.0, which a replica that answered nothing printed as.
+    samples(text, metric).iter().fold(0.0, |sum, v| sum + v)
 }
 
 /// The value of the sample `metric{labels}` (exactly those labels), if present.
@@ -871,7 +975,7 @@ fn sample(text: &str, metric: &str, labels: &str) -> Option<f64> {
 /// A pooled connection to `provider` with the client half of its mTLS, as the operator makes
 /// one (the pool dials on the first call).
 fn connect(provider: &ProviderProcess) -> Result<provider_remote::Connection> {
-    let pki = provider.server.pki();
+    let pki = provider.pki();
     let tls = provider_remote::TlsMaterial {
         ca: pki.ca_pem.into_bytes(),
         cert: pki.client.cert_pem.into_bytes(),
@@ -881,7 +985,7 @@ fn connect(provider: &ProviderProcess) -> Result<provider_remote::Connection> {
         provider_remote::Settings::default(),
         provider_remote::PoolMetrics::default(),
     );
-    Ok(pool.get(&provider.server.address, Some(&tls))?)
+    Ok(pool.get(&provider.address, Some(&tls))?)
 }
 
 fn health_check() -> tonic_health::pb::HealthCheckRequest {
@@ -921,7 +1025,7 @@ async fn per_call(provider: &ProviderProcess, ns: &str, calls: usize) -> Result<
     use api::provider_kinds::Scope;
     eprintln!(
         "bench: {calls} GetSecret calls in process and through {}",
-        provider.server.address
+        provider.address
     );
     let resource = api::providers::fake::DESCRIPTOR.storage_resource(Scope::Namespaced);
 
@@ -982,13 +1086,15 @@ async fn per_call(provider: &ProviderProcess, ns: &str, calls: usize) -> Result<
         remote.get_secret(&key).await?;
     }
 
-    let port = provider.server.metrics_address.port();
-    let histogram = |text: &str| {
+    // Over every replica: the calls spread over them.
+    let histogram = |texts: &[String]| {
         let labels = r#"method="GetSecret""#;
-        Some((
-            sample(text, "grpc_server_handling_seconds_sum", labels)?,
-            sample(text, "grpc_server_handling_seconds_count", labels)?,
-        ))
+        let mut total = (0.0, 0.0);
+        for text in texts {
+            total.0 += sample(text, "grpc_server_handling_seconds_sum", labels)?;
+            total.1 += sample(text, "grpc_server_handling_seconds_count", labels)?;
+        }
+        Some(total)
     };
     let mut health = tonic_health::pb::health_client::HealthClient::new(connection.transport());
     for _ in 0..WARM_UP_CALLS {
@@ -996,7 +1102,7 @@ async fn per_call(provider: &ProviderProcess, ns: &str, calls: usize) -> Result<
     }
 
     let load = load_average()?;
-    let before = histogram(&scrape(port).await?);
+    let before = histogram(&provider.scrape().await?);
     let mut times: [Vec<f64>; 3] = std::array::from_fn(|_| Vec::with_capacity(calls));
     let mut difference = Vec::with_capacity(calls);
     for i in 0..calls {
@@ -1023,17 +1129,17 @@ async fn per_call(provider: &ProviderProcess, ns: &str, calls: usize) -> Result<
         }
         difference.push(took[1] - took[0]);
     }
-    let after = histogram(&scrape(port).await?);
+    let after = histogram(&provider.scrape().await?);
     // What a call costs each side in CPU, which the wall times above only bound: the pairs'
     // loop also runs the other calls, so this one runs remote calls alone.
     let self_pid = std::process::id();
-    let (client0, server0) = (cpu_seconds(self_pid)?, cpu_seconds(provider.pid)?);
+    let (client0, server0) = (cpu_seconds(self_pid)?, provider.cpu_seconds()?);
     for _ in 0..calls {
         remote.get_secret(&key).await?;
     }
     let per = |s: f64| s / calls as f64 * 1e6;
     let client_cpu = per(cpu_seconds(self_pid)? - client0);
-    let server_cpu = per(cpu_seconds(provider.pid)? - server0);
+    let server_cpu = per(provider.cpu_seconds()? - server0);
     let server_mean = match (before, after) {
         (Some((sum0, n0)), Some((sum1, n1))) if n1 > n0 => Some((sum1 - sum0) / (n1 - n0) * 1e6),
         _ => None,
@@ -1382,12 +1488,17 @@ fn free_port() -> Result<u16> {
 }
 
 async fn scrape(port: u16) -> Result<String> {
-    let mut stream = tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+    scrape_at(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).await
+}
+
+/// `/metrics` of the operator or of a provider server replica.
+async fn scrape_at(address: SocketAddr) -> Result<String> {
+    let mut stream = tokio::net::TcpStream::connect(address)
         .await
-        .context("connecting to the operator's /metrics")?;
+        .with_context(|| format!("connecting to /metrics at {address}"))?;
     stream
         .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
+            format!("GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n")
                 .as_bytes(),
         )
         .await?;
@@ -1477,6 +1588,16 @@ fn server_columns(r: &Run) -> (String, String) {
     })
 }
 
+/// Each replica's calls and its share of all, in replica order: `412 (34 %) / 398 (33 %) / …`.
+fn spread(calls: &[f64]) -> String {
+    let total: f64 = calls.iter().sum();
+    calls
+        .iter()
+        .map(|c| format!("{c} ({:.0} %)", 100.0 * c / total.max(1.0)))
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
 /// The value at quantile `q` of sorted `values` (nearest rank).
 fn quantile(values: &[f64], q: f64) -> f64 {
     if values.is_empty() {
@@ -1495,12 +1616,16 @@ fn mean(values: &[f64]) -> f64 {
 fn print_runtime_tables(runs: &[Run], kubernetes: &str, args: &Args) {
     let mib = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
     println!(
-        "{}; out of process: `{} provider serve` on 127.0.0.1 with mTLS, through a {}; \
-         settled = {} s after all Ready\n",
+        "{}; out of process: {} replicas of `{} provider serve` on 127.0.0.1-{} at one port \
+         with mTLS, behind the name `{REPLICAS_HOST}`, through a {}; server memory is the sum \
+         over the replicas; calls per replica are each one's `grpc_server_handled_total` and its \
+         share of all; settled = {} s after all Ready\n",
         describe(kubernetes, args),
+        args.replicas,
         args.operator
             .file_name()
             .map_or("external-secrets".into(), |n| n.to_string_lossy()),
+        args.replicas,
         if args.cluster_provider_class {
             "ClusterProviderClass (its TLS Secret in a namespace of its own)"
         } else {
@@ -1511,13 +1636,14 @@ fn print_runtime_tables(runs: &[Run], kubernetes: &str, args: &Args) {
     println!(
         "| provider | ExternalSecrets | time to all Ready | vs in process | Secrets/s \
          | operator peak RSS (MiB) | operator RSS settled (MiB) | operator RSS before ExternalSecrets (MiB) \
-         | server peak RSS (MiB) | server RSS settled (MiB) | server RSS before ExternalSecrets (MiB) \
-         | creates done | time to all Secrets | sync calls | server calls | connections opened \
+         | servers' peak RSS, sum (MiB) | servers' RSS settled, sum (MiB) \
+         | servers' RSS before ExternalSecrets, sum (MiB) | creates done | time to all Secrets \
+         | sync calls | server calls | calls per replica (share) | connections opened \
          | provider logins | provider requests | operator CPU | server CPU | API server CPU \
          | API requests | mean last reconcile | round trip while syncing, p50 / p99 | load avg |"
     );
     println!(
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for r in runs {
         let baseline = runs
@@ -1533,7 +1659,7 @@ fn print_runtime_tables(runs: &[Run], kubernetes: &str, args: &Args) {
         let p = r.provider.as_ref();
         let (logins, reads) = server_columns(r);
         println!(
-            "| {} | {} | {:.1} s | {ratio} | {:.0} | {:.1} | {} | {:.1} | {} | {} | {} | {:.1} s | {:.1} s | {} | {} | {} | {logins} | {reads} | {:.1} s | {} | {} | {} | {:.1} ms | {} | {:.1} |",
+            "| {} | {} | {:.1} s | {ratio} | {:.0} | {:.1} | {} | {:.1} | {} | {} | {} | {:.1} s | {:.1} s | {} | {} | {} | {} | {logins} | {reads} | {:.1} s | {} | {} | {} | {:.1} ms | {} | {:.1} |",
             r.runtime.label(),
             r.count,
             r.all_ready.as_secs_f64(),
@@ -1547,7 +1673,8 @@ fn print_runtime_tables(runs: &[Run], kubernetes: &str, args: &Args) {
             r.creates_done.as_secs_f64(),
             r.all_secrets.as_secs_f64(),
             r.sync_calls,
-            p.map_or("-".into(), |p| p.calls.to_string()),
+            p.map_or("-".into(), |p| p.calls.iter().sum::<f64>().to_string()),
+            p.map_or("-".into(), |p| spread(&p.calls)),
             p.map_or("-".into(), |p| p.connections_opened.to_string()),
             r.operator_cpu_s,
             p.map_or("-".into(), |p| format!("{:.1} s", p.cpu_s)),
