@@ -113,19 +113,28 @@ async fn install(env: Arc<Env>) -> Result<()> {
     let ns = sync_one(&client, "install").await?;
 
     let ip = pod_ip(&pod)?;
-    let metrics = http_get(SocketAddr::new(ip.parse()?, METRICS_PORT), "/metrics")?;
     let series = format!("externalsecret_sync_calls_total{{name=\"demo\",namespace=\"{ns}\"}}");
-    ensure!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with(&series) && !l.ends_with(" 0")),
-        "no sync of {ns}/demo counted in http://{ip}:{METRICS_PORT}/metrics:\n{}",
-        metrics
-            .lines()
-            .filter(|l| l.starts_with("externalsecret_sync_calls"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    // The sync is counted when its reconcile ends, after the Secret's write that `sync_one` saw.
+    testenv::wait_for(
+        Duration::from_secs(30),
+        "the sync counted in /metrics",
+        || async {
+            let metrics = http_get(SocketAddr::new(ip.parse()?, METRICS_PORT), "/metrics")?;
+            ensure!(
+                metrics
+                    .lines()
+                    .any(|l| l.starts_with(&series) && !l.ends_with(" 0")),
+                "no sync of {ns}/demo counted in http://{ip}:{METRICS_PORT}/metrics:\n{}",
+                metrics
+                    .lines()
+                    .filter(|l| l.starts_with("externalsecret_sync_calls"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            Ok::<_, anyhow::Error>(())
+        },
+    )
+    .await?;
 
     // Through the API server and the kubelet, as `kubectl logs` reads it.
     let log = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
