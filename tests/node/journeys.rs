@@ -26,13 +26,13 @@ use testenv::Node;
 use crate::{Env, repo, trial};
 
 const RELEASE: &str = "es";
-const NAMESPACE: &str = "external-secrets";
+pub(crate) const NAMESPACE: &str = "external-secrets";
 /// The chart's full name for release `es`: its ServiceAccount, Deployment and Lease prefix.
 const FULLNAME: &str = "es-external-secrets";
 const SELECTOR: &str = "app.kubernetes.io/name=external-secrets,app.kubernetes.io/instance=es";
-const METRICS_PORT: u16 = 8080;
+pub(crate) const METRICS_PORT: u16 = 8080;
 /// The chart's provider servers' metrics port.
-const PROVIDER_METRICS_PORT: u16 = 8081;
+pub(crate) const PROVIDER_METRICS_PORT: u16 = 8081;
 /// A Pod from an imported image: its start, probes and caches synced, on a 2-core machine
 /// shared with other builds.
 const POD_TIMEOUT: Duration = Duration::from_secs(180);
@@ -76,6 +76,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "vault::the_operator_pod_syncs_from_the_hosts_vault_through_the_bridge",
             env,
             vault,
+        ),
+        trial(
+            "replicas::three_provider_servers_share_the_calls_and_one_goes_unnoticed",
+            env,
+            crate::rollouts::replicas,
         ),
         trial(
             "uninstall::leaves_every_synced_secret_in_place",
@@ -590,94 +595,14 @@ async fn limits(env: Arc<Env>) -> Result<()> {
         .context("the chart's default gives the operator no memory limit")?;
 
     let ns = testenv::create_namespace(&client, "limits").await?;
-    let data: Vec<serde_json::Value> = (0..MANY)
-        .map(|i| serde_json::json!({"key": format!("k{i}"), "value": format!("value-{i}")}))
-        .collect();
-    testenv::apply_yaml_in(
-        &client,
-        &ns,
-        &serde_json::to_string(&serde_json::json!({
-            "apiVersion": "external-secrets.io/v1",
-            "kind": "SecretStore",
-            "metadata": {"name": "fake"},
-            "spec": {"provider": {"fake": {"data": data}}},
-        }))?,
-        true,
-    )
-    .await?;
-
     let sampler = PeakSampler::start(&client, node.name(), &name);
     let started = Instant::now();
-    let external_secrets: Api<api::external_secret::ExternalSecret> =
-        Api::namespaced(client.clone(), &ns);
-    futures::stream::iter(0..MANY)
-        .map(|i| {
-            let external_secrets = external_secrets.clone();
-            async move {
-                let es = serde_json::from_value(serde_json::json!({
-                    "apiVersion": "external-secrets.io/v1",
-                    "kind": "ExternalSecret",
-                    "metadata": {"name": format!("es-{i}")},
-                    "spec": {
-                        "refreshInterval": "1m",
-                        "secretStoreRef": {"kind": "SecretStore", "name": "fake"},
-                        "target": {"name": format!("secret-{i}")},
-                        "data": [{"secretKey": "value", "remoteRef": {"key": format!("k{i}")}}],
-                    },
-                }))?;
-                external_secrets.create(&PostParams::default(), &es).await?;
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(8)
-        .try_collect::<()>()
-        .await?;
-
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let synced = testenv::wait_for(
-        MANY_TIMEOUT,
-        &format!("{MANY} Secrets synced in {ns}"),
-        || async {
-            let right = secrets
-                .list(&ListParams::default())
-                .await?
-                .items
-                .iter()
-                .filter(|s| {
-                    let name = s.metadata.name.as_deref().unwrap_or_default();
-                    let want = name
-                        .strip_prefix("secret-")
-                        .map(|i| format!("value-{i}").into_bytes());
-                    let got = s
-                        .data
-                        .as_ref()
-                        .and_then(|d| d.get("value"))
-                        .map(|v| v.0.clone());
-                    want.is_some() && got == want
-                })
-                .count();
-            ensure!(
-                right == MANY,
-                "{right} of {MANY} Secrets hold their store's bytes"
-            );
-            let ready = external_secrets
-                .list(&ListParams::default())
-                .await?
-                .items
-                .iter()
-                .filter(|es| {
-                    es.status.as_ref().is_some_and(|s| {
-                        s.conditions.iter().any(|c| {
-                            c.type_ == "Ready" && c.status == api::conditions::ConditionStatus::True
-                        })
-                    })
-                })
-                .count();
-            ensure!(ready == MANY, "{ready} of {MANY} ExternalSecrets Ready");
-            anyhow::Ok(started.elapsed())
-        },
-    )
-    .await;
+    let synced = match create_many(&client, &ns, MANY, "1m").await {
+        Ok(()) => wait_many(&client, &ns, MANY, MANY_TIMEOUT)
+            .await
+            .map(|()| started.elapsed()),
+        Err(e) => Err(e),
+    };
     // A refresh of every one of them, at the 1m interval, under the same watch.
     tokio::time::sleep(Duration::from_secs(70)).await;
     let sampled = sampler.stop().await;
@@ -748,6 +673,98 @@ async fn limits(env: Arc<Env>) -> Result<()> {
         "the kubelet's /stats/summary never listed the operator's container"
     );
     Ok(())
+}
+
+/// A Fake SecretStore `fake` in `ns` holding `k<i>` = `value-<i>`, and `n` ExternalSecrets
+/// `es-<i>` of it refreshed every `refresh`, each into Secret `secret-<i>`.
+pub(crate) async fn create_many(client: &Client, ns: &str, n: usize, refresh: &str) -> Result<()> {
+    let data: Vec<serde_json::Value> = (0..n)
+        .map(|i| serde_json::json!({"key": format!("k{i}"), "value": format!("value-{i}")}))
+        .collect();
+    testenv::apply_yaml_in(
+        client,
+        ns,
+        &serde_json::to_string(&serde_json::json!({
+            "apiVersion": "external-secrets.io/v1",
+            "kind": "SecretStore",
+            "metadata": {"name": "fake"},
+            "spec": {"provider": {"fake": {"data": data}}},
+        }))?,
+        true,
+    )
+    .await?;
+    let external_secrets: Api<api::external_secret::ExternalSecret> =
+        Api::namespaced(client.clone(), ns);
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let external_secrets = external_secrets.clone();
+            async move {
+                let es = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "external-secrets.io/v1",
+                    "kind": "ExternalSecret",
+                    "metadata": {"name": format!("es-{i}")},
+                    "spec": {
+                        "refreshInterval": refresh,
+                        "secretStoreRef": {"kind": "SecretStore", "name": "fake"},
+                        "target": {"name": format!("secret-{i}")},
+                        "data": [{"secretKey": "value", "remoteRef": {"key": format!("k{i}")}}],
+                    },
+                }))?;
+                external_secrets.create(&PostParams::default(), &es).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(8)
+        .try_collect::<()>()
+        .await
+}
+
+/// Waits until each of the `n` Secrets of [`create_many`] holds its store's bytes and every
+/// ExternalSecret is Ready.
+pub(crate) async fn wait_many(client: &Client, ns: &str, n: usize, within: Duration) -> Result<()> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let external_secrets: Api<api::external_secret::ExternalSecret> =
+        Api::namespaced(client.clone(), ns);
+    testenv::wait_for(within, &format!("{n} Secrets synced in {ns}"), || async {
+        let right = secrets
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|s| {
+                let name = s.metadata.name.as_deref().unwrap_or_default();
+                let want = name
+                    .strip_prefix("secret-")
+                    .map(|i| format!("value-{i}").into_bytes());
+                let got = s
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("value"))
+                    .map(|v| v.0.clone());
+                want.is_some() && got == want
+            })
+            .count();
+        ensure!(
+            right == n,
+            "{right} of {n} Secrets hold their store's bytes"
+        );
+        let ready = external_secrets
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|es| {
+                es.status.as_ref().is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == "Ready" && c.status == api::conditions::ConditionStatus::True
+                    })
+                })
+            })
+            .count();
+        ensure!(ready == n, "{ready} of {n} ExternalSecrets Ready");
+        anyhow::Ok(())
+    })
+    .await
 }
 
 /// What the kubelet's summary said of one container while it ran.
@@ -914,7 +931,7 @@ async fn uninstall(env: Arc<Env>) -> Result<()> {
 
 /// `helm upgrade --install` of the chart with `sets`, from the images imported into the node
 /// (nothing can be pulled); the operator Pods once every one of them is Ready.
-async fn release(node: &Node, client: &Client, sets: &[&str]) -> Result<Vec<Pod>> {
+pub(crate) async fn release(node: &Node, client: &Client, sets: &[&str]) -> Result<Vec<Pod>> {
     let chart = repo("charts/external-secrets");
     let mut args = vec![
         "upgrade",
@@ -950,7 +967,7 @@ async fn one_operator(node: &Node, client: &Client) -> Result<Pod> {
 
 /// Waits until the Deployment `name`'s rollout is done (its old Pods gone) and exactly
 /// `replicas` of its Pods (`selector`) run, all Ready; on time-out, says why each is not.
-async fn wait_pods(
+pub(crate) async fn wait_pods(
     node: &Node,
     client: &Client,
     name: &str,
@@ -1031,7 +1048,7 @@ fn pod_state(pod: &Pod) -> String {
     )
 }
 
-fn pod_ip(pod: &Pod) -> Result<String> {
+pub(crate) fn pod_ip(pod: &Pod) -> Result<String> {
     pod.status
         .as_ref()
         .and_then(|s| s.pod_ip.clone())
@@ -1125,7 +1142,7 @@ async fn wait_secret(
 }
 
 /// One plain HTTP/1.0 GET from the host: the node routes Pod addresses over its bridge.
-fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
+pub(crate) fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .with_context(|| format!("connecting to {addr}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
