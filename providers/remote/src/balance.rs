@@ -191,11 +191,27 @@ impl Transport {
     }
 }
 
+/// One call counted against its endpoint until it ends, however it ends: a call whose deadline
+/// passes, or whose caller goes away, is dropped mid-await.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn count(outstanding: &'a AtomicUsize) -> Self {
+        outstanding.fetch_add(1, Ordering::Relaxed);
+        Self(outstanding)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl Endpoint {
     async fn call(&self, request: http::Request<tonic::body::Body>) -> Result<Response, Failure> {
-        self.outstanding.fetch_add(1, Ordering::Relaxed);
+        let _counted = InFlight::count(&self.outstanding);
         let answer = self.channel.call(request).await;
-        self.outstanding.fetch_sub(1, Ordering::Relaxed);
         if answer.is_ok() {
             self.down.store(false, Ordering::Relaxed);
         }

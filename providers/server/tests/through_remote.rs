@@ -263,6 +263,13 @@ async fn a_short_call_deadline_fails_a_slow_call_at_it_and_the_default_does_not(
         took >= short && took < Duration::from_secs(2),
         "failed after {took:?}"
     );
+    // The call the deadline gave up on no longer counts against its endpoint: counted for good,
+    // it would turn calls away from that endpoint for as long as it resolves.
+    let transport = pool
+        .get(&server.addr.to_string(), Some(&material(&server)))
+        .expect("the TLS material is good")
+        .transport();
+    assert_eq!(transport.outstanding(), [(server.addr, 0)]);
 
     let remote = remote_client(&pool, &server, "slow")
         .with_deadline(api::provider_class::DEFAULT_CALL_TIMEOUT);
