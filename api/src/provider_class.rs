@@ -26,6 +26,10 @@ pub const TLS_CLIENT_KEY_KEY: &str = "client.key";
 
 /// The deadline of every call through a class that sets no `spec.callTimeout` (ESO's).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest `spec.callTimeout`. A reconcile waits for its call, so a class whose server
+/// never answers holds one of the operator's workers, shared by every namespace, this long; a
+/// tenant's ProviderClass with a year-long deadline would hold them for good.
+pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// `host:port`, the host a name or an address, an IPv6 address in brackets (`[::1]:8080`).
 pub const ADDRESS_PATTERN: &str = r"^([^:/\s\[\]]+|\[[0-9a-fA-F:.]+\]):[0-9]{1,5}$";
@@ -76,12 +80,16 @@ pub struct ProviderClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_secret_ref: Option<TlsSecretRef>,
     /// The deadline of every call to the server through this class, a duration such as `45s`
-    /// or `2m` (default `30s`), also sent to the server (`grpc-timeout`): a call still
-    /// unanswered then fails as the server being unavailable.
+    /// or `2m` (default `30s`, at most `5m`), also sent to the server (`grpc-timeout`): a call
+    /// still unanswered then fails as the server being unavailable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::DURATION_PATTERN))]
-    #[x_kube(validation = Rule::new("duration(self) > duration('0s')")
-        .message("spec.callTimeout must be a duration above zero, such as \"45s\""))]
+    #[x_kube(
+        validation = Rule::new("duration(self) > duration('0s')")
+            .message("spec.callTimeout must be a duration above zero, such as \"45s\""),
+        validation = Rule::new("duration(self) <= duration('5m')")
+            .message("spec.callTimeout may be at most 5m")
+    )]
     pub call_timeout: Option<String>,
 }
 
@@ -93,6 +101,9 @@ impl ProviderClassSpec {
             return Ok(DEFAULT_CALL_TIMEOUT);
         };
         match crate::duration::parse(written) {
+            Ok(timeout) if timeout > MAX_CALL_TIMEOUT => Err(format!(
+                "spec.callTimeout: {written:?} is longer than the longest allowed, 5m"
+            )),
             Ok(timeout) if !timeout.is_zero() => Ok(timeout),
             Ok(_) => Err(format!(
                 "spec.callTimeout: {written:?} must be a duration above zero"
@@ -170,4 +181,35 @@ pub struct ProviderClassStatus {
     /// How many of them answered the health check SERVING; calls go to those.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_endpoints: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(timeout: &str) -> ProviderClassSpec {
+        ProviderClassSpec {
+            call_timeout: Some(timeout.into()),
+            ..Default::default()
+        }
+    }
+
+    /// What the schema refuses, a class stored before its rules existed is refused at load.
+    #[test]
+    fn a_call_timeout_is_above_zero_and_at_most_five_minutes() {
+        assert_eq!(
+            ProviderClassSpec::default().call_timeout(),
+            Ok(DEFAULT_CALL_TIMEOUT)
+        );
+        assert_eq!(with("45s").call_timeout(), Ok(Duration::from_secs(45)));
+        assert_eq!(with("5m").call_timeout(), Ok(MAX_CALL_TIMEOUT));
+        assert_eq!(
+            with("876000h").call_timeout(),
+            Err("spec.callTimeout: \"876000h\" is longer than the longest allowed, 5m".into())
+        );
+        assert_eq!(
+            with("0s").call_timeout(),
+            Err("spec.callTimeout: \"0s\" must be a duration above zero".into())
+        );
+    }
 }
