@@ -349,7 +349,14 @@ def main():
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
     api = kube.from_kubeconfig(args.kubeconfig) if args.kubeconfig else kube.in_cluster()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    # The operator pings every 10 s, while idle and while a call sends nothing, to notice a dead
+    # peer between calls; grpc-core's defaults answer a third such ping within 5 minutes with
+    # GOAWAY too_many_pings, which ends the calls in flight. Permit pings a second apart.
+    keepalive = [
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 1000),
+    ]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=keepalive)
     pb_grpc.add_SecretStoreProviderServicer_to_server(SqliteProvider(api, args.data_dir), server)
     # grpc.health.v1: the operator marks its ProviderClass Ready from service "".
     healthy = health.HealthServicer()

@@ -224,6 +224,11 @@ fn main() -> ExitCode {
         trial(&shared, "push_then_read_back_then_delete", push_read_delete),
         trial(
             &shared,
+            "the_operators_keep_alive_pings_keep_the_connection",
+            keep_alive,
+        ),
+        trial(
+            &shared,
             "an_empty_source_namespace_is_refused_on_every_data_call",
             empty_source_namespace,
         ),
@@ -451,6 +456,30 @@ async fn health_and_reflection(fx: Arc<Fixture>) -> Result<()> {
     ];
     every.sort_unstable();
     ensure!(methods == every, "reflection lists {methods:?}");
+    Ok(())
+}
+
+/// The operator pings an idle connection, and one whose calls send nothing for a while, every
+/// 10 s, so that a dead peer is noticed between calls. grpc-core's default policy answers the
+/// third such ping within 5 minutes with GOAWAY `too_many_pings`, ending the calls in flight;
+/// the example permits them. Pings every second here.
+async fn keep_alive(fx: Arc<Fixture>) -> Result<()> {
+    let pool = Pool::new(
+        Settings {
+            keepalive_interval: Duration::from_secs(1),
+            ..Settings::default()
+        },
+        PoolMetrics::default(),
+    );
+    let store = fx.team_a(&pool, "test-db")?;
+    store.get_secret(&key("plain")).await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    store.get_secret(&key("plain")).await?;
+    let opened = pool.metrics().opened(&fx.server.address);
+    ensure!(
+        opened == 1,
+        "{opened} connections opened for two calls 5 s apart: the server closed the first"
+    );
     Ok(())
 }
 
