@@ -144,7 +144,7 @@ impl Transport {
         let (parts, body) = request.into_parts();
         let mut body = Replay::take(body).await;
         let mut tried: Vec<SocketAddr> = Vec::new();
-        let (mut lost_again, mut same_again) = (false, false);
+        let (mut lost_again, mut same_again, mut looked_again) = (false, false, false);
         loop {
             let Some(endpoint) = self.shared.pick(&tried) else {
                 return Err(TransportError::NoEndpoint(self.shared.address.clone()).into());
@@ -179,6 +179,12 @@ impl Transport {
                 tried.pop();
             }
             self.shared.stale.store(true, Ordering::Relaxed);
+            // Nothing left to try: the name may resolve to Pods that came since the last lookup
+            // (a Deployment of one replica rolled), so look once now rather than fail the call.
+            if retry && !looked_again && !self.shared.any_left(&tried) {
+                looked_again = true;
+                let _ = self.shared.lookup(false).await;
+            }
             let error = failure.into_error();
             match again {
                 Some(next) if retry && self.shared.any_left(&tried) => {

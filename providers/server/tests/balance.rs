@@ -303,3 +303,30 @@ fn a_rolling_restart_of_every_replica_fails_no_call() {
         },
     );
 }
+
+/// One replica replaced by another (a Deployment of one rolled: the new Pod turns ready, the old
+/// one is stopped) between two lookups: the name now resolves to the new address only, and the
+/// call after the old one stopped must not wait for the next timed lookup (30 s) to find it.
+#[test]
+fn a_single_replica_replaced_by_another_fails_no_call() {
+    with_own_hosts(
+        "a_single_replica_replaced_by_another_fails_no_call",
+        1,
+        |hosts| async move {
+            let mut replicas = Replicas::new(Duration::ZERO);
+            replicas.start(1).await;
+            let pool = Pool::new(Settings::default(), PoolMetrics::default());
+            let client = replicas.client(&pool);
+            assert_eq!(client.get_secret(&plain()).await.unwrap(), b"v0");
+            replicas.start(2).await;
+            std::fs::write(&hosts, format!("{} localhost\n", replica_ip(2))).unwrap();
+            replicas.stop(1).await;
+            assert_eq!(
+                client.get_secret(&plain()).await.map_err(|e| e.to_string()),
+                Ok(b"v0".to_vec()),
+                "the first call after the old replica stopped"
+            );
+            assert_eq!(replicas.served(2).await, 1);
+        },
+    );
+}
