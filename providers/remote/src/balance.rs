@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body::{Body, Frame};
@@ -139,6 +139,7 @@ impl Transport {
         if let Some(endpoint) = &self.pinned {
             return endpoint.call(request).await.map_err(Failure::into_error);
         }
+        let started = Instant::now();
         self.shared.resolve(false).await?;
         let read = READS.contains(&request.uri().path());
         let (parts, body) = request.into_parts();
@@ -151,7 +152,8 @@ impl Transport {
             };
             tried.push(endpoint.addr);
             let again = body.again();
-            let request = http::Request::from_parts(clone_head(&parts), body.into_body());
+            let request =
+                http::Request::from_parts(clone_head(&parts, started.elapsed()), body.into_body());
             let failure = match endpoint.call(request).await {
                 Ok(answer) => return Ok(answer),
                 Err(failure) => failure,
@@ -360,13 +362,25 @@ impl Shared {
     }
 }
 
-/// The request head again, for another attempt (extensions are the stubs' own and not sent).
-fn clone_head(parts: &http::request::Parts) -> http::request::Parts {
+/// The request head again, for another attempt (extensions are the stubs' own and not sent),
+/// its `grpc-timeout` less the time `spent` on the attempts before: a server must not go on
+/// with a retried write after the caller has given up on it.
+fn clone_head(parts: &http::request::Parts, spent: Duration) -> http::request::Parts {
     let mut head = http::Request::new(());
     *head.method_mut() = parts.method.clone();
     *head.uri_mut() = parts.uri.clone();
     *head.version_mut() = parts.version;
     *head.headers_mut() = parts.headers.clone();
+    if let Some(timeout) = grpc_timeout(&parts.headers) {
+        // gRPC allows eight digits.
+        let left = timeout
+            .saturating_sub(spent)
+            .as_millis()
+            .clamp(1, 99_999_999);
+        let value = http::HeaderValue::from_str(&format!("{left}m"))
+            .expect("digits and a unit are a header value");
+        head.headers_mut().insert("grpc-timeout", value);
+    }
     head.into_parts().0
 }
 
@@ -476,5 +490,26 @@ impl tower::Service<http::Request<tonic::body::Body>> for Transport {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_attempt_is_sent_the_time_left() {
+        let (parts, ()) = http::Request::post("/provider.v1.SecretStoreProvider/PushSecret")
+            .header("grpc-timeout", "30S")
+            .header("te", "trailers")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let head = clone_head(&parts, Duration::from_millis(12_500));
+        assert_eq!(head.headers["grpc-timeout"], "17500m");
+        assert_eq!(head.headers["te"], "trailers");
+        assert_eq!(head.uri, parts.uri);
+        let spent = clone_head(&parts, Duration::from_secs(40));
+        assert_eq!(spent.headers["grpc-timeout"], "1m");
     }
 }
