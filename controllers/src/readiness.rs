@@ -194,15 +194,7 @@ async fn judge(
     let handle = match handle {
         Ok(h) => h,
         Err(e) => {
-            // Credentials that cannot be read are often on their way (a Secret or
-            // ServiceAccount applied after the store): nothing wakes the store when they
-            // appear, so it looks again soon rather than at its usual interval.
-            let requeue = matches!(
-                e,
-                clientmanager::Error::Credentials { .. }
-                    | clientmanager::Error::Provider(provider::Error::Credentials { .. })
-            )
-            .then_some(CREDENTIALS_RETRY);
+            let requeue = retry_client(&e);
             return Readiness {
                 capabilities: known,
                 requeue,
@@ -269,6 +261,20 @@ async fn judge(
     }
 }
 
+/// When a store whose client could not be made looks again. Credentials that cannot be read are
+/// often on their way (a Secret or ServiceAccount applied after the store, or the TLS Secret a
+/// tenant's ProviderClass gets from the operator moments after the class appears): nothing wakes
+/// the store when they appear, so it looks again soon rather than at its usual interval.
+fn retry_client(error: &clientmanager::Error) -> Option<Duration> {
+    matches!(
+        error,
+        clientmanager::Error::Credentials { .. }
+            | clientmanager::Error::RuntimeTls { .. }
+            | clientmanager::Error::Provider(provider::Error::Credentials { .. })
+    )
+    .then_some(CREDENTIALS_RETRY)
+}
+
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(5);
 const CREDENTIALS_RETRY: Duration = Duration::from_secs(20);
 
@@ -302,6 +308,29 @@ mod tests {
         );
         let events = both.events();
         assert_eq!(events[1].2, "http://; spec.retrySettings is not used");
+    }
+
+    /// A class's TLS Secret that is not there yet (the operator writes a tenant's moments after
+    /// the class appears) is looked for again soon, as a store's own credentials are; a store
+    /// that read before the write otherwise waited its whole interval (5 minutes by default).
+    #[test]
+    fn a_missing_class_tls_secret_is_looked_for_again_soon() {
+        let missing = clientmanager::Error::RuntimeTls {
+            class: clientmanager::ClassRef {
+                namespace: Some("team".into()),
+                name: "fake".into(),
+            },
+            reason: "Secret team/external-secrets-provider-tls does not exist".into(),
+        };
+        assert_eq!(
+            super::retry_client(&missing),
+            Some(super::CREDENTIALS_RETRY)
+        );
+        let spec = clientmanager::Error::RuntimeSpec {
+            class: clientmanager::ClassRef::cluster("shared"),
+            reason: "spec.callTimeout: 0s".into(),
+        };
+        assert_eq!(super::retry_client(&spec), None);
     }
 
     #[test]
