@@ -24,9 +24,10 @@ phase "build Helm" bash hack/build-helm.sh
 phase "build the node" bash hack/build-node.sh
 phase "build the grpc-go peer" bash hack/build-grpc-go-peer.sh
 phase "cargo fmt" cargo fmt --all --check
-# `--test node`: the node journeys are `test = false` (run in a phase of their own below), which
-# --all-targets leaves out.
-phase "cargo clippy" cargo clippy --workspace --all-targets --test node --locked -- -D warnings
+phase "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
+# The node journeys are `test = false` (run in a phase of their own below): --all-targets leaves
+# them out, and so does `--test node` beside it (cargo then lints nothing of tests/node).
+phase "cargo clippy the node journeys" cargo clippy --locked --test node -- -D warnings
 phase "build the tests" cargo test --workspace --locked --no-run
 
 log=$(mktemp)
