@@ -137,8 +137,8 @@ impl Target {
 }
 
 /// A certificate (a serving one, or with mutual TLS a client one), the CA that issued it, and
-/// its key.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// its key. Its `Debug` leaves the keys out.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Serving {
     pub cert_der: Vec<u8>,
     pub ca_der: Vec<u8>,
@@ -150,6 +150,22 @@ pub struct Serving {
     pub hosts: Vec<String>,
     /// The CA's key, PKCS#8 PEM, where the CA issues more certificates later.
     pub ca_key_pem: Option<String>,
+}
+
+impl std::fmt::Debug for Serving {
+    // The keys never reach a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const REDACTED: &str = "<redacted>";
+        f.debug_struct("Serving")
+            .field("cert_der", &self.cert_der)
+            .field("ca_der", &self.ca_der)
+            .field("key_pem", &REDACTED)
+            .field("not_before", &self.not_before)
+            .field("not_after", &self.not_after)
+            .field("hosts", &self.hosts)
+            .field("ca_key_pem", &self.ca_key_pem.as_ref().map(|_| REDACTED))
+            .finish()
+    }
 }
 
 /// What the Secret holds.
@@ -1085,6 +1101,24 @@ mod tests {
             Material::from_secret_data(&data).unwrap_err(),
             "ca.key is not the key of its CA"
         );
+    }
+
+    #[test]
+    fn debug_output_holds_no_private_key() {
+        let target = provider_target();
+        let now = SystemTime::now();
+        let material = Material::fresh(&target, now).unwrap();
+        let material = material.prepare(&target, now).unwrap();
+        assert!(material.serving.ca_key_pem.is_some());
+        let team = material.namespace_client("team-a").unwrap().unwrap();
+        for debug in [
+            format!("{material:?}"),
+            format!("{material:#?}"),
+            format!("{team:?}"),
+        ] {
+            assert!(!debug.contains("PRIVATE KEY"), "{debug}");
+            assert!(debug.contains("<redacted>"), "{debug}");
+        }
     }
 
     #[test]
