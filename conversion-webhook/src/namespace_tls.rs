@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use api::caller_identity::CallerIdentity;
 use api::provider_class::{DEFAULT_TLS_SECRET, ProviderClass};
 use futures::{Stream, StreamExt};
 use k8s_openapi::ByteString;
@@ -153,10 +154,13 @@ async fn keep_one(
         .and_then(|s| s.data.clone())
         .unwrap_or_default();
     let bundle = material.ca_bundle_pem();
-    let current = Material::client_of(&data)
-        .ok()
-        .flatten()
-        .filter(|client| client.ca_der == material.serving.ca_der);
+    // Kept only if signed by the server's CA and naming this namespace: one of another
+    // namespace (copied from there, say) would claim that namespace's stores.
+    let this_namespace = CallerIdentity::Namespace(namespace.to_owned());
+    let current = Material::client_of(&data).ok().flatten().filter(|client| {
+        client.ca_der == material.serving.ca_der
+            && CallerIdentity::of_certificate(&client.cert_der).as_ref() == Ok(&this_namespace)
+    });
     let up_to_date = owned
         && current.is_some()
         && data.get(certs::CA_CRT).map(|b| b.0.as_slice()) == Some(bundle.as_bytes());

@@ -89,6 +89,11 @@ fn main() -> ExitCode {
             "shared_tls_secret_owned_by_every_class_and_never_fought_over",
             shared_tls_secret,
         ),
+        trial(
+            &cp,
+            "client_certificate_of_another_namespace_is_replaced",
+            certificate_of_another_namespace,
+        ),
     ];
     let names = trials.iter().map(Trial::name);
     if let Err(failed) = Selection::from(&args).set_up(
@@ -1326,6 +1331,75 @@ async fn shared_tls_secret(client: Client, name: &'static str) -> Result<()> {
         mixed_shared.is_none(),
         "classes of two servers share {mixed}/external-secrets-provider-tls: neither keeper may write it, yet it holds {:?}",
         mixed_shared.map(|s| s.metadata.owner_references)
+    );
+    Ok(())
+}
+
+/// A Secret the operator wrote (its label) holding a client certificate of the server's CA that
+/// names another namespace, say copied from there: the keeper replaces it with one naming the
+/// class's namespace, rather than keep it because its CA is right.
+async fn certificate_of_another_namespace(client: Client, name: &'static str) -> Result<()> {
+    use webhook::{namespace_tls, provider_tls};
+    let operator = testenv::create_namespace(&client, name).await?;
+    let team = testenv::create_namespace(&client, &format!("{name}-team")).await?;
+    let mut settings =
+        provider_tls::Settings::parse(&format!("{operator}/provider-fake-tls=provider-fake"))
+            .map_err(anyhow::Error::msg)?;
+    settings.check_interval = Duration::from_millis(200);
+    let keeper = tokio::spawn(provider_tls::keep(
+        client.clone(),
+        settings,
+        std::future::pending(),
+    ));
+    let server = wait_for_secret(&client, &operator, "provider-fake-tls").await?;
+    let server = certs::Material::from_secret_data(&server.data.unwrap_or_default())
+        .map_err(anyhow::Error::msg)?;
+    let elsewhere = server
+        .namespace_client("elsewhere")?
+        .context("the server's Secret keeps its CA's key")?;
+    let copied: Secret = serde_json::from_value(json!({
+        "metadata": {
+            "name": "external-secrets-provider-tls",
+            "labels": {"app.kubernetes.io/component": namespace_tls::COMPONENT},
+        },
+        "stringData": {
+            "ca.crt": server.ca_bundle_pem(),
+            "client.crt": elsewhere.chain_pem(),
+            "client.key": elsewhere.key_pem,
+        },
+    }))?;
+    let team_secrets = Api::<Secret>::namespaced(client.clone(), &team);
+    team_secrets.create(&PostParams::default(), &copied).await?;
+    let address = format!("provider-fake.{operator}.svc:8080");
+    provider_classes(&client, &[(&team, "fake", &address, "")]).await?;
+
+    let named = testenv::wait_for(
+        Duration::from_secs(10),
+        &format!("a client certificate naming {team} in its Secret"),
+        || async {
+            let data = team_secrets
+                .get("external-secrets-provider-tls")
+                .await?
+                .data
+                .unwrap_or_default();
+            let tenant = certs::Material::client_of(&data)
+                .map_err(anyhow::Error::msg)?
+                .context("a client certificate")?;
+            let identity =
+                CallerIdentity::of_certificate(&tenant.cert_der).map_err(anyhow::Error::msg)?;
+            ensure!(
+                identity == CallerIdentity::Namespace(team.clone()),
+                "it names {identity:?}"
+            );
+            anyhow::Ok(tenant)
+        },
+    )
+    .await;
+    keeper.abort();
+    let tenant = named?;
+    ensure!(
+        tenant.ca_der == server.serving.ca_der,
+        "signed by the server's CA"
     );
     Ok(())
 }
