@@ -17,7 +17,7 @@ use api::provider_class::{DEFAULT_TLS_SECRET, ProviderClass};
 use futures::{Stream, StreamExt};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{ObjectMeta, Patch, PatchParams};
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Api, Resource, ResourceExt};
 use tracing::{info, warn};
@@ -180,7 +180,9 @@ async fn keep_one(
             name: Some(name.to_owned()),
             namespace: Some(namespace.to_owned()),
             // Of two replicas writing at once, the second finds the first's and keeps it.
-            resource_version: existing.and_then(|s| s.metadata.resource_version),
+            resource_version: existing
+                .as_ref()
+                .and_then(|s| s.metadata.resource_version.clone()),
             labels: Some(BTreeMap::from([
                 (
                     "app.kubernetes.io/managed-by".to_owned(),
@@ -204,18 +206,31 @@ async fn keep_one(
         ])),
         ..Secret::default()
     };
-    match api
-        .patch(
-            name,
-            &PatchParams::apply(PROVIDER_TLS_FIELD_MANAGER).force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-    {
-        Ok(_) => {
+    // A Secret that did not exist is created, never applied: an apply would take over one
+    // created since we looked (by another replica, or a Secret of the tenant's own).
+    let written = match existing {
+        None => {
+            let params = PostParams {
+                field_manager: Some(PROVIDER_TLS_FIELD_MANAGER.to_owned()),
+                ..PostParams::default()
+            };
+            api.create(&params, &secret).await.map(drop)
+        }
+        Some(_) => api
+            .patch(
+                name,
+                &PatchParams::apply(PROVIDER_TLS_FIELD_MANAGER).force(),
+                &Patch::Apply(&secret),
+            )
+            .await
+            .map(drop),
+    };
+    match written {
+        Ok(()) => {
             info!(secret = %what, "wrote the namespace's client certificate for its ProviderClass");
             Ok(())
         }
+        // Created or changed since we looked: the next pass reads what is there now.
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => Err(Error::Kube("writing", what, e)),
     }
