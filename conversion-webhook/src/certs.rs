@@ -137,8 +137,8 @@ impl Target {
 }
 
 /// A certificate (a serving one, or with mutual TLS a client one), the CA that issued it, and
-/// its key.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// its key. Its `Debug` leaves the keys out.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Serving {
     pub cert_der: Vec<u8>,
     pub ca_der: Vec<u8>,
@@ -150,6 +150,22 @@ pub struct Serving {
     pub hosts: Vec<String>,
     /// The CA's key, PKCS#8 PEM, where the CA issues more certificates later.
     pub ca_key_pem: Option<String>,
+}
+
+impl std::fmt::Debug for Serving {
+    // The keys never reach a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const REDACTED: &str = "<redacted>";
+        f.debug_struct("Serving")
+            .field("cert_der", &self.cert_der)
+            .field("ca_der", &self.ca_der)
+            .field("key_pem", &REDACTED)
+            .field("not_before", &self.not_before)
+            .field("not_after", &self.not_after)
+            .field("hosts", &self.hosts)
+            .field("ca_key_pem", &self.ca_key_pem.as_ref().map(|_| REDACTED))
+            .finish()
+    }
 }
 
 /// What the Secret holds.
@@ -319,12 +335,31 @@ impl Material {
 
     /// The Secret's data, checked: every certificate parses, every key matches its certificate.
     pub fn from_secret_data(data: &BTreeMap<String, ByteString>) -> Result<Self, String> {
-        let serving = Serving::decode(data, TLS_CRT, TLS_KEY)?
-            .ok_or_else(|| format!("{TLS_CRT} or {TLS_KEY} is missing"))?
-            .with_ca_key(data, CA_KEY)?;
-        let next = Serving::decode(data, NEXT_CRT, NEXT_KEY)?
-            .map(|next| next.with_ca_key(data, NEXT_CA_KEY))
-            .transpose()?;
+        let (material, mut bad_ca_keys) = Self::from_secret_data_but_ca_keys(data)?;
+        match bad_ca_keys.pop() {
+            Some(why) => Err(why),
+            None => Ok(material),
+        }
+    }
+
+    /// As [`Material::from_secret_data`], except that a CA's key (`ca.key`, `next.ca.key`) that
+    /// is unreadable or not its CA's is left out rather than failing the whole Secret; why each
+    /// was left out comes second. Without its key the CA is kept, and due for rotation.
+    pub fn from_secret_data_but_ca_keys(
+        data: &BTreeMap<String, ByteString>,
+    ) -> Result<(Self, Vec<String>), String> {
+        let mut bad_ca_keys = Vec::new();
+        let mut serving = Serving::decode(data, TLS_CRT, TLS_KEY)?
+            .ok_or_else(|| format!("{TLS_CRT} or {TLS_KEY} is missing"))?;
+        if let Err(why) = serving.add_ca_key(data, CA_KEY) {
+            bad_ca_keys.push(why);
+        }
+        let mut next = Serving::decode(data, NEXT_CRT, NEXT_KEY)?;
+        if let Some(next) = &mut next
+            && let Err(why) = next.add_ca_key(data, NEXT_CA_KEY)
+        {
+            bad_ca_keys.push(why);
+        }
         let client = Serving::decode(data, CLIENT_CRT, CLIENT_KEY)?;
         let next_client = Serving::decode(data, NEXT_CLIENT_CRT, NEXT_CLIENT_KEY)?;
         // A client certificate is signed by the CA of the serving certificate it goes with.
@@ -352,13 +387,14 @@ impl Material {
                 return Err(format!("{CA_CRT} lacks the CA of {what}"));
             }
         }
-        Ok(Self {
+        let material = Self {
             serving,
             next,
             ca_bundle,
             client,
             next_client,
-        })
+        };
+        Ok((material, bad_ca_keys))
     }
 }
 
@@ -380,14 +416,15 @@ impl Serving {
             .map_err(|e| format!("the private key does not fit the certificate: {e}"))
     }
 
-    /// With the CA's key of `key_key`, if the Secret holds it; checked against the CA.
-    fn with_ca_key(
-        mut self,
+    /// Takes the CA's key of `key_key`, if the Secret holds it; checked against the CA. On an
+    /// error nothing is taken.
+    fn add_ca_key(
+        &mut self,
         data: &BTreeMap<String, ByteString>,
         key_key: &str,
-    ) -> Result<Self, String> {
+    ) -> Result<(), String> {
         let Some(key) = data.get(key_key) else {
-            return Ok(self);
+            return Ok(());
         };
         let key_pem =
             String::from_utf8(key.0.clone()).map_err(|_| format!("{key_key} is not PEM text"))?;
@@ -398,7 +435,7 @@ impl Serving {
             return Err(format!("{key_key} is not the key of its CA"));
         }
         self.ca_key_pem = Some(key_pem);
-        Ok(self)
+        Ok(())
     }
 
     fn decode(
@@ -693,7 +730,13 @@ fn read(secret: &Secret, target: &Target) -> Result<Material, String> {
         .data
         .as_ref()
         .ok_or_else(|| "it has no data".to_owned())?;
-    let material = Material::from_secret_data(data)?;
+    // A bad CA key alone does not make the Secret unusable: replacing it would bring a fresh CA
+    // in one step, which the clients trusting this one refuse. Without its key, the CA is due
+    // for rotation, whose two steps bring a new one with its key.
+    let (material, bad_ca_keys) = Material::from_secret_data_but_ca_keys(data)?;
+    for why in bad_ca_keys {
+        tracing::warn!(secret = %target.secret_ref(), error = %why, "{} holds a bad CA key; leaving it out, so the CA is rotated", target.purpose.describe());
+    }
     match material.unfit_for(target) {
         Some(why) => Err(why),
         None => Ok(material),
@@ -1058,6 +1101,68 @@ mod tests {
             Material::from_secret_data(&data).unwrap_err(),
             "ca.key is not the key of its CA"
         );
+    }
+
+    #[test]
+    fn debug_output_holds_no_private_key() {
+        let target = provider_target();
+        let now = SystemTime::now();
+        let material = Material::fresh(&target, now).unwrap();
+        let material = material.prepare(&target, now).unwrap();
+        assert!(material.serving.ca_key_pem.is_some());
+        let team = material.namespace_client("team-a").unwrap().unwrap();
+        for debug in [
+            format!("{material:?}"),
+            format!("{material:#?}"),
+            format!("{team:?}"),
+        ] {
+            assert!(!debug.contains("PRIVATE KEY"), "{debug}");
+            assert!(debug.contains("<redacted>"), "{debug}");
+        }
+    }
+
+    #[test]
+    fn a_bad_ca_key_is_dropped_and_the_ca_kept_for_a_two_step_rotation() {
+        let target = provider_target();
+        let now = SystemTime::now();
+        let material = Material::fresh(&target, now).unwrap();
+        let prepared = material.prepare(&target, now).unwrap();
+        let other = Material::fresh(&target, now).unwrap().to_secret_data();
+        let garbage = ByteString(b"not a key".to_vec());
+        let cases = [
+            (&material, CA_KEY, garbage.clone()),
+            (&material, CA_KEY, other[CA_KEY].clone()),
+            (&prepared, NEXT_CA_KEY, garbage),
+        ];
+        for (stored, key, bad) in cases {
+            let mut data = stored.to_secret_data();
+            data.insert(key.into(), bad);
+            let secret = Secret {
+                data: Some(data.clone()),
+                ..Secret::default()
+            };
+            // Still usable, and only the bad key is left out: not replaced by a fresh CA that
+            // the clients trusting this one would refuse.
+            let kept = read(&secret, &target).unwrap();
+            data.remove(key);
+            assert!(kept.to_secret_data() == data, "{key}");
+            assert_eq!(kept.serving.ca_der, stored.serving.ca_der);
+            assert_eq!(kept.ca_bundle, stored.ca_bundle);
+        }
+        // Without its CA's key the Secret is due for rotation, whose two steps bring a new one.
+        let mut data = material.to_secret_data();
+        data.insert(CA_KEY.into(), other[CA_KEY].clone());
+        let secret = Secret {
+            data: Some(data),
+            ..Secret::default()
+        };
+        let kept = read(&secret, &target).unwrap();
+        assert!(kept.namespace_client("team-a").unwrap().is_none());
+        assert!(kept.rotation_due(&target, now));
+        let prepared = kept.prepare(&target, now).unwrap();
+        assert!(!prepared.to_secret_data().contains_key(CA_KEY));
+        let promoted = prepared.promote().unwrap();
+        assert!(promoted.namespace_client("team-a").unwrap().is_some());
     }
 
     #[test]

@@ -84,6 +84,16 @@ fn main() -> ExitCode {
             "provider_classes_get_a_client_certificate_of_their_namespace",
             namespace_certificates,
         ),
+        trial(
+            &cp,
+            "shared_tls_secret_owned_by_every_class_and_never_fought_over",
+            shared_tls_secret,
+        ),
+        trial(
+            &cp,
+            "client_certificate_of_another_namespace_is_replaced",
+            certificate_of_another_namespace,
+        ),
     ];
     let names = trials.iter().map(Trial::name);
     if let Err(failed) = Selection::from(&args).set_up(
@@ -1187,6 +1197,209 @@ async fn namespace_certificates(client: Client, name: &'static str) -> Result<()
     ensure!(
         again.metadata.resource_version == written.metadata.resource_version,
         "team A's Secret was written again while nothing changed"
+    );
+    Ok(())
+}
+
+/// Secret `namespace/name`, once it exists.
+async fn wait_for_secret(client: &Client, namespace: &str, name: &str) -> Result<Secret> {
+    let api = Api::<Secret>::namespaced(client.clone(), namespace);
+    testenv::wait_for(
+        Duration::from_secs(30),
+        &format!("Secret {namespace}/{name}"),
+        || async { anyhow::Ok(api.get_opt(name).await?.context("not yet")?) },
+    )
+    .await
+}
+
+/// Installs the ProviderClass CRD and creates `classes` (namespace, name, address, tlsSecretRef
+/// name or "").
+async fn provider_classes(client: &Client, classes: &[(&str, &str, &str, &str)]) -> Result<()> {
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../crds/providerclasses.external-secrets.io.yaml"
+    );
+    testenv::apply_yaml(client, &std::fs::read_to_string(crd)?, true).await?;
+    testenv::wait_for_crd_established(
+        client,
+        "providerclasses.external-secrets.io",
+        Duration::from_secs(60),
+    )
+    .await?;
+    for (ns, class, address, secret) in classes {
+        let tls = if secret.is_empty() {
+            String::new()
+        } else {
+            format!(", tlsSecretRef: {{name: {secret}}}")
+        };
+        testenv::apply_yaml_in(
+            client,
+            ns,
+            &format!(
+                "apiVersion: external-secrets.io/v1alpha1\nkind: ProviderClass\nmetadata: {{name: {class}}}\nspec: {{address: '{address}'{tls}}}\n"
+            ),
+            true,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Two namespaced ProviderClasses of one namespace that both use `external-secrets-provider-tls`
+/// share it: both own it (so deleting one leaves it to the other), and it is written once. When
+/// the classes sharing a Secret name are of two different servers the operator keeps, neither
+/// keeper writes it (they would replace each other's certificate at every pass).
+async fn shared_tls_secret(client: Client, name: &'static str) -> Result<()> {
+    use webhook::provider_tls;
+    let fake_ns = testenv::create_namespace(&client, name).await?;
+    let other_ns = testenv::create_namespace(&client, &format!("{name}-other")).await?;
+    let team = testenv::create_namespace(&client, &format!("{name}-team")).await?;
+    let mixed = testenv::create_namespace(&client, &format!("{name}-mixed")).await?;
+    let fake = format!("provider-fake.{fake_ns}.svc:8080");
+    let other = format!("provider-other.{other_ns}.svc:8080");
+    provider_classes(
+        &client,
+        &[
+            (&team, "one", &fake, ""),
+            (&team, "two", &fake, ""),
+            (&mixed, "fake", &fake, ""),
+            (&mixed, "other", &other, ""),
+            (&mixed, "own", &other, "own-tls"),
+        ],
+    )
+    .await?;
+    let mut keepers = Vec::new();
+    for flag in [
+        format!("{fake_ns}/provider-fake-tls=provider-fake"),
+        format!("{other_ns}/provider-other-tls=provider-other"),
+    ] {
+        let mut settings = provider_tls::Settings::parse(&flag).map_err(anyhow::Error::msg)?;
+        settings.check_interval = Duration::from_millis(200);
+        keepers.push(tokio::spawn(provider_tls::keep(
+            client.clone(),
+            settings,
+            std::future::pending(),
+        )));
+    }
+
+    wait_for_secret(&client, &team, "external-secrets-provider-tls").await?;
+    // The other server's keeper runs and writes in the mixed namespace.
+    wait_for_secret(&client, &mixed, "own-tls").await?;
+    // A few more rounds of both keepers.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let team_secrets = Api::<Secret>::namespaced(client.clone(), &team);
+    let shared = team_secrets.get("external-secrets-provider-tls").await?;
+    let owners = shared.metadata.owner_references.clone().unwrap_or_default();
+    let mut owned_by: Vec<&str> = owners
+        .iter()
+        .filter(|o| o.kind == "ProviderClass")
+        .map(|o| o.name.as_str())
+        .collect();
+    owned_by.sort_unstable();
+    ensure!(
+        owned_by == ["one", "two"],
+        "a Secret two classes use is owned by both: {owners:?}"
+    );
+    ensure!(
+        owners.iter().all(|o| o.controller != Some(true)),
+        "no owner is its controller, so that the garbage collector deletes it only with the last one: {owners:?}"
+    );
+    let data = shared.data.clone().unwrap_or_default();
+    let tenant = certs::Material::client_of(&data)
+        .map_err(anyhow::Error::msg)?
+        .context("a client certificate")?;
+    ensure!(
+        CallerIdentity::of_certificate(&tenant.cert_der).map_err(anyhow::Error::msg)?
+            == CallerIdentity::Namespace(team.clone()),
+        "the shared certificate names {team}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let again = team_secrets.get("external-secrets-provider-tls").await?;
+    ensure!(
+        again.metadata.resource_version == shared.metadata.resource_version,
+        "the shared Secret was written again while nothing changed"
+    );
+
+    let mixed_shared = Api::<Secret>::namespaced(client.clone(), &mixed)
+        .get_opt("external-secrets-provider-tls")
+        .await?;
+    for keeper in keepers {
+        keeper.abort();
+    }
+    ensure!(
+        mixed_shared.is_none(),
+        "classes of two servers share {mixed}/external-secrets-provider-tls: neither keeper may write it, yet it holds {:?}",
+        mixed_shared.map(|s| s.metadata.owner_references)
+    );
+    Ok(())
+}
+
+/// A Secret the operator wrote (its label) holding a client certificate of the server's CA that
+/// names another namespace, say copied from there: the keeper replaces it with one naming the
+/// class's namespace, rather than keep it because its CA is right.
+async fn certificate_of_another_namespace(client: Client, name: &'static str) -> Result<()> {
+    use webhook::{namespace_tls, provider_tls};
+    let operator = testenv::create_namespace(&client, name).await?;
+    let team = testenv::create_namespace(&client, &format!("{name}-team")).await?;
+    let mut settings =
+        provider_tls::Settings::parse(&format!("{operator}/provider-fake-tls=provider-fake"))
+            .map_err(anyhow::Error::msg)?;
+    settings.check_interval = Duration::from_millis(200);
+    let keeper = tokio::spawn(provider_tls::keep(
+        client.clone(),
+        settings,
+        std::future::pending(),
+    ));
+    let server = wait_for_secret(&client, &operator, "provider-fake-tls").await?;
+    let server = certs::Material::from_secret_data(&server.data.unwrap_or_default())
+        .map_err(anyhow::Error::msg)?;
+    let elsewhere = server
+        .namespace_client("elsewhere")?
+        .context("the server's Secret keeps its CA's key")?;
+    let copied: Secret = serde_json::from_value(json!({
+        "metadata": {
+            "name": "external-secrets-provider-tls",
+            "labels": {"app.kubernetes.io/component": namespace_tls::COMPONENT},
+        },
+        "stringData": {
+            "ca.crt": server.ca_bundle_pem(),
+            "client.crt": elsewhere.chain_pem(),
+            "client.key": elsewhere.key_pem,
+        },
+    }))?;
+    let team_secrets = Api::<Secret>::namespaced(client.clone(), &team);
+    team_secrets.create(&PostParams::default(), &copied).await?;
+    let address = format!("provider-fake.{operator}.svc:8080");
+    provider_classes(&client, &[(&team, "fake", &address, "")]).await?;
+
+    let named = testenv::wait_for(
+        Duration::from_secs(10),
+        &format!("a client certificate naming {team} in its Secret"),
+        || async {
+            let data = team_secrets
+                .get("external-secrets-provider-tls")
+                .await?
+                .data
+                .unwrap_or_default();
+            let tenant = certs::Material::client_of(&data)
+                .map_err(anyhow::Error::msg)?
+                .context("a client certificate")?;
+            let identity =
+                CallerIdentity::of_certificate(&tenant.cert_der).map_err(anyhow::Error::msg)?;
+            ensure!(
+                identity == CallerIdentity::Namespace(team.clone()),
+                "it names {identity:?}"
+            );
+            anyhow::Ok(tenant)
+        },
+    )
+    .await;
+    keeper.abort();
+    let tenant = named?;
+    ensure!(
+        tenant.ca_der == server.serving.ca_der,
+        "signed by the server's CA"
     );
     Ok(())
 }

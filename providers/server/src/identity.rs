@@ -30,5 +30,18 @@ pub(crate) fn check(
             source_namespace,
             provider_namespace: &reference.namespace,
         })
-        .map_err(Status::permission_denied)
+        .map_err(|why| {
+            // Beyond the PermissionDenied the metrics count: who claimed what, for whoever
+            // looks into it (a tenant's key used outside its namespace). Names only, no content.
+            if let CallerIdentity::Namespace(own) = caller {
+                tracing::warn!(
+                    certificate_namespace = %own,
+                    store_ref_kind = %reference.store_ref_kind,
+                    source_namespace = %source_namespace,
+                    provider_namespace = %reference.namespace,
+                    "refused a call claiming more than its client certificate's namespace"
+                );
+            }
+            Status::permission_denied(why)
+        })
 }
