@@ -90,6 +90,8 @@ pub struct Node {
     name: String,
     ip: Ipv4Addr,
     socket: PathBuf,
+    /// Held until everything above is undone: dropped after `Drop::drop`, as the last field.
+    _host_lock: std::fs::File,
 }
 
 impl Node {
@@ -99,6 +101,7 @@ impl Node {
     pub fn start(images: &[PathBuf]) -> Result<Self> {
         let started = Instant::now();
         preflight()?;
+        let host_lock = lock_host()?;
         let dir = tempfile::Builder::new()
             .prefix("external-secrets-node-")
             .tempdir()
@@ -116,6 +119,7 @@ impl Node {
             name: format!("node-{}", network.ip.octets()[2]),
             ip: network.ip,
             path,
+            _host_lock: host_lock,
         };
         if let Err(err) = node.boot(&network, images) {
             // Kept for its logs, whatever EXTERNAL_SECRETS_TESTENV_KEEP says.
@@ -501,6 +505,34 @@ impl Drop for Node {
         keep_if_asked(&mut self.dir);
     }
 }
+
+/// The host's one node: kube-proxy's nft tables, the KUBE-* iptables chains and the sysctls are
+/// host-wide, so a second node started beside a first rewrites its rules, and the first to stop
+/// undoes what the other still needs. A second run waits for the first's node to stop.
+fn lock_host() -> Result<std::fs::File> {
+    let path = Path::new(HOST_LOCK);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => eprintln!(
+            "testenv: another run's node holds {}; waiting for it to stop",
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("locking {}", path.display()));
+        }
+    }
+    file.lock()
+        .with_context(|| format!("locking {}", path.display()))?;
+    Ok(file)
+}
+
+const HOST_LOCK: &str = "/run/external-secrets-node.lock";
 
 /// Fails, naming what to install or build, unless the node can run here.
 fn preflight() -> Result<()> {
