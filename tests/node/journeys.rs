@@ -18,7 +18,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, DynamicObject, ListParams, LogParams, PostParams};
+use kube::api::{
+    DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams,
+};
 use kube::{Api, Client};
 use libtest_mimic::Trial;
 use testenv::Node;
@@ -28,8 +30,9 @@ use crate::{Env, repo, trial};
 const RELEASE: &str = "es";
 pub(crate) const NAMESPACE: &str = "external-secrets";
 /// The chart's full name for release `es`: its ServiceAccount, Deployment and Lease prefix.
-const FULLNAME: &str = "es-external-secrets";
-const SELECTOR: &str = "app.kubernetes.io/name=external-secrets,app.kubernetes.io/instance=es";
+pub(crate) const FULLNAME: &str = "es-external-secrets";
+pub(crate) const SELECTOR: &str =
+    "app.kubernetes.io/name=external-secrets,app.kubernetes.io/instance=es";
 pub(crate) const METRICS_PORT: u16 = 8080;
 /// The chart's provider servers' metrics port.
 pub(crate) const PROVIDER_METRICS_PORT: u16 = 8081;
@@ -81,6 +84,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             "replicas::three_provider_servers_share_the_calls_and_one_goes_unnoticed",
             env,
             crate::rollouts::replicas,
+        ),
+        trial(
+            "rollouts::rolling_updates_of_the_server_and_the_operator_go_unnoticed",
+            env,
+            crate::rollouts::rolling_updates,
         ),
         trial(
             "uninstall::leaves_every_synced_secret_in_place",
@@ -173,16 +181,44 @@ async fn failover(env: Arc<Env>) -> Result<()> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
     let lease_name = format!("{FULLNAME}-controller");
     let leader = holder(&leases, &lease_name, &pods).await?;
+    // No replacement Pod may start: it is the other replica that must take over.
+    cordon(&client, node.name(), true).await?;
+    let taken = take_over(&client, &leases, &lease_name, &pods, &leader).await;
+    cordon(&client, node.name(), false).await?;
+    let (survivor, deleted) = taken?;
+    eprintln!(
+        "failover: the other replica {survivor} synced a new ExternalSecret {:.1}s after {leader} was deleted",
+        deleted.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Sets the Node's `spec.unschedulable`, as `kubectl cordon` and `uncordon` do.
+async fn cordon(client: &Client, node: &str, unschedulable: bool) -> Result<()> {
+    let patch = serde_json::json!({"spec": {"unschedulable": unschedulable}});
+    Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Deletes the `leader` among `pods`; the other Pod must hold the Lease and sync a new
+/// ExternalSecret within the lease duration and 10 s. Returns that Pod and how long it took.
+async fn take_over(
+    client: &Client,
+    leases: &Api<Lease>,
+    lease_name: &str,
+    pods: &[Pod],
+    leader: &str,
+) -> Result<(String, Duration)> {
     Api::<Pod>::namespaced(client.clone(), NAMESPACE)
-        .delete(&leader, &DeleteParams::default().grace_period(0))
+        .delete(leader, &DeleteParams::default().grace_period(0))
         .await?;
     let deleted = Instant::now();
 
     // The deleted Pod's process outlives its API object for a moment and may still hold the
     // Lease and sync: the new ExternalSecret is made once another Pod holds it, so that it is
-    // not the deleted one that syncs it. That Pod is the surviving replica or the one made to
-    // replace the deleted: a candidate polls the Lease every few seconds, and a replacement
-    // that starts in between asks first.
+    // not the deleted one that syncs it.
     let within = LEASE_DURATION + Duration::from_secs(10);
     let survivor = pods
         .iter()
@@ -200,27 +236,22 @@ async fn failover(env: Arc<Env>) -> Result<()> {
                 .items
                 .into_iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .filter(|p| p.metadata.name.as_deref() != Some(leader.as_str()))
+                .filter(|p| p.metadata.name.as_deref() != Some(leader))
                 .collect::<Vec<_>>();
-            holder(&leases, &lease_name, &live).await
+            holder(leases, lease_name, &live).await
         },
     )
     .await?;
-    let ns = testenv::create_namespace(&client, "after-failover").await?;
-    apply_demo(&client, &ns).await?;
-    wait_demo_secret(&client, &ns, within.saturating_sub(deleted.elapsed()))
+    ensure!(
+        new_leader == survivor,
+        "{new_leader} holds Lease {lease_name}, not the other replica {survivor}"
+    );
+    let ns = testenv::create_namespace(client, "after-failover").await?;
+    apply_demo(client, &ns).await?;
+    wait_demo_secret(client, &ns, within.saturating_sub(deleted.elapsed()))
         .await
         .with_context(|| format!("after deleting the leader Pod {leader}"))?;
-    let which = if new_leader == survivor {
-        "the surviving replica"
-    } else {
-        "the deleted one's replacement"
-    };
-    eprintln!(
-        "failover: {new_leader} ({which}) synced a new ExternalSecret {:.1}s after {leader} was deleted",
-        deleted.elapsed().as_secs_f64()
-    );
-    Ok(())
+    Ok((survivor, deleted.elapsed()))
 }
 
 /// The Fake provider in a Deployment of its own (`providers.fake.outOfProcess`, its own image):
@@ -603,9 +634,15 @@ async fn limits(env: Arc<Env>) -> Result<()> {
             .map(|()| started.elapsed()),
         Err(e) => Err(e),
     };
-    // A refresh of every one of them, at the 1m interval, under the same watch.
-    tokio::time::sleep(Duration::from_secs(70)).await;
+    if synced.is_ok() {
+        // A refresh of every one of them, at the 1m interval, under the same watch.
+        tokio::time::sleep(Duration::from_secs(70)).await;
+    }
     let sampled = sampler.stop().await;
+    // Their refreshes would load the next journeys on 2 shared cores.
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .delete(&ns, &DeleteParams::default())
+        .await?;
     let synced = synced?;
 
     let now = Api::<Pod>::namespaced(client.clone(), NAMESPACE)

@@ -10,17 +10,18 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use k8s_openapi::serde::de::DeserializeOwned;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use testenv::Node;
 
 use crate::Env;
 use crate::journeys::{
-    METRICS_PORT, NAMESPACE, PROVIDER_METRICS_PORT, create_many, http_get, pod_ip, release,
-    wait_many, wait_pods,
+    FULLNAME, METRICS_PORT, NAMESPACE, PROVIDER_METRICS_PORT, SELECTOR, create_many, http_get,
+    pod_ip, release, wait_many, wait_pods,
 };
 
 const SERVER: &str = "es-external-secrets-provider-fake";
@@ -85,6 +86,77 @@ pub async fn replicas(env: Arc<Env>) -> Result<()> {
         .await
 }
 
+/// A rolling update of the provider server's Deployment, then of the operator's, while the
+/// ExternalSecrets refresh: each as `kubectl rollout restart` makes it, waited for until the old
+/// Pods are gone (a server's drain included), then a refresh round more.
+pub async fn rolling_updates(env: Arc<Env>) -> Result<()> {
+    let node = env.node()?;
+    let client = node.client().await;
+    let mut steady = Steady::start(node, &client, "rollouts").await?;
+
+    rollout_restart(node, &client, SERVER, SERVER_SELECTOR, REPLICAS).await?;
+    tokio::time::sleep(ROUND).await;
+    steady.check_failed("the provider server's rolling update")?;
+
+    let operators = rollout_restart(node, &client, FULLNAME, SELECTOR, 1).await?;
+    // The new operator Pod counts its failed syncs from 0; the old one's are checked above and
+    // its last moments are in the condition watch.
+    steady.operator = SocketAddr::new(
+        pod_ip(operators.first().context("no operator Pod")?)?.parse()?,
+        METRICS_PORT,
+    );
+    steady.failed = 0.0;
+    tokio::time::sleep(ROUND).await;
+    steady
+        .undisturbed("rolling updates of the provider server and of the operator")
+        .await
+}
+
+/// As `kubectl rollout restart deployment/<name>`: a new Pod template, so the Deployment replaces
+/// its Pods by its update strategy; returns the new Pods once every old one is gone.
+async fn rollout_restart(
+    node: &Node,
+    client: &Client,
+    name: &str,
+    selector: &str,
+    replicas: usize,
+) -> Result<Vec<Pod>> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let patch = serde_json::json!({"spec": {"template": {"metadata": {"annotations": {
+        "kubectl.kubernetes.io/restartedAt": jiff::Timestamp::now().to_string(),
+    }}}}});
+    deployments
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let pods = wait_pods(node, client, name, selector, replicas).await?;
+    let all: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    testenv::wait_for(
+        Duration::from_secs(120),
+        &format!("the old Pods of {name} to go"),
+        || async {
+            let left = all
+                .list(&ListParams::default().labels(selector))
+                .await?
+                .items;
+            let old: Vec<_> = left
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_some())
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            ensure!(old.is_empty(), "still terminating: {old:?}");
+            anyhow::Ok(())
+        },
+    )
+    .await?;
+    eprintln!(
+        "rollouts: {name} replaced by {:?}",
+        pods.iter()
+            .filter_map(|p| p.metadata.name.as_deref())
+            .collect::<Vec<_>>()
+    );
+    Ok(pods)
+}
+
 /// 300 ExternalSecrets of a Fake store served by the provider server's replicas, synced and
 /// refreshing, with what they must keep: their Secrets' bytes, their Ready conditions (watched
 /// from here on), and the operator's count of failed syncs.
@@ -122,6 +194,18 @@ impl Steady {
             operator,
             watch,
         })
+    }
+
+    /// No failed sync counted by the operator Pod watched since [`Steady::start`], though `what`
+    /// happened.
+    fn check_failed(&self, what: &str) -> Result<()> {
+        let failed = failed_syncs(self.operator, &self.ns)? - self.failed;
+        ensure!(
+            failed == 0.0,
+            "{what}: the operator counted {failed} failed syncs in {}",
+            self.ns
+        );
+        Ok(())
     }
 
     /// No failed sync, no `Ready` other than `True`, no Secret's bytes changed since
