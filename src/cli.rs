@@ -96,6 +96,10 @@ pub(crate) struct ProviderConformanceArgs {
     /// How the remote keys the run writes (and deletes) begin; GitLab needs conformance_.
     #[arg(long, default_value = "conformance-")]
     pub(crate) remote_key_prefix: String,
+    /// The server's maximum connection age, if it has one (Go duration): the run then checks
+    /// that the server ends a connection of that age with GOAWAY and fails no call.
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) max_connection_age: Option<Duration>,
 }
 
 #[derive(clap::Args)]
@@ -444,6 +448,7 @@ impl ProviderConformanceArgs {
             .collect();
         options.deadline = self.deadline;
         options.remote_key_prefix = self.remote_key_prefix;
+        options.max_connection_age = self.max_connection_age;
         Ok(options)
     }
 }

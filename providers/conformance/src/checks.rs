@@ -27,6 +27,11 @@ const SHORT_DEADLINE_CALLS: usize = 100;
 /// Shorter `--read-value`s are neither searched for in messages nor redacted from the report:
 /// they would match by chance.
 const MIN_SEARCHED_LEN: usize = 4;
+/// Calls at once in each round of the GOAWAY check, so that some are in flight when it comes.
+const GOAWAY_CALLS: usize = 4;
+const GOAWAY_PAUSE: Duration = Duration::from_millis(50);
+/// How long the GOAWAY check calls on over the new connection.
+const ROUND: Duration = Duration::from_secs(1);
 /// A regular expression no back end accepts.
 const INVALID_REGEXP: &str = "(";
 
@@ -34,13 +39,14 @@ const INVALID_REGEXP: &str = "(";
 /// the server does; a server that cannot be reached fails `health` and skips the rest.
 pub async fn run(options: Options) -> Report {
     let mut report = Report::new(&options.address);
+    let metrics = PoolMetrics::default();
     let pool = Pool::new(
         Settings {
             deadline: options.deadline,
             connect_timeout: options.deadline.min(Duration::from_secs(5)),
             ..Settings::default()
         },
-        PoolMetrics::default(),
+        metrics.clone(),
     );
     let connection = match pool.get(&options.address, options.tls.as_ref()) {
         Ok(connection) => connection,
@@ -53,7 +59,7 @@ pub async fn run(options: Options) -> Report {
             return report;
         }
     };
-    Session::new(options, connection.transport())
+    Session::new(options, connection.transport(), metrics)
         .run(&mut report)
         .await;
     report
@@ -70,6 +76,8 @@ struct Seen {
 struct Session {
     o: Options,
     channel: Transport,
+    /// The connections the run opened, as the operator counts them.
+    metrics: PoolMetrics,
     /// The random part of the value this run pushes; no message may ever contain it.
     token: String,
     /// The value pushed: a JSON object, which every back end we know accepts without a property.
@@ -182,7 +190,7 @@ fn capability_name(c: v1::SecretStoreCapabilities) -> &'static str {
 }
 
 impl Session {
-    fn new(o: Options, channel: Transport) -> Self {
+    fn new(o: Options, channel: Transport, metrics: PoolMetrics) -> Self {
         let token = format!("{}{}", random_hex(), random_hex());
         let secret = serde_json::json!({ "conformance": token })
             .to_string()
@@ -191,6 +199,7 @@ impl Session {
         Self {
             o,
             channel,
+            metrics,
             token,
             secret,
             absent,
@@ -225,6 +234,7 @@ impl Session {
         self.namespace_claims(report).await;
         self.concurrency(report).await;
         self.deadline(report).await;
+        self.goaway(report).await;
         self.cleanup(report).await;
         self.no_secret_in_errors(report);
     }
@@ -1472,6 +1482,88 @@ impl Session {
             )
         };
         report.add(names::DEADLINE, outcome, detail);
+    }
+
+    /// Calls on, a few at a time, until the server has ended the run's connection at its
+    /// maximum age and a round more has gone over the new one (or twice the age has passed):
+    /// a server that closes without GOAWAY, or before its calls finish, fails calls on the way.
+    async fn goaway(&mut self, report: &mut Report) {
+        let Some(age) = self.o.max_connection_age else {
+            report.add(
+                names::GOAWAY,
+                Outcome::Skip,
+                "no --max-connection-age given (the server's setting)",
+            );
+            return;
+        };
+        let (key, expected) = match self.first_read() {
+            Some((key, value)) => (key, Some(value)),
+            None => (self.absent.clone(), None),
+        };
+        let message = v1::GetSecretRequest {
+            remote_ref: remote_ref(&key, ""),
+            provider_ref: self.reference(),
+            source_namespace: self.ns(),
+        };
+        let opened = || self.metrics.opened(&self.o.address);
+        let before = opened();
+        let started = Instant::now();
+        // gRPC servers put up to 10 % of jitter on the age, and the grace period after it.
+        let give_up = started + 2 * age + Duration::from_secs(2);
+        let (mut answered, mut failures) = (0_usize, Vec::new());
+        let mut moved_at = None;
+        while Instant::now() < give_up && moved_at.is_none_or(|at: Instant| at.elapsed() < ROUND) {
+            let calls = (0..GOAWAY_CALLS).map(|_| {
+                let mut stub = self.stub();
+                let request = self.request(message.clone());
+                async move { stub.get_secret(request).await.map(|a| a.into_inner().value) }
+            });
+            for result in join_all(calls).await {
+                match result {
+                    Ok(value) if expected.as_ref().is_none_or(|e| *e == value) => answered += 1,
+                    Ok(_) => {
+                        failures.push(format!("an answer for {key} differs from its --read-value"))
+                    }
+                    Err(s)
+                        if expected.is_none() && s.code() == Code::NotFound && from_server(&s) =>
+                    {
+                        answered += 1;
+                    }
+                    Err(s) => failures.push(self.say(&s)),
+                }
+            }
+            if moved_at.is_none() && opened() > before {
+                moved_at = Some(Instant::now());
+            }
+            tokio::time::sleep(GOAWAY_PAUSE).await;
+        }
+        failures.dedup();
+        let (outcome, detail) = match (moved_at, failures.is_empty()) {
+            (_, false) => (
+                Outcome::Fail,
+                format!(
+                    "{} of {} calls failed while the connection aged: {}",
+                    failures.len(),
+                    failures.len() + answered,
+                    failures.join("; ")
+                ),
+            ),
+            (None, true) => (
+                Outcome::Fail,
+                format!(
+                    "the server kept the connection for {:.1} s, twice its --max-connection-age {age:?} ({answered} calls answered)",
+                    started.elapsed().as_secs_f64()
+                ),
+            ),
+            (Some(at), true) => (
+                Outcome::Pass,
+                format!(
+                    "the server ended the connection (--max-connection-age {age:?}, from its start) {:.1} s into the check; {answered} calls answered over it and the next, none failed",
+                    (at - started).as_secs_f64()
+                ),
+            ),
+        };
+        report.add(names::GOAWAY, outcome, detail);
     }
 
     /// Deletes whatever this run wrote and did not delete yet; reported only when that fails.

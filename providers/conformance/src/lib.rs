@@ -66,6 +66,9 @@ pub mod names {
     /// A call with a very short deadline ends with DEADLINE_EXCEEDED or CANCELLED, and the
     /// server answers afterwards.
     pub const DEADLINE: &str = "deadline";
+    /// With `--max-connection-age`: the server ends a connection of that age with GOAWAY, the
+    /// calls in flight finish, and the next ones go over a new connection; no call fails.
+    pub const GOAWAY: &str = "goaway";
     /// No error status seen in the run carries a secret value.
     pub const NO_SECRET_IN_ERRORS: &str = "no-secret-in-errors";
     /// Something the run wrote could not be deleted (only reported when that happens).

@@ -28,6 +28,9 @@ pub struct Options {
     /// The start of every remote key the run makes up (then random hex digits). The default
     /// `conformance-` suits most back ends; GitLab variables need `conformance_`.
     pub remote_key_prefix: String,
+    /// The server's maximum connection age, when it has one: the run then calls on until the
+    /// server ends the connection with GOAWAY, and expects no call to fail on the way.
+    pub max_connection_age: Option<Duration>,
 }
 
 impl Options {
@@ -47,6 +50,7 @@ impl Options {
             deadline: Duration::from_secs(10),
             concurrency: 100,
             remote_key_prefix: "conformance-".into(),
+            max_connection_age: None,
         }
     }
 }

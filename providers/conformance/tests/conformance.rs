@@ -70,8 +70,12 @@ fn material(ca: &Ca, client: &support::Issued) -> TlsMaterial {
     }
 }
 
-/// Every check a run with read keys makes, in order.
-const ALL: [&str; 20] = [
+/// The maximum connection age of the server the full run checks, short so that the GOAWAY
+/// check is over soon.
+const AGE: Duration = Duration::from_secs(1);
+
+/// Every check a run with read keys and `max_connection_age` makes, in order.
+const ALL: [&str; 21] = [
     names::HEALTH,
     names::REFLECTION,
     names::VALIDATE,
@@ -91,6 +95,7 @@ const ALL: [&str; 20] = [
     names::NAMESPACE_CLAIMS,
     names::CONCURRENCY,
     names::DEADLINE,
+    names::GOAWAY,
     names::NO_SECRET_IN_ERRORS,
 ];
 
@@ -111,7 +116,7 @@ fn detail<'a>(report: &'a Report, name: &str) -> &'a str {
 #[tokio::test]
 async fn the_fake_through_the_real_server_passes_every_check() {
     install_crypto();
-    let server = Running::start().await;
+    let server = Running::start_with(|o| o.max_connection_age = AGE).await;
     // The files as the command reads them: the keys of a namespaced ProviderClass's TLS Secret,
     // whose certificate names its namespace.
     let tenant = server.ca.namespace_client(NAMESPACE);
@@ -121,7 +126,9 @@ async fn the_fake_through_the_real_server_passes_every_check() {
     std::fs::write(dir.path().join("client.key"), &tenant.key).unwrap();
     let tls = tls_from_dir(dir.path()).expect("the files are good");
 
-    let report = run(options(server.addr, Some(tls.clone()), "fake")).await;
+    let mut aged = options(server.addr, Some(tls.clone()), "fake");
+    aged.max_connection_age = Some(AGE);
+    let report = run(aged).await;
     println!("{report}");
     assert_eq!(names_of(&report), ALL);
     assert_eq!(
@@ -158,10 +165,31 @@ async fn the_fake_through_the_real_server_passes_every_check() {
     assert!(report.passed(), "{report}");
     assert_eq!(
         report.with(Outcome::Skip),
-        [names::GET_SECRET_MAP, names::GET_ALL_SECRETS]
+        [names::GET_SECRET_MAP, names::GET_ALL_SECRETS, names::GOAWAY]
     );
     assert!(report.with(Outcome::Warn).is_empty(), "{report}");
     assert!(report.get("get-secret:plain").is_none());
+}
+
+/// A server said to have a maximum connection age that keeps its connections for good fails the
+/// GOAWAY check, and only it.
+#[tokio::test]
+async fn a_server_keeping_its_connections_past_the_age_given_fails_goaway() {
+    install_crypto();
+    let server = Running::start().await;
+    let mut said = options(
+        server.addr,
+        Some(material(&server.ca, &server.ca.namespace_client(NAMESPACE))),
+        "fake",
+    );
+    said.max_connection_age = Some(AGE);
+    let report = run(said).await;
+    println!("{report}");
+    assert_eq!(report.failed(), [names::GOAWAY], "{report}");
+    assert!(
+        detail(&report, names::GOAWAY).contains("kept the connection"),
+        "{report}"
+    );
 }
 
 #[tokio::test]

@@ -58,7 +58,7 @@ pub struct ServeOptions {
     pub grace_period: Duration,
     /// Serving on, NOT_SERVING, before the listener closes once shutdown begins.
     pub shutdown_delay: Duration,
-    /// A connection older is sent GOAWAY; its calls in flight get `grace_period` to finish.
+    /// A connection older is sent GOAWAY; its calls in flight finish.
     pub max_connection_age: Duration,
 }
 
@@ -184,8 +184,10 @@ impl Server {
             .expect("the provider.v1 and health descriptors are valid");
         let router = tonic::transport::Server::builder()
             .http2_max_pending_accept_reset_streams(Some(PENDING_RESETS))
+            // No `max_connection_age_grace`: with one, tonic 0.14 sends no GOAWAY at the age but
+            // cuts the connection off at age + grace, failing its calls in flight. Without, it
+            // sends GOAWAY at the age and the calls in flight finish (their deadlines bound them).
             .max_connection_age(options.max_connection_age)
-            .max_connection_age_grace(options.grace_period)
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
