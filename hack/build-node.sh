@@ -2,13 +2,18 @@
 # Builds what the one-node test cluster (tests/node, hack/dev-node.sh) adds to the control plane:
 # kubelet, kube-scheduler and kube-proxy from the control plane's own Go module
 # (hack/testbin/k8s), CoreDNS (hack/testbin/coredns) and the Pods' sandbox image from a pause
-# program of our own (hack/testbin/pause; nothing can be pulled on the test node). Installs
-# Debian's containerd, runc and CNI plugins when they are missing. Cached by version like the
+# program of our own (hack/testbin/pause; nothing can be pulled on the test node), and
+# kube-router's network policy controller (hack/testbin/kube-router), which enforces
+# NetworkPolicy on the node. Installs Debian's containerd, runc, CNI plugins and ipset when they
+# are missing. Cached by version like the
 # control plane; does nothing when everything is there. hack/README.md, "The node".
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-1.36.3}
 COREDNS_VERSION=${COREDNS_VERSION:-1.15.0}
+# The newest the Go module proxy serves here (later tags answer 403); only its network policy
+# controller runs (hack/README.md, "What the node is").
+KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-2.1.0}
 # The tag only names our own image; containerd's sandbox_image points at it.
 PAUSE_TAG=1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,6 +31,7 @@ command -v iptables >/dev/null || missing+=(iptables)
 command -v conntrack >/dev/null || missing+=(conntrack)
 command -v nft >/dev/null || missing+=(nftables)
 command -v umoci >/dev/null || missing+=(umoci)
+command -v ipset >/dev/null || missing+=(ipset)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}"
   apt-get update -qq
@@ -95,4 +101,24 @@ fi
   mv "$out/pause.tar.tmp" "$out/pause.tar"
   echo "pause image in $out/pause.tar"
 )
+(
+  out="$root/kube-router-$KUBE_ROUTER_VERSION"
+  testbin_lock "$out" "kube-router $KUBE_ROUTER_VERSION" kube-router
+  mkdir -p "$out"
+  cd "$here/testbin/kube-router"
+  if ! grep -q "github.com/cloudnativelabs/kube-router/v2 v$KUBE_ROUTER_VERSION" go.mod 2>/dev/null; then
+    echo "generating hack/testbin/kube-router/go.mod for kube-router $KUBE_ROUTER_VERSION"
+    rm -f go.mod go.sum
+    go mod init external-secrets-rs.invalid/testbin/kube-router
+    go get "github.com/cloudnativelabs/kube-router/v2@v$KUBE_ROUTER_VERSION"
+    go mod tidy
+  fi
+  echo "building kube-router into $out"
+  go build -trimpath \
+    -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=v$KUBE_ROUTER_VERSION" \
+    -o "$out/kube-router.tmp" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+  mv "$out/kube-router.tmp" "$out/kube-router"
+  "$out/kube-router" --version
+)
+
 echo "node parts ready in $(( $(date +%s) - start ))s"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A one-node cluster (etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet,
-# kube-proxy, CoreDNS, a bridge of its own) with the chart installed from the project's images
-# and the Fake quickstart applied; prints the Secret the operator's Pod synced and an
-# `export KUBECONFIG=...` line. Runs until Ctrl-C, then puts the host back. Needs root.
+# kube-proxy, CoreDNS, kube-router enforcing NetworkPolicy, a bridge of its own) with the chart
+# installed from the project's images and the Fake quickstart applied; prints the Secret the
+# operator's Pod synced and an `export KUBECONFIG=...` line. Runs until Ctrl-C, then puts the
+# host back. Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/build-control-plane.sh

@@ -91,6 +91,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             crate::rollouts::rolling_updates,
         ),
         trial(
+            "network_policy::only_the_operators_pods_reach_the_provider_servers_grpc_port",
+            env,
+            crate::network_policy::enforced,
+        ),
+        trial(
             "uninstall::leaves_every_synced_secret_in_place",
             env,
             uninstall,
@@ -1118,7 +1123,7 @@ async fn holder(leases: &Api<Lease>, name: &str, pods: &[Pod]) -> Result<String>
 
 /// A Fake store and an ExternalSecret in a new namespace; the namespace once its Secret holds
 /// the store's bytes.
-async fn sync_one(client: &Client, prefix: &str) -> Result<String> {
+pub(crate) async fn sync_one(client: &Client, prefix: &str) -> Result<String> {
     let ns = testenv::create_namespace(client, prefix).await?;
     apply_demo(client, &ns).await?;
     wait_demo_secret(client, &ns, SYNC_TIMEOUT).await?;

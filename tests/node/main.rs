@@ -8,6 +8,7 @@
 //! so they run one at a time, and any one of them runs alone.
 
 mod journeys;
+mod network_policy;
 mod rollouts;
 
 use std::future::Future;

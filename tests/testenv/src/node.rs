@@ -1,11 +1,13 @@
 //! A one-node cluster: the [`ControlPlane`] plus kube-scheduler, containerd, a kubelet,
-//! kube-proxy (nftables mode) and CoreDNS, with Pods on a bridge of the run's own, so that the
-//! chart runs as its users run it (hack/README.md, "The node").
+//! kube-proxy (nftables mode), CoreDNS and kube-router's network policy controller (which
+//! enforces NetworkPolicy), with Pods on a bridge of the run's own, so that the chart runs as its
+//! users run it (hack/README.md, "The node").
 //!
-//! The node changes the host (a bridge, cgroups, mounts, iptables chains the kubelet makes, the
-//! kube-proxy nftables tables, sysctls); [`Host`] records what was there before and puts it back
-//! when the node is dropped, also after a failed start. Everything it makes is named after the
-//! run, so that other control planes and tests on the machine are never touched.
+//! The node changes the host (a bridge, cgroups, mounts, iptables chains the kubelet and
+//! kube-router make, kube-router's ipsets, the kube-proxy nftables tables, sysctls); [`Host`]
+//! records what was there before and puts it back when the node is dropped, also after a failed
+//! start. Everything it makes is named after the run, so that other control planes and tests on
+//! the machine are never touched.
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
@@ -26,6 +28,12 @@ use crate::{
 
 /// The CoreDNS version `hack/build-node.sh` builds by default.
 pub const COREDNS_VERSION: &str = "1.15.0";
+/// The kube-router version `hack/build-node.sh` builds (only its network policy controller runs).
+pub const KUBE_ROUTER_VERSION: &str = "2.1.0";
+/// The chain kube-router's network policy controller makes first (and jumps to from `FORWARD`).
+const KUBE_ROUTER_FORWARD: &str = "KUBE-ROUTER-FORWARD";
+/// How long kube-router may take to set up its chains.
+const KUBE_ROUTER_TIMEOUT: Duration = Duration::from_secs(60);
 /// The sandbox image `hack/build-node.sh` makes (`hack/testbin/pause`), as containerd names it.
 const PAUSE_IMAGE: &str = "external-secrets-rs.invalid/pause";
 const PAUSE_TAG: &str = "1";
@@ -270,7 +278,50 @@ impl Node {
                 format!("--node-ip={}", network.ip),
             ],
         )?;
-        self.wait_until_ready()
+        self.wait_until_ready()?;
+        self.start_kube_router(network, &admin)
+    }
+
+    /// kube-router's network policy controller alone (iptables chains and ipsets; no routing,
+    /// no service proxy: kube-proxy serves the Services), once the Node object it reads exists;
+    /// returns when its chains are in place, so that every NetworkPolicy is enforced from then
+    /// on (hack/README.md, "What the node is").
+    fn start_kube_router(&self, network: &Network, admin: &str) -> Result<()> {
+        self.spawn(
+            "kube-router",
+            &testbin_root()
+                .join(format!("kube-router-{KUBE_ROUTER_VERSION}"))
+                .join("kube-router"),
+            vec![
+                format!("--kubeconfig={admin}"),
+                format!("--hostname-override={}", self.name),
+                "--run-firewall=true".into(),
+                "--run-router=false".into(),
+                "--run-service-proxy=false".into(),
+                format!("--service-cluster-ip-range={}", network.service_cidr),
+                // No ports of its own: nothing to collide with another control plane's.
+                "--health-port=0".into(),
+                "--metrics-port=0".into(),
+            ],
+        )?;
+        let deadline = Instant::now() + KUBE_ROUTER_TIMEOUT;
+        loop {
+            let chains = iptables_chains()?;
+            if chains.contains(&(
+                "iptables".to_owned(),
+                "filter".to_owned(),
+                KUBE_ROUTER_FORWARD.to_owned(),
+            )) {
+                return Ok(());
+            }
+            self.fail_if_exited()?;
+            ensure!(
+                Instant::now() < deadline,
+                "kube-router made no {KUBE_ROUTER_FORWARD} chain in {KUBE_ROUTER_TIMEOUT:?}; last lines of kube-router.log:\n{}",
+                tail(&self.path.join("kube-router.log"), 30)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     fn start_containerd(&mut self, network: &Network, images: &[PathBuf]) -> Result<()> {
@@ -552,6 +603,11 @@ fn preflight() -> Result<()> {
         BUILD_NODE,
     )?;
     require_files(
+        &testbin_root().join(format!("kube-router-{KUBE_ROUTER_VERSION}")),
+        &["kube-router"],
+        BUILD_NODE,
+    )?;
+    require_files(
         Path::new("/usr/lib/cni"),
         &["bridge", "host-local"],
         BUILD_NODE,
@@ -563,6 +619,7 @@ fn preflight() -> Result<()> {
         "ip",
         "iptables-save",
         "nft",
+        "ipset",
         "umount",
     ] {
         ensure!(
@@ -716,6 +773,8 @@ struct Host {
     /// `(program, table, chain)` of every iptables chain there was.
     chains: BTreeSet<(String, String, String)>,
     nft_tables: BTreeSet<String>,
+    /// Every ipset there was (kube-router's are made by the node).
+    ipsets: BTreeSet<String>,
     /// `/<name>` in every cgroup v1 hierarchy: the kubelet's `cgroupRoot`.
     cgroup_root: String,
     cgroup_dirs: Vec<PathBuf>,
@@ -751,6 +810,7 @@ impl Host {
             sysctls,
             chains: iptables_chains()?,
             nft_tables: nft_tables()?,
+            ipsets: ipsets()?,
             cgroup_root: String::new(),
             cgroup_dirs: Vec::new(),
             made_paths: HOST_PATHS
@@ -838,6 +898,8 @@ impl Host {
         }
         step("removing iptables chains", self.remove_new_chains());
         step("removing nftables tables", self.remove_new_nft_tables());
+        // After the chains: an ipset that a rule names cannot be destroyed.
+        step("destroying ipsets", self.destroy_new_ipsets());
         for (path, value) in &self.sysctls {
             let current = std::fs::read_to_string(path).unwrap_or_default();
             if current.trim() != value {
@@ -910,6 +972,13 @@ impl Host {
             }
             run(program, &["-w", "-t", table, "-F", chain])?;
             run(program, &["-w", "-t", table, "-X", chain])?;
+        }
+        Ok(())
+    }
+
+    fn destroy_new_ipsets(&self) -> Result<()> {
+        for set in ipsets()?.difference(&self.ipsets) {
+            run("ipset", &["destroy", set])?;
         }
         Ok(())
     }
@@ -1018,6 +1087,16 @@ fn nft_tables() -> Result<BTreeSet<String>> {
     Ok(run("nft", &["list", "tables"])?
         .lines()
         .filter_map(|l| l.strip_prefix("table "))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The name of every ipset.
+fn ipsets() -> Result<BTreeSet<String>> {
+    Ok(run("ipset", &["list", "-name"])?
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
         .map(str::to_owned)
         .collect())
 }
