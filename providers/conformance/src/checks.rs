@@ -8,9 +8,9 @@ use api::caller_identity::CallerIdentity;
 use futures::future::join_all;
 use provider_protocol::v1::secret_store_provider_client::SecretStoreProviderClient;
 use provider_protocol::{METHODS, SERVICE, rpc_status, v1};
-use provider_remote::{Pool, PoolMetrics, Settings, Transport};
+use provider_remote::{Pool, PoolMetrics, Settings, TlsMaterial, Transport};
 use tonic::metadata::KeyAndValueRef;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Code, Request, Status};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -1213,15 +1213,23 @@ impl Session {
 
     /// A GetSecret of an absent key over a new connection that trusts the server's CA but
     /// offers no client certificate.
-    async fn without_client_certificate(&self, ca: &[u8]) -> Result<(), Status> {
+    /// GetSecret of the absent key over a connection of tonic's own (not the pool's), with
+    /// `identity` as the client certificate or none.
+    async fn direct_call(&self, ca: &[u8], identity: Option<&TlsMaterial>) -> Result<(), Status> {
         let host = self
             .o
             .address
             .rsplit_once(':')
             .map_or(self.o.address.as_str(), |(host, _)| host);
-        let tls = ClientTlsConfig::new()
+        // An IPv6 address is written in brackets before its port; the name it is checked as
+        // has none.
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let mut tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(ca))
             .domain_name(host);
+        if let Some(identity) = identity {
+            tls = tls.identity(Identity::from_pem(&identity.cert, &identity.key));
+        }
         let transport = |e: tonic::transport::Error| Status::from_error(Box::new(e));
         let channel = Endpoint::from_shared(format!("https://{}", self.o.address))
             .map_err(transport)?
@@ -1243,7 +1251,7 @@ impl Session {
     }
 
     async fn client_certificate_required(&mut self, report: &mut Report) {
-        let Some(ca) = self.o.tls.as_ref().map(|tls| tls.ca.clone()) else {
+        let Some(tls) = self.o.tls.clone() else {
             report.add(
                 names::CLIENT_CERTIFICATE_REQUIRED,
                 Outcome::Skip,
@@ -1251,13 +1259,29 @@ impl Session {
             );
             return;
         };
+        // The same call with the certificate first: a failure without it proves something only
+        // where the server answers with it over the same kind of connection (it was down, or
+        // slow, or the address could not be dialled so, and any call would have failed).
+        if let Err(s) = self.direct_call(&tls.ca, Some(&tls)).await
+            && !from_server(&s)
+        {
+            report.add(
+                names::CLIENT_CERTIFICATE_REQUIRED,
+                Outcome::Fail,
+                format!(
+                    "not checked: the same call with the client certificate got no answer either: {}",
+                    describe(&s)
+                ),
+            );
+            return;
+        }
         let served = |answer: String| {
             (
                 Outcome::Fail,
                 format!("a caller without a client certificate was served: {answer}"),
             )
         };
-        let (outcome, detail) = match self.without_client_certificate(&ca).await {
+        let (outcome, detail) = match self.direct_call(&tls.ca, None).await {
             Ok(()) => served("answered".to_owned()),
             // Refused by the handshake: the status is the client's own, carrying the TLS error.
             Err(s) if !from_server(&s) => (Outcome::Pass, format!("refused: {}", describe(&s))),
@@ -1312,13 +1336,33 @@ impl Session {
             );
             let call = format!("GetSecret {claim}");
             let absent = self.absent.clone();
-            match self
-                .get_secret(&call, Some(reference), &absent, "", source.to_owned())
+            let read = self
+                .get_secret(
+                    &call,
+                    Some(reference.clone()),
+                    &absent,
+                    "",
+                    source.to_owned(),
+                )
                 .await
-            {
-                Err(s) if s.code() == Code::PermissionDenied && from_server(&s) => {}
-                Err(s) => problems.push(format!("{claim}: {}", self.say(&s))),
-                Ok(_) => problems.push(format!("{claim}: answered")),
+                .map(drop);
+            // Validate too: a server that checks claims on its data calls only would tell a
+            // tenant whether another namespace's store works.
+            let call = format!("Validate {claim}");
+            let answer = self
+                .stub()
+                .validate(self.request(v1::ValidateRequest {
+                    provider_ref: Some(reference),
+                    source_namespace: source.to_owned(),
+                }))
+                .await;
+            let validated = self.seen(&call, answer).map(drop);
+            for (method, result) in [("GetSecret", read), ("Validate", validated)] {
+                match result {
+                    Err(s) if s.code() == Code::PermissionDenied && from_server(&s) => {}
+                    Err(s) => problems.push(format!("{method} {claim}: {}", self.say(&s))),
+                    Ok(()) => problems.push(format!("{method} {claim}: answered")),
+                }
             }
         }
         if problems.is_empty() {
@@ -1326,7 +1370,7 @@ impl Session {
                 names::NAMESPACE_CLAIMS,
                 Outcome::Pass,
                 format!(
-                    "PERMISSION_DENIED for {} outside namespace {own:?}",
+                    "PERMISSION_DENIED for {} outside namespace {own:?}, to GetSecret and Validate",
                     count(claims.len(), "claim", "claims")
                 ),
             );

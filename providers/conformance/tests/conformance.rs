@@ -148,7 +148,7 @@ async fn the_fake_through_the_real_server_passes_every_check() {
     );
     assert_eq!(
         detail(&report, names::NAMESPACE_CLAIMS),
-        "PERMISSION_DENIED for 4 claims outside namespace \"team-a\""
+        "PERMISSION_DENIED for 4 claims outside namespace \"team-a\", to GetSecret and Validate"
     );
     // The report shows no secret value.
     let text = report.to_string();
@@ -169,6 +169,28 @@ async fn the_fake_through_the_real_server_passes_every_check() {
     );
     assert!(report.with(Outcome::Warn).is_empty(), "{report}");
     assert!(report.get("get-secret:plain").is_none());
+}
+
+/// The certificate checks dial the address themselves: an IPv6 one, `[::1]:port`, is checked as
+/// `::1`, and the handshake without a client certificate is what refuses (before, the brackets
+/// made the name invalid, that client-side error passed the check, and so would have a server
+/// that was down).
+#[tokio::test]
+async fn an_ipv6_address_is_checked_by_the_handshake() {
+    install_crypto();
+    let server = Running::start_with(|o| o.grpc = "[::1]:0".parse().unwrap()).await;
+    let report = run(options(
+        server.addr,
+        Some(material(&server.ca, &server.ca.namespace_client(NAMESPACE))),
+        "fake",
+    ))
+    .await;
+    println!("{report}");
+    assert!(report.passed(), "{report}");
+    assert!(
+        detail(&report, names::CLIENT_CERTIFICATE_REQUIRED).contains("CertificateRequired"),
+        "{report}"
+    );
 }
 
 /// A server said to have a maximum connection age that keeps its connections for good fails the
@@ -719,7 +741,7 @@ async fn a_server_believing_every_claim_fails_namespace_claims() {
     let claims = detail(&report, names::NAMESPACE_CLAIMS);
     assert!(
         claims.starts_with(
-            "a certificate of namespace \"team-a\" was not refused with PERMISSION_DENIED: as ClusterSecretStore with source_namespace \"team-a\""
+            "a certificate of namespace \"team-a\" was not refused with PERMISSION_DENIED: GetSecret as ClusterSecretStore with source_namespace \"team-a\""
         ),
         "{report}"
     );

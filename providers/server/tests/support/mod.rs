@@ -76,13 +76,14 @@ impl Ca {
         }
     }
 
-    /// ESO's server certificate shape, for `localhost` and 127.0.0.1.
+    /// ESO's server certificate shape, for `localhost`, 127.0.0.1 and ::1.
     pub fn server(&self) -> Issued {
         let mut params = CertificateParams::default();
         params.distinguished_name = name("external-secrets-provider");
         params.subject_alt_names = vec![
             SanType::DnsName("localhost".try_into().unwrap()),
             SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            SanType::IpAddress(IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)),
         ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         self.issue(params)
