@@ -91,14 +91,14 @@ pub(crate) struct ProviderConformanceArgs {
     #[arg(long = "read-value", value_name = "VALUE")]
     pub(crate) read_values: Vec<String>,
     /// Every call's deadline (Go duration).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
     pub(crate) deadline: Duration,
     /// How the remote keys the run writes (and deletes) begin; GitLab needs conformance_.
     #[arg(long, default_value = "conformance-")]
     pub(crate) remote_key_prefix: String,
     /// The server's maximum connection age, if it has one (Go duration): the run then checks
     /// that the server ends a connection of that age with GOAWAY and fails no call.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_positive_duration)]
     pub(crate) max_connection_age: Option<Duration>,
 }
 
@@ -134,7 +134,7 @@ pub(crate) struct ProviderServeArgs {
     pub(crate) shutdown_delay: Duration,
     /// A connection is closed gracefully (GOAWAY) at this age, so clients spread their calls
     /// again over the replicas there are now (Go duration).
-    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    #[arg(long, default_value = "30m", value_parser = parse_positive_duration)]
     pub(crate) max_connection_age: Duration,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
@@ -271,7 +271,7 @@ pub(crate) struct ControllerArgs {
     #[arg(long)]
     pub(crate) namespace: Option<String>,
     /// Revalidation period of stores without spec.refreshInterval (Go duration).
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = parse_positive_duration)]
     pub(crate) store_requeue_interval: Duration,
     /// Address of /metrics.
     #[arg(long, default_value = "0.0.0.0:8080")]
@@ -322,10 +322,10 @@ pub(crate) struct ControllerArgs {
     #[arg(long)]
     pub(crate) leader_election_namespace: Option<String>,
     /// How long a leader that stopped renewing keeps the Lease (Go duration).
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = parse_positive_duration)]
     pub(crate) lease_duration: Duration,
     /// How long before the Lease expires the leader renews it (Go duration).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
     pub(crate) renew_deadline: Duration,
 }
 
@@ -351,6 +351,15 @@ pub(crate) fn parse_route(s: &str) -> Result<(String, String), String> {
 
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     controllers::duration::parse(s)
+}
+
+/// A duration that must be above zero: a connection age of 0 would end every connection as it
+/// opens, a requeue interval or lease of 0 would spin.
+pub(crate) fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err(format!("{s:?}: must be above zero")),
+        d => Ok(d),
+    }
 }
 
 impl MigrateArgs {
@@ -519,4 +528,38 @@ pub(crate) async fn client_config(kubeconfig: Option<&Path>) -> anyhow::Result<k
 /// A client of [`client_config`].
 pub(crate) async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(client_config(kubeconfig).await?)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    #[test]
+    fn a_zero_duration_is_refused_where_it_would_spin() {
+        let serve = |age: &str| {
+            Cli::try_parse_from([
+                "external-secrets",
+                "provider",
+                "serve",
+                "--kind",
+                "Fake",
+                "--max-connection-age",
+                age,
+            ])
+        };
+        let refused = serve("0s")
+            .err()
+            .expect("a zero age is refused")
+            .to_string();
+        assert!(
+            refused.contains("--max-connection-age") && refused.contains("above zero"),
+            "{refused}"
+        );
+        assert!(serve("90s").is_ok());
+        let controller =
+            Cli::try_parse_from(["external-secrets", "controller", "--lease-duration", "0"]);
+        assert!(controller.is_err());
+    }
 }
