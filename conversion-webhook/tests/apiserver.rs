@@ -1055,7 +1055,6 @@ fn mutual_tls_accepts_named(
 /// lets claim anything); a class of another server, or a Secret the operator did not write, is
 /// left alone.
 async fn namespace_certificates(client: Client, name: &'static str) -> Result<()> {
-    use webhook::provider_tls;
     let operator = testenv::create_namespace(&client, name).await?;
     let team_a = testenv::create_namespace(&client, &format!("{name}-a")).await?;
     let team_b = testenv::create_namespace(&client, &format!("{name}-b")).await?;
@@ -1070,15 +1069,10 @@ async fn namespace_certificates(client: Client, name: &'static str) -> Result<()
         Duration::from_secs(60),
     )
     .await?;
-    let mut settings =
-        provider_tls::Settings::parse(&format!("{operator}/provider-fake-tls=provider-fake"))
-            .map_err(anyhow::Error::msg)?;
-    settings.check_interval = Duration::from_millis(200);
-    let keeper = tokio::spawn(provider_tls::keep(
-        client.clone(),
-        settings,
-        std::future::pending(),
-    ));
+    let keeper = spawn_keeper(
+        &client,
+        &format!("{operator}/provider-fake-tls=provider-fake"),
+    )?;
 
     // Team B wrote its own Secret of the default name before its class existed.
     let own: Secret = serde_json::from_value(json!({
@@ -1201,6 +1195,18 @@ async fn namespace_certificates(client: Client, name: &'static str) -> Result<()
     Ok(())
 }
 
+/// The keeper of the provider server `--provider-tls-secret` flag `flag` names, looking every
+/// 200 ms, until the test aborts it.
+fn spawn_keeper(client: &Client, flag: &str) -> Result<tokio::task::JoinHandle<()>> {
+    let mut settings = webhook::provider_tls::Settings::parse(flag).map_err(anyhow::Error::msg)?;
+    settings.check_interval = Duration::from_millis(200);
+    Ok(tokio::spawn(webhook::provider_tls::keep(
+        client.clone(),
+        settings,
+        std::future::pending(),
+    )))
+}
+
 /// Secret `namespace/name`, once it exists.
 async fn wait_for_secret(client: &Client, namespace: &str, name: &str) -> Result<Secret> {
     let api = Api::<Secret>::namespaced(client.clone(), namespace);
@@ -1250,7 +1256,6 @@ async fn provider_classes(client: &Client, classes: &[(&str, &str, &str, &str)])
 /// the classes sharing a Secret name are of two different servers the operator keeps, neither
 /// keeper writes it (they would replace each other's certificate at every pass).
 async fn shared_tls_secret(client: Client, name: &'static str) -> Result<()> {
-    use webhook::provider_tls;
     let fake_ns = testenv::create_namespace(&client, name).await?;
     let other_ns = testenv::create_namespace(&client, &format!("{name}-other")).await?;
     let team = testenv::create_namespace(&client, &format!("{name}-team")).await?;
@@ -1268,19 +1273,16 @@ async fn shared_tls_secret(client: Client, name: &'static str) -> Result<()> {
         ],
     )
     .await?;
-    let mut keepers = Vec::new();
-    for flag in [
-        format!("{fake_ns}/provider-fake-tls=provider-fake"),
-        format!("{other_ns}/provider-other-tls=provider-other"),
-    ] {
-        let mut settings = provider_tls::Settings::parse(&flag).map_err(anyhow::Error::msg)?;
-        settings.check_interval = Duration::from_millis(200);
-        keepers.push(tokio::spawn(provider_tls::keep(
-            client.clone(),
-            settings,
-            std::future::pending(),
-        )));
-    }
+    let keepers = [
+        spawn_keeper(
+            &client,
+            &format!("{fake_ns}/provider-fake-tls=provider-fake"),
+        )?,
+        spawn_keeper(
+            &client,
+            &format!("{other_ns}/provider-other-tls=provider-other"),
+        )?,
+    ];
 
     wait_for_secret(&client, &team, "external-secrets-provider-tls").await?;
     // The other server's keeper runs and writes in the mixed namespace.
@@ -1339,18 +1341,13 @@ async fn shared_tls_secret(client: Client, name: &'static str) -> Result<()> {
 /// names another namespace, say copied from there: the keeper replaces it with one naming the
 /// class's namespace, rather than keep it because its CA is right.
 async fn certificate_of_another_namespace(client: Client, name: &'static str) -> Result<()> {
-    use webhook::{namespace_tls, provider_tls};
+    use webhook::namespace_tls;
     let operator = testenv::create_namespace(&client, name).await?;
     let team = testenv::create_namespace(&client, &format!("{name}-team")).await?;
-    let mut settings =
-        provider_tls::Settings::parse(&format!("{operator}/provider-fake-tls=provider-fake"))
-            .map_err(anyhow::Error::msg)?;
-    settings.check_interval = Duration::from_millis(200);
-    let keeper = tokio::spawn(provider_tls::keep(
-        client.clone(),
-        settings,
-        std::future::pending(),
-    ));
+    let keeper = spawn_keeper(
+        &client,
+        &format!("{operator}/provider-fake-tls=provider-fake"),
+    )?;
     let server = wait_for_secret(&client, &operator, "provider-fake-tls").await?;
     let server = certs::Material::from_secret_data(&server.data.unwrap_or_default())
         .map_err(anyhow::Error::msg)?;
