@@ -92,6 +92,11 @@ pub fn trials(env: &Arc<Env>) -> Vec<Trial> {
             env,
             tenant_certificate,
         ),
+        trial(
+            "out_of_process::a_class_call_timeout_bounds_a_call_to_a_hanging_back_end",
+            env,
+            call_timeout,
+        ),
     ]
 }
 
@@ -1685,5 +1690,93 @@ async fn tenant_certificate(env: Arc<Env>) -> Result<()> {
         "team A's certificate against the server:\n{report}{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    Ok(())
+}
+
+/// A ProviderClass's `spec.callTimeout` is the deadline of the calls through it: a store whose
+/// GitLab accepts connections and never answers turns `Ready=False` at the class's 2 s, naming
+/// the server, not at the 30 s the server's GitLab client or the default deadline would take.
+async fn call_timeout(env: Arc<Env>) -> Result<()> {
+    const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+    /// Far below the 30 s either other bound would take; room for a loaded machine.
+    const WITHIN: Duration = Duration::from_secs(20);
+    let client = env.client().await;
+    let server = start_server(&env, &["Gitlab"])?;
+    let ns = testenv::create_namespace(&client, "oop-timeout").await?;
+    // Connections complete in the kernel's backlog; nothing ever reads or answers them.
+    let hole = std::net::TcpListener::bind("127.0.0.1:0")?;
+    tls_secret(&client, &ns, "quick-tls", &server.pki()).await?;
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        &format!(
+            r#"
+apiVersion: external-secrets.io/v1alpha1
+kind: ProviderClass
+metadata: {{name: quick}}
+spec: {{address: '{address}', tlsSecretRef: {{name: quick-tls}}, callTimeout: {timeout}s}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: gitlab-token}}
+stringData: {{token: never-read}}
+---
+apiVersion: providers.external-secrets.io/v1alpha1
+kind: Gitlab
+metadata: {{name: hole}}
+spec:
+  url: http://{hole}
+  projectID: "1"
+  auth: {{SecretRef: {{accessToken: {{name: gitlab-token, key: token}}}}}}
+"#,
+            address = server.address,
+            timeout = CALL_TIMEOUT.as_secs(),
+            hole = hole.local_addr()?,
+        ),
+        true,
+    )
+    .await?;
+    wait_class(&client, Some(&ns), "quick", "True", "Healthy").await?;
+    let created = std::time::Instant::now();
+    testenv::apply_yaml_in(
+        &client,
+        &ns,
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {name: quick}\nspec:\n  runtimeRef: {name: quick}\n  providerRef: {apiVersion: providers.external-secrets.io/v1alpha1, kind: Gitlab, name: hole}\n",
+        true,
+    )
+    .await?;
+    let stores: Api<SecretStore> = Api::namespaced(client.clone(), &ns);
+    let store = testenv::wait_for(
+        WITHIN,
+        "SecretStore quick to fail its validation",
+        || async {
+            let store = value(&stores, "quick").await?;
+            let ready = store["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+                .context("no Ready condition yet")?;
+            ensure!(
+                ready["status"] == "False" && ready["reason"] == "ValidationFailed",
+                "Ready={} {}",
+                ready["status"],
+                ready["reason"]
+            );
+            anyhow::Ok(store)
+        },
+    )
+    .await
+    .with_context(|| {
+        format!("a class with callTimeout {CALL_TIMEOUT:?} in front of a GitLab that never answers")
+    })?;
+    let message = crate::operator::ready_message(&store);
+    ensure!(
+        message.contains(&server.address) && message.contains("deadline of 2s"),
+        "the store names the server and the class's deadline: {message}"
+    );
+    eprintln!(
+        "call_timeout: Ready=False {:.1}s after the store was made: {message}",
+        created.elapsed().as_secs_f64()
+    );
+    drop(hole);
     Ok(())
 }
