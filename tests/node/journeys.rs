@@ -33,6 +33,10 @@ pub(crate) const NAMESPACE: &str = "external-secrets";
 pub(crate) const FULLNAME: &str = "es-external-secrets";
 pub(crate) const SELECTOR: &str =
     "app.kubernetes.io/name=external-secrets,app.kubernetes.io/instance=es";
+/// The Fake provider server's Deployment (`providers.fake.outOfProcess`) and its Pods' labels.
+pub(crate) const FAKE_SERVER: &str = "es-external-secrets-provider-fake";
+pub(crate) const FAKE_SERVER_SELECTOR: &str =
+    "app.kubernetes.io/name=external-secrets-provider-fake,app.kubernetes.io/instance=es";
 pub(crate) const METRICS_PORT: u16 = 8080;
 /// The chart's provider servers' metrics port.
 pub(crate) const PROVIDER_METRICS_PORT: u16 = 8081;
@@ -265,16 +269,15 @@ async fn out_of_process(env: Arc<Env>) -> Result<()> {
     let node = env.node()?;
     let client = node.client().await;
     release(node, &client, &["providers.fake.outOfProcess.enabled=true"]).await?;
-    let servers = wait_pods(
-        node,
-        &client,
-        &format!("{FULLNAME}-provider-fake"),
-        "app.kubernetes.io/name=external-secrets-provider-fake,app.kubernetes.io/instance=es",
-        1,
-    )
-    .await?;
+    let servers = wait_pods(node, &client, FAKE_SERVER, FAKE_SERVER_SELECTOR, 1).await?;
     let ns = sync_one(&client, "out-of-process").await?;
-    let ip = pod_ip(&servers[0])?;
+    served_a_call(&servers[0], &ns)
+}
+
+/// The provider server `pod` counted a call (`grpc_server_handled_total` above 0 in its own
+/// `/metrics`) once `ns/demo` synced.
+pub(crate) fn served_a_call(pod: &Pod, ns: &str) -> Result<()> {
+    let ip = pod_ip(pod)?;
     let metrics = http_get(
         SocketAddr::new(ip.parse()?, PROVIDER_METRICS_PORT),
         "/metrics",

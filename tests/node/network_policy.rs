@@ -13,12 +13,10 @@ use kube::{Api, Client};
 
 use crate::Env;
 use crate::journeys::{
-    NAMESPACE, PROVIDER_METRICS_PORT, SELECTOR, http_get, pod_ip, release, sync_one, wait_pods,
+    FAKE_SERVER, FAKE_SERVER_SELECTOR, NAMESPACE, PROVIDER_METRICS_PORT, SELECTOR, release,
+    served_a_call, sync_one, wait_pods,
 };
 
-const SERVER: &str = "es-external-secrets-provider-fake";
-const SERVER_SELECTOR: &str =
-    "app.kubernetes.io/name=external-secrets-provider-fake,app.kubernetes.io/instance=es";
 /// The server's gRPC port, the one the policy admits the controller's Pods to.
 const GRPC_PORT: u16 = 8080;
 /// A dialling Pod's own deadline for its connection and its call.
@@ -42,7 +40,7 @@ pub async fn enforced(env: Arc<Env>) -> Result<()> {
     let node = env.node()?;
     let client = node.client().await;
     release(node, &client, &["providers.fake.outOfProcess.enabled=true"]).await?;
-    wait_pods(node, &client, SERVER, SERVER_SELECTOR, 1).await?;
+    wait_pods(node, &client, FAKE_SERVER, FAKE_SERVER_SELECTOR, 1).await?;
     // The operator's image holds the binary: `provider conformance` dials like a client would.
     let image = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
         .list(&ListParams::default().labels(SELECTOR))
@@ -53,7 +51,7 @@ pub async fn enforced(env: Arc<Env>) -> Result<()> {
         .context("no operator Pod naming an image")?;
 
     let outsider = testenv::create_namespace(&client, "outsider").await?;
-    let service = format!("{SERVER}.{NAMESPACE}.svc");
+    let service = format!("{FAKE_SERVER}.{NAMESPACE}.svc");
     // The policy admits anyone to the metrics port: reaching it shows that DNS, the Service and
     // the route from the outsider's namespace work, so that a refusal on the gRPC port is the
     // policy's.
@@ -104,18 +102,8 @@ pub async fn enforced(env: Arc<Env>) -> Result<()> {
     // The controller's Pod still calls the server: a new ExternalSecret syncs through it.
     let ns = sync_one(&client, "network-policy").await?;
     eprintln!("network_policy: {ns}/demo synced through the provider server");
-    let servers = wait_pods(node, &client, SERVER, SERVER_SELECTOR, 1).await?;
-    let ip = pod_ip(&servers[0])?;
-    let metrics = http_get(
-        std::net::SocketAddr::new(ip.parse()?, PROVIDER_METRICS_PORT),
-        "/metrics",
-    )?;
-    ensure!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("grpc_server_handled_total") && !l.ends_with(" 0")),
-        "{ns}/demo synced, but the provider server at {ip} counted no call"
-    );
+    let servers = wait_pods(node, &client, FAKE_SERVER, FAKE_SERVER_SELECTOR, 1).await?;
+    served_a_call(&servers[0], &ns)?;
     Api::<Namespace>::all(client.clone())
         .delete(&outsider, &DeleteParams::default())
         .await?;

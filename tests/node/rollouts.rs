@@ -20,13 +20,10 @@ use testenv::Node;
 
 use crate::Env;
 use crate::journeys::{
-    FULLNAME, METRICS_PORT, NAMESPACE, PROVIDER_METRICS_PORT, SELECTOR, create_many, http_get,
-    pod_ip, release, wait_many, wait_pods,
+    FAKE_SERVER, FAKE_SERVER_SELECTOR, FULLNAME, METRICS_PORT, NAMESPACE, PROVIDER_METRICS_PORT,
+    SELECTOR, create_many, http_get, pod_ip, release, wait_many, wait_pods,
 };
 
-const SERVER: &str = "es-external-secrets-provider-fake";
-const SERVER_SELECTOR: &str =
-    "app.kubernetes.io/name=external-secrets-provider-fake,app.kubernetes.io/instance=es";
 const REPLICAS: usize = 3;
 const MANY: usize = 300;
 /// Short enough that every ExternalSecret is refreshed several times while a Pod goes.
@@ -44,7 +41,7 @@ pub async fn replicas(env: Arc<Env>) -> Result<()> {
     let node = env.node()?;
     let client = node.client().await;
     let steady = Steady::start(node, &client, "replicas").await?;
-    let servers = wait_pods(node, &client, SERVER, SERVER_SELECTOR, REPLICAS).await?;
+    let servers = wait_pods(node, &client, FAKE_SERVER, FAKE_SERVER_SELECTOR, REPLICAS).await?;
 
     // Counted from after a re-resolution: an operator that dialled one address before the
     // release grew to three may take until then to dial the others.
@@ -79,7 +76,7 @@ pub async fn replicas(env: Arc<Env>) -> Result<()> {
     Api::<Pod>::namespaced(client.clone(), NAMESPACE)
         .delete(&gone, &DeleteParams::default())
         .await?;
-    wait_pods(node, &client, SERVER, SERVER_SELECTOR, REPLICAS).await?;
+    wait_pods(node, &client, FAKE_SERVER, FAKE_SERVER_SELECTOR, REPLICAS).await?;
     tokio::time::sleep(ROUND).await;
     steady
         .undisturbed(&format!("server Pod {gone} deleted"))
@@ -94,7 +91,7 @@ pub async fn rolling_updates(env: Arc<Env>) -> Result<()> {
     let client = node.client().await;
     let mut steady = Steady::start(node, &client, "rollouts").await?;
 
-    rollout_restart(node, &client, SERVER, SERVER_SELECTOR, REPLICAS).await?;
+    rollout_restart(node, &client, FAKE_SERVER, FAKE_SERVER_SELECTOR, REPLICAS).await?;
     tokio::time::sleep(ROUND).await;
     steady.check_failed("the provider server's rolling update")?;
 
