@@ -591,6 +591,13 @@ fn preflight() -> Result<()> {
         rustix::process::geteuid().is_root(),
         "the one-node cluster needs root (containerd, the kubelet, bridges, cgroups)"
     );
+    // The kubelet's settings (cgroupfs driver, a cgroupRoot in every v1 hierarchy), the undo and
+    // the limits journey's memory reads are cgroup v1's; a unified hierarchy has none of them.
+    ensure!(
+        !Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
+        "the one-node cluster is written for a cgroup v1 host, and /sys/fs/cgroup is cgroup v2 here \
+         (hack/README.md, \"The node\")"
+    );
     require_files(&testbin_dir(KUBERNETES_VERSION), &NODE_BINARIES, BUILD_NODE)?;
     require_files(
         &testbin_root().join(format!("coredns-{COREDNS_VERSION}")),
