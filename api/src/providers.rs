@@ -3,6 +3,7 @@
 //! provider into a provider object cannot lose a field. Each module defines one provider's spec
 //! type and, through `provider_kind!`, its kinds and descriptor.
 
+pub mod aws;
 pub mod fake;
 pub mod gitlab;
 pub mod kubernetes;
@@ -23,6 +24,7 @@ pub static ALL: &[&Descriptor] = &[
     &kubernetes::DESCRIPTOR,
     &vault::DESCRIPTOR,
     &gitlab::DESCRIPTOR,
+    &aws::DESCRIPTOR,
 ];
 
 /// `spec.provider` of a store: exactly one key, a provider's store key, holding that provider's

@@ -134,6 +134,21 @@ impl CredentialsReader for KubeCredentials {
             .map(|s| s.token)
             .ok_or_else(|| read_error(kind, namespace, name, "empty TokenRequest answer".into()))
     }
+
+    async fn service_account_annotations(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> provider::Result<std::collections::BTreeMap<String, String>> {
+        let kind = CredentialKind::ServiceAccountToken;
+        self.allowed(kind, namespace, name)?;
+        let api: Api<ServiceAccount> = Api::namespaced(self.kube.clone(), namespace);
+        let account = api
+            .get_metadata(name)
+            .await
+            .map_err(|e| read_error(kind, namespace, name, e.to_string()))?;
+        Ok(account.metadata.annotations.unwrap_or_default())
+    }
 }
 
 type Versions = Mutex<HashMap<CredentialRef, Option<String>>>;

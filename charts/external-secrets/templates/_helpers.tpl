@@ -138,6 +138,7 @@ fake: {}
 vault: {secrets: true, configMaps: true, serviceAccountTokens: true}
 gitlab: {secrets: true, configMaps: true}
 kubernetes: {secrets: true, configMaps: true, serviceAccountTokens: true}
+aws: {secrets: true, serviceAccountTokens: true}
 {{- end }}
 
 {{/* "true" when an enabled provider that logs in with ServiceAccount tokens runs in the

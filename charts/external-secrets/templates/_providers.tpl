@@ -16,4 +16,8 @@
   kind: Gitlab
   plural: gitlabs
   conversion: true
+- key: aws
+  kind: AWS
+  plural: aws
+  conversion: false
 {{- end }}

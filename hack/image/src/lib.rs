@@ -30,7 +30,7 @@ pub const BINARY: &str = "/external-secrets";
 pub const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// The provider kinds that can be served out of process (compiled into the binary and offered
 /// by the chart's `providers.<key>.outOfProcess`), one image each.
-pub const PROVIDER_SERVERS: [&str; 4] = ["Fake", "Vault", "Gitlab", "Kubernetes"];
+pub const PROVIDER_SERVERS: [&str; 5] = ["Fake", "Vault", "Gitlab", "Kubernetes", "AWS"];
 
 /// What an image is built from.
 pub struct Inputs {

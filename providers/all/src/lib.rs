@@ -21,6 +21,8 @@ pub fn registry_for_cluster(
     registry.register(Arc::new(provider_vault::Vault::default()));
     #[cfg(feature = "gitlab")]
     registry.register(Arc::new(provider_gitlab::Gitlab::default()));
+    #[cfg(feature = "aws")]
+    registry.register(Arc::new(provider_aws::Aws::default()));
     #[cfg(feature = "kubernetes")]
     registry.register(Arc::new(provider_kubernetes::Kubernetes::new(
         url.map_or_else(Default::default, provider_kubernetes::Home::Url),

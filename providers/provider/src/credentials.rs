@@ -51,6 +51,13 @@ pub trait CredentialsReader: Send + Sync {
         name: &str,
         audiences: &[String],
     ) -> Result<String>;
+    /// The ServiceAccount's annotations: IRSA names the role its tokens may assume in one
+    /// (`eks.amazonaws.com/role-arn`). Same object, so same kind, as its tokens.
+    async fn service_account_annotations(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<BTreeMap<String, String>>;
 }
 
 /// Credentials held in memory: for tests, and for providers that need none.
@@ -61,6 +68,8 @@ pub struct StaticCredentials {
     pub config_maps: BTreeMap<(String, String, String), String>,
     /// By (namespace, service account name).
     pub tokens: BTreeMap<(String, String), String>,
+    /// By (namespace, service account name).
+    pub service_accounts: BTreeMap<(String, String), BTreeMap<String, String>>,
 }
 
 fn missing(kind: CredentialKind, namespace: &str, name: &str, what: &str) -> Error {
@@ -124,6 +133,24 @@ impl CredentialsReader for StaticCredentials {
                     namespace,
                     name,
                     "token",
+                )
+            })
+    }
+
+    async fn service_account_annotations(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<BTreeMap<String, String>> {
+        self.service_accounts
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+            .ok_or_else(|| {
+                missing(
+                    CredentialKind::ServiceAccountToken,
+                    namespace,
+                    name,
+                    "ServiceAccount",
                 )
             })
     }
