@@ -10,6 +10,8 @@ mod grpc_go_peer;
 pub use grpc_go_peer::grpc_go_peer;
 mod helm;
 pub use helm::{HELM_VERSION, helm, helm_binary};
+pub mod moto;
+pub use moto::{CreatedSecret, Moto, moto};
 mod node;
 pub use node::{COREDNS_VERSION, KUBE_ROUTER_VERSION, Node};
 mod pki;

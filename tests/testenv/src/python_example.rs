@@ -36,7 +36,7 @@ pub fn example_dir() -> PathBuf {
 }
 
 /// `CARGO_TARGET_DIR` if set, else the workspace's `target`.
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => PathBuf::from(dir),
         None => root().join("target"),
@@ -66,17 +66,26 @@ pub fn run(command: &mut Command, what: &str) -> Result<Output> {
     Ok(output)
 }
 
-/// The venv's python, creating the venv and installing `requirements.txt` when needed.
+/// The example server's venv ([`venv`] of its `requirements.txt`, `python-example-venv`).
+pub fn venv_python() -> Result<PathBuf> {
+    venv(
+        &example_dir().join("requirements.txt"),
+        "python-example-venv",
+    )
+}
+
+/// The python of the venv `name` under the target directory, (re)made from the hash-pinned
+/// `requirements` unless it was made from a file with the same contents.
 ///
 /// Test binaries that run at the same time share the venv: one of them creates it while the
-/// others wait on a lock file beside it.
-pub fn venv_python() -> Result<PathBuf> {
-    let requirements = example_dir().join("requirements.txt");
-    let wanted = std::fs::read_to_string(&requirements).context("reading requirements.txt")?;
+/// others wait on a lock file beside it (`<name>.lock`).
+pub fn venv(requirements: &Path, name: &str) -> Result<PathBuf> {
+    let wanted = std::fs::read_to_string(requirements)
+        .with_context(|| format!("reading {}", requirements.display()))?;
     let target = target_dir();
     std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
-    let venv = target.join("python-example-venv");
-    let lock = File::create(target.join("python-example-venv.lock"))
+    let venv = target.join(name);
+    let lock = File::create(target.join(format!("{name}.lock")))
         .context("creating the venv's lock file")?;
     lock.lock().context("locking the venv")?;
     let python = venv.join("bin/python");
@@ -88,8 +97,10 @@ pub fn venv_python() -> Result<PathBuf> {
     let version = Command::new("python3").arg("--version").output();
     if !version.as_ref().is_ok_and(|o| o.status.success()) {
         bail!(
-            "python3 is needed to run the Python example server and was not found ({version:?}). \
-             Install it, e.g. `apt-get install -y python3 python3-venv`."
+            "python3 is needed to make the venv {} from {} and was not found ({version:?}). \
+             Install it, e.g. `apt-get install -y python3 python3-venv`.",
+            venv.display(),
+            requirements.display()
         );
     }
     let _ = std::fs::remove_dir_all(&venv);
@@ -116,7 +127,7 @@ pub fn venv_python() -> Result<PathBuf> {
             "--disable-pip-version-check",
         ])
         .args(["--require-hashes", "--only-binary=:all:", "-r"])
-        .arg(&requirements)
+        .arg(requirements)
         .output()
         .context("running pip")?;
     ensure!(
