@@ -34,7 +34,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// What the helpers' boto3 clients use; moto accepts any credentials.
 pub const ACCESS_KEY_ID: &str = "testing";
 pub const SECRET_ACCESS_KEY: &str = "testing";
-pub const REGION: &str = "us-east-1";
+/// ESO's documentation stores name eu-central-1, and moto keeps each region apart.
+pub const REGION: &str = "eu-central-1";
 
 /// Runs moto on a port the kernel picks, so no other process can take it between our choosing it
 /// and moto binding it. The recorder reads its file's path once, when moto is imported.
@@ -81,6 +82,18 @@ pub async fn moto() -> Result<&'static Moto> {
         .context("the thread starting moto panicked")?
 }
 
+/// Where a run started by [`Moto::in_environment`] finds its parent's server.
+const ENDPOINT_VARIABLE: &str = "EXTERNAL_SECRETS_TEST_MOTO_ENDPOINT";
+const DIR_VARIABLE: &str = "EXTERNAL_SECRETS_TEST_MOTO_DIR";
+
+/// Which run of a test binary this is; see [`Moto::in_environment`].
+pub enum MotoRun {
+    /// The first run, done: the exit code of the run it started.
+    Parent(std::process::ExitCode),
+    /// The run with the variables set, and the parent's server.
+    Child(Moto),
+}
+
 /// What [`Moto::create_secret`] and [`Moto::create_secret_binary`] made.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreatedSecret {
@@ -113,6 +126,48 @@ impl Moto {
             .get_or_init(|| Self::start_own().map_err(|e| format!("{e:#}")))
             .as_ref()
             .map_err(|e| anyhow!("the shared moto server did not start: {e}"))
+    }
+
+    /// For test binaries whose code finds AWS through its environment, as the operator does
+    /// (`AWS_ENDPOINT_URL`, ESO's `AWS_SECRETSMANAGER_ENDPOINT`, ...). A running process cannot
+    /// safely set its own environment, so the first run starts a server and runs this binary
+    /// again, same arguments, with `variables(endpoint)` set; that run gets [`MotoRun::Child`]
+    /// with the parent's server, which ends when the parent does.
+    pub fn in_environment(
+        variables: impl FnOnce(&str) -> Vec<(String, String)>,
+    ) -> Result<MotoRun> {
+        if let (Some(endpoint), Some(dir)) = (
+            std::env::var_os(ENDPOINT_VARIABLE),
+            std::env::var_os(DIR_VARIABLE),
+        ) {
+            let endpoint = endpoint
+                .into_string()
+                .map_err(|_| anyhow!("{ENDPOINT_VARIABLE} is not UTF-8"))?;
+            let address = endpoint
+                .trim_start_matches("http://")
+                .parse()
+                .with_context(|| format!("{ENDPOINT_VARIABLE}={endpoint:?}"))?;
+            return Ok(MotoRun::Child(Self {
+                supervisor: Supervisor::new()?,
+                dir: None,
+                path: PathBuf::from(dir),
+                python: venv_python()?,
+                address,
+                endpoint,
+            }));
+        }
+        let moto = Self::start_own()?;
+        let status = Command::new(std::env::current_exe().context("this test binary's path")?)
+            .args(std::env::args_os().skip(1))
+            .envs(variables(moto.endpoint()))
+            .env(ENDPOINT_VARIABLE, moto.endpoint())
+            .env(DIR_VARIABLE, moto.dir())
+            .status()
+            .context("running this test binary again with moto in its environment")?;
+        let code = status
+            .code()
+            .map_or(101, |c| u8::try_from(c).unwrap_or(101));
+        Ok(MotoRun::Parent(std::process::ExitCode::from(code)))
     }
 
     /// A server of the caller's own, with state and a recording no other test touches. Makes
