@@ -107,9 +107,12 @@ pub async fn install_and_upgrade() -> Result<()> {
                 "providers.gitlab.enabled=true",
                 "--set",
                 "providers.kubernetes.enabled=true",
+                "--set",
+                "providers.aws.enabled=true",
             ],
         )?;
-        only_these_providers_installed(&admin, &["fake", "vault", "gitlab", "kubernetes"]).await?;
+        only_these_providers_installed(&admin, &["fake", "vault", "gitlab", "kubernetes", "aws"])
+            .await?;
         scenario.gitlab_after_upgrade().await?;
         scenario.kubernetes_after_upgrade().await?;
         scenario.every_kind_in_both_scopes().await?;
@@ -219,7 +222,7 @@ macro_rules! eso_v2_kind_unused {
     };
 }
 
-pub const SERVED: [Served; 4] = [
+pub const SERVED: [Served; 5] = [
     Served {
         key: "fake",
         kind: "Fake",
@@ -243,6 +246,29 @@ pub const SERVED: [Served; 4] = [
         kind: "Kubernetes",
         plural: "kubernetes",
         unused_on_purpose: &eso_v2_kind_unused!("kubernetes"),
+    },
+    Served {
+        key: "aws",
+        kind: "AWS",
+        plural: "aws",
+        unused_on_purpose: &[
+            (
+                "create core/serviceaccounts/token",
+                "IRSA (auth.jwt) logins; the e2e suite drives them on moto, this test's store uses keys",
+            ),
+            (
+                "get core/serviceaccounts",
+                "IRSA's role annotation; the e2e suite drives it on moto, this test's store uses keys",
+            ),
+            (
+                "list core/serviceaccounts",
+                "watched for IRSA logins; the e2e suite drives them on moto, this test's store uses keys",
+            ),
+            (
+                "watch core/serviceaccounts",
+                "watched for IRSA logins; the e2e suite drives them on moto, this test's store uses keys",
+            ),
+        ],
     },
 ];
 
@@ -341,7 +367,8 @@ async fn out_of_process(cp: &ControlPlane, admin: &Client, scenario: &Scenario<'
             "helm upgrade's notes lack {line:?}: {notes}"
         );
     }
-    only_these_providers_installed(admin, &["fake", "vault", "gitlab", "kubernetes"]).await?;
+    only_these_providers_installed(admin, &["fake", "vault", "gitlab", "kubernetes", "aws"])
+        .await?;
 
     // Each provider server's two ports: gRPC, metrics.
     let ports = free_ports(2 * SERVED.len())?;
@@ -1843,6 +1870,14 @@ spec:
                 "server": {"caProvider": {"type": "ConfigMap", "name": "kube-root-ca.crt",
                                           "key": "ca.crt", "namespace": APP}},
                 "auth": {"token": {"bearerToken": secret("shared-token", "token")}},
+            }),
+            // Keys are not checked with AWS until a call needs them: any Secret key will do.
+            "aws" => json!({
+                "service": "SecretsManager", "region": "eu-central-1",
+                "auth": {"secretRef": {
+                    "accessKeyIDSecretRef": secret("vault-token", "token"),
+                    "secretAccessKeySecretRef": secret("vault-token", "token"),
+                }},
             }),
             other => {
                 bail!("no minimal spec for provider {other}: add one so its RBAC is exercised")
