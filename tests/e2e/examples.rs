@@ -158,6 +158,11 @@ path "{KV2}/metadata/myapp/*" {{ capabilities = ["create", "read", "update", "de
         testenv::apply_yaml_in(&client, ns, &ca, true).await?;
     }
 
+    // What the AWS examples read, in the region they name.
+    let moto = env.moto()?;
+    moto.create_secret("myapp/db", r#"{"password": "aws-pa55word"}"#)?;
+    moto.put_parameter("/myapp/log-level", "info", "String", &[])?;
+
     // The project and groups the examples name, the examples' token a maintainer's.
     let gitlab = crate::gitlab::standin(GITLAB_TOKEN)?;
     gitlab.add_project_variable(PROJECT, Variable::new("DEPLOY_TOKEN", "d3ploy"))?;
@@ -294,6 +299,14 @@ async fn vault_and_gitlab_examples_did_what_they_say(env: &Env, client: &Client)
             ("DB_USER", "app"),
             ("DB_PASSWORD", "prod-pa55word"),
         ]),
+    )
+    .await?;
+    // A property from Secrets Manager; Parameter Store's `/myapp/` found and renamed.
+    wait_secret(
+        client,
+        NAMESPACE,
+        "aws",
+        &bytes(&[("db-password", "aws-pa55word"), ("log-level", "info")]),
     )
     .await?;
     let servers = servers(env).await?;

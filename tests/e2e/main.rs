@@ -4,6 +4,7 @@
 //! `fn trials(env: &Arc<Env>) -> Vec<Trial>` and isolates itself with its own namespaces.
 //! Each trial runs on its own tokio runtime, hence makes its own client.
 
+mod aws;
 mod cluster;
 mod control_plane;
 mod crds;
@@ -55,6 +56,9 @@ pub struct Env {
     provider_server: OnceLock<testenv::ProviderServer>,
     /// The images the `images::` trials build, removed when the run ends.
     images: OnceLock<Result<images::Builds, String>>,
+    /// The AWS stand-in this run's operator finds through `AWS_ENDPOINT_URL`, or why it did not
+    /// start (the AWS trials fail with that); `None` when only listing.
+    moto: Option<Result<testenv::Moto, String>>,
     /// The test webhook's conversions, on the shared operator's `/metrics` as in the binary.
     conversions: conversion_webhook::Metrics,
 }
@@ -92,6 +96,14 @@ impl Env {
             Some(Ok(vault)) => Ok(vault),
             Some(Err(e)) => Err(anyhow::anyhow!("the Vault server did not start: {e}")),
             None => Err(anyhow::anyhow!("the Vault server was not started")),
+        }
+    }
+
+    pub fn moto(&self) -> Result<&testenv::Moto> {
+        match &self.moto {
+            Some(Ok(moto)) => Ok(moto),
+            Some(Err(e)) => Err(anyhow::anyhow!("moto did not start: {e}")),
+            None => Err(anyhow::anyhow!("moto was not started")),
         }
     }
 
@@ -151,7 +163,19 @@ async fn setup(env: &Env, install_late_crd: bool) -> Result<()> {
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
+    // The operator of this run reads AWS's endpoint from its environment, as a deployment
+    // would: a run that will test starts moto and runs again with the endpoint set.
+    let moto = if args.list {
+        None
+    } else {
+        match testenv::Moto::in_environment(aws::environment) {
+            Ok(testenv::MotoRun::Parent(code)) => return code,
+            Ok(testenv::MotoRun::Child(moto)) => Some(Ok(moto)),
+            Err(e) => Some(Err(chain(&e))),
+        }
+    };
     let env = Arc::new(Env {
+        moto,
         control_plane: OnceLock::new(),
         addresses: OnceLock::new(),
         remote: OnceLock::new(),
@@ -163,6 +187,7 @@ fn main() -> ExitCode {
     let trials: Vec<Trial> = [
         // First: its opening trial must run before the others need the CRD it installs.
         stores::trials,
+        aws::trials,
         sync::trials,
         cluster::trials,
         control_plane::trials,

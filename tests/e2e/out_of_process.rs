@@ -29,9 +29,9 @@ use crate::{Env, trial};
 /// Set: the Vault, GitLab and Kubernetes trials go through a provider server.
 pub const MODE: &str = "E2E_PROVIDERS_OUT_OF_PROCESS";
 /// The trials that run again in that mode.
-pub const SUITES: [&str; 3] = ["vault::", "gitlab::", "kubernetes::"];
+pub const SUITES: [&str; 4] = ["vault::", "gitlab::", "kubernetes::", "aws::"];
 /// The kinds a provider server serves in that mode.
-const MOVED: [&str; 3] = ["Vault", "Gitlab", "Kubernetes"];
+const MOVED: [&str; 4] = ["Vault", "Gitlab", "Kubernetes", "AWS"];
 /// The ClusterProviderClass of that mode.
 const SHARED_CLASS: &str = "e2e-out-of-process";
 
@@ -1103,7 +1103,7 @@ pub async fn setup_mode(env: &Env) -> Result<Option<(ProviderServer, BTreeMap<St
     let ns = testenv::create_namespace(&client, "provider-server").await?;
     cluster_provider_class(&client, &ns, SHARED_CLASS, &server).await?;
     eprintln!(
-        "e2e: Vault, GitLab and Kubernetes stores are served out of process by {} (log {})",
+        "e2e: Vault, GitLab, Kubernetes and AWS stores are served out of process by {} (log {})",
         server.address,
         server.log_path().display()
     );

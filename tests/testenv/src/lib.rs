@@ -11,7 +11,7 @@ pub use grpc_go_peer::grpc_go_peer;
 mod helm;
 pub use helm::{HELM_VERSION, helm, helm_binary};
 pub mod moto;
-pub use moto::{CreatedSecret, Moto, moto};
+pub use moto::{CreatedSecret, Moto, MotoRun, moto};
 mod node;
 pub use node::{COREDNS_VERSION, KUBE_ROUTER_VERSION, Node};
 mod pki;

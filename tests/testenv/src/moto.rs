@@ -557,6 +557,34 @@ print(json.dumps(r.get('TagList', [])))
     /// neither (a REST API's) is `<METHOD> <path>`; one whose service cannot be told has `""`.
     ///
     /// moto records a request before answering it: a call it refused counts too.
+    /// The form fields of each recorded call of `action` (STS's calls are forms: `RoleArn`,
+    /// `WebIdentityToken`, ...), for a test that checks what a call carried. Holds values: never
+    /// print it.
+    pub fn recorded_forms(&self, action: &str) -> Result<Vec<BTreeMap<String, String>>> {
+        let recording = self.moto_api("GET", "/moto-api/recorder/download-recording")?;
+        let recording =
+            String::from_utf8(recording).context("moto's recording is not UTF-8 text")?;
+        let mut forms = Vec::new();
+        for (i, line) in recording
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .enumerate()
+        {
+            let entry: Value = serde_json::from_str(line)
+                .with_context(|| format!("line {} of moto's recording is not JSON", i + 1))?;
+            if recorded_action(&entry).1 == action {
+                forms.push(
+                    body_text(&entry)
+                        .split('&')
+                        .filter_map(|pair| pair.split_once('='))
+                        .map(|(k, v)| (percent_decoded(k), percent_decoded(v)))
+                        .collect(),
+                );
+            }
+        }
+        Ok(forms)
+    }
+
     pub fn recorded_actions(&self) -> Result<Vec<(String, String)>> {
         let recording = self.moto_api("GET", "/moto-api/recorder/download-recording")?;
         let recording =
@@ -714,6 +742,29 @@ fn url_path(url: &str) -> &str {
         Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
         None => url,
     }
+}
+
+/// A form field as sent: `+` for a space, `%XX` for a byte.
+fn percent_decoded(text: &str) -> String {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        rest = tail;
+        match b {
+            b'+' => bytes.push(b' '),
+            b'%' if rest.len() >= 2 => {
+                match u8::from_str_radix(&String::from_utf8_lossy(&rest[..2]), 16) {
+                    Ok(decoded) => {
+                        bytes.push(decoded);
+                        rest = &rest[2..];
+                    }
+                    Err(_) => bytes.push(b),
+                }
+            }
+            b => bytes.push(b),
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 fn body_text(entry: &Value) -> String {
