@@ -13,7 +13,7 @@ use prometheus_client::metrics::family::Family;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CallLabels {
-    /// The SDK's service name: `SecretsManager`, `SSM`, `STS`.
+    /// The SDK's service name: `Secrets Manager`, `SSM`, `STS`.
     pub service: String,
     /// The API operation: `GetSecretValue`, `GetParametersByPath`, `AssumeRole`, ...
     pub call: String,

@@ -544,3 +544,90 @@ pub(crate) async fn validate(config: Option<&SdkConfig>) -> Result<Validation> {
         })?;
     Ok(Validation::Ready)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use aws_config::{BehaviorVersion, Region};
+    use aws_credential_types::Credentials;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::calls::CallLabels;
+    use crate::spec::{Deletion, Service};
+
+    /// Answers each request on its own connection: `ThrottlingException` for the first
+    /// `throttle` requests, then a secret. moto never throttles; AWS does.
+    async fn throttling_endpoint(throttle: usize) -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut request = vec![0; 65536];
+                    let _ = socket.read(&mut request).await;
+                    let (status, body) = if n < throttle {
+                        (
+                            "400 Bad Request\r\nx-amzn-ErrorType: ThrottlingException",
+                            r#"{"__type":"ThrottlingException","message":"Rate exceeded"}"#,
+                        )
+                    } else {
+                        ("200 OK", r#"{"Name":"s","SecretString":"after the storm"}"#)
+                    };
+                    let answer = format!(
+                        "HTTP/1.1 {status}\r\nContent-Type: application/x-amz-json-1.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = socket.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        (url, seen)
+    }
+
+    #[tokio::test]
+    async fn throttled_calls_are_retried_with_backoff_and_counted() {
+        let (url, seen) = throttling_endpoint(2).await;
+        let config = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new("eu-central-1"))
+            .endpoint_url(url)
+            .credentials_provider(Credentials::new("a", "b", None, None, "test"))
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5))
+            .load()
+            .await;
+        let calls = Calls::default();
+        let spec = Checked {
+            service: Service::SecretsManager,
+            prefix: String::new(),
+            deletion: Deletion::default(),
+        };
+        let sm = SecretsManager::new(Some(&config), spec, calls.clone());
+        let value = sm
+            .get_secret(&RemoteRef {
+                key: "s".into(),
+                ..RemoteRef::default()
+            })
+            .await;
+        assert_eq!(value.unwrap(), b"after the storm");
+        assert_eq!(seen.load(Ordering::SeqCst), 3);
+        let count = |status: &str| {
+            calls
+                .get_or_create(&CallLabels {
+                    service: "Secrets Manager".into(),
+                    call: "GetSecretValue".into(),
+                    status: status.into(),
+                })
+                .get()
+        };
+        assert_eq!(
+            (count("throttled"), count("success"), count("error")),
+            (2, 1, 0)
+        );
+    }
+}
