@@ -241,12 +241,15 @@ enum Backend {
     Vault,
     /// The GitLab stand-in (tests/gitlab-standin): one project's CI/CD variables.
     Gitlab,
+    /// moto, the AWS stand-in: Secrets Manager through a role, found through AWS_ENDPOINT_URL.
+    Aws,
 }
 
 /// The secret manager a run reads from, when it is not the in-process Fake.
 enum Server {
     Vault(Box<VaultServer>),
     Gitlab(GitlabStandin),
+    Aws(&'static testenv::Moto),
 }
 
 /// What a run against a server adds to the table: Vault's logins and reads of the bench secret
@@ -324,6 +327,26 @@ struct Run {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    // The operator finds moto as a deployment finds AWS, through its environment, which only a
+    // process started with it has: the bench runs itself again with the endpoint set, and the
+    // operator it spawns inherits it.
+    let moto: Option<&'static testenv::Moto> = if args.store == Backend::Aws {
+        let run = testenv::Moto::in_environment(|endpoint| {
+            vec![("AWS_ENDPOINT_URL".to_owned(), endpoint.to_owned())]
+        })?;
+        match run {
+            testenv::MotoRun::Parent(code) => {
+                ensure!(
+                    code == std::process::ExitCode::SUCCESS,
+                    "the bench's run with moto failed"
+                );
+                return Ok(());
+            }
+            testenv::MotoRun::Child(moto) => Some(Box::leak(Box::new(moto))),
+        }
+    } else {
+        None
+    };
     ensure!(
         args.operator.is_file(),
         "the operator binary {} does not exist; build it with cargo build --release -p external-secrets",
@@ -369,6 +392,12 @@ fn main() -> Result<()> {
                 Backend::Fake => None,
                 Backend::Vault => Some(Server::Vault(Box::new(VaultServer::start()?))),
                 Backend::Gitlab => Some(Server::Gitlab(GitlabStandin::start()?)),
+                Backend::Aws => {
+                    let moto = moto.context("moto is started for --store aws")?;
+                    // Each round starts from an empty AWS.
+                    moto.reset()?;
+                    Some(Server::Aws(moto))
+                }
             };
             if args.conversion {
                 if count == args.counts[0] {
@@ -463,6 +492,7 @@ async fn prepare(
     let vault = match server {
         Some(Server::Vault(vault)) => vault,
         Some(Server::Gitlab(gitlab)) => return prepare_gitlab(client, ns, gitlab).await,
+        Some(Server::Aws(moto)) => return prepare_aws(client, ns, moto).await,
         None => {
             let spec = serde_json::json!({
                 "refreshInterval": "1h",
@@ -490,6 +520,35 @@ async fn prepare(
         vault.address()
     );
     // The same shape as the Fake run: one property and one whole map, from one secret.
+    let spec = serde_json::json!({
+        "refreshInterval": "1h",
+        "secretStoreRef": {"name": STORE},
+        "data": [{"secretKey": "user", "remoteRef": {"key": "bench", "property": "user"}}],
+        "dataFrom": [{"extract": {"key": "bench"}}],
+    });
+    Ok((store, spec))
+}
+
+/// The same data as the other stores in one Secrets Manager secret, read through a role: every
+/// call from here on is recorded, so the table counts the store's AssumeRole calls too.
+async fn prepare_aws(
+    client: &Client,
+    ns: &str,
+    moto: &testenv::Moto,
+) -> Result<(String, serde_json::Value)> {
+    moto.create_secret("bench", r#"{"user": "alice", "a": "1", "b": "2"}"#)?;
+    moto.start_recording()?;
+    testenv::apply_yaml_in(
+        client,
+        ns,
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: aws-keys}\nstringData: {access-key: AKIDBENCH, secret-key: bench}\n",
+        true,
+    )
+    .await?;
+    let store = format!(
+        "apiVersion: external-secrets.io/v1\nkind: SecretStore\nmetadata: {{name: {STORE}}}\nspec:\n  provider:\n    aws:\n      service: SecretsManager\n      region: {}\n      role: arn:aws:iam::123456789012:role/bench\n      auth:\n        secretRef:\n          accessKeyIDSecretRef: {{name: aws-keys, key: access-key}}\n          secretAccessKeySecretRef: {{name: aws-keys, key: secret-key}}\n",
+        testenv::moto::REGION
+    );
     let spec = serde_json::json!({
         "refreshInterval": "1h",
         "secretStoreRef": {"name": STORE},
@@ -637,6 +696,7 @@ async fn start_provider_server(cp: &ControlPlane, args: &Args) -> Result<Provide
         Backend::Fake => "Fake",
         Backend::Vault => "Vault",
         Backend::Gitlab => "Gitlab",
+        Backend::Aws => "AWS",
     };
     let binary = args.operator.clone();
     let kubeconfig = cp.kubeconfig_path();
@@ -915,6 +975,14 @@ async fn measure(
             logins: None,
             requests: usize::try_from(g.total_requests())?,
         }),
+        Some(Server::Aws(moto)) => {
+            let counts = Some(ServerCounts {
+                logins: Some(moto.count_recorded("sts", "AssumeRole")?),
+                requests: moto.count_recorded("secretsmanager", "GetSecretValue")?,
+            });
+            moto.stop_recording()?;
+            counts
+        }
     };
     Ok(Run {
         round: 0,
@@ -1541,6 +1609,7 @@ fn describe(kubernetes: &str, args: &Args) -> String {
         Backend::Fake => "Fake".to_owned(),
         Backend::Vault => format!("Vault {} (AppRole, KV v2)", testenv::VAULT_VERSION),
         Backend::Gitlab => "GitLab stand-in (one project)".to_owned(),
+        Backend::Aws => "moto (AWS Secrets Manager through a role)".to_owned(),
     };
     let templated = if args.templated {
         ", templated (4 keys, a sprig pipeline each)"
