@@ -360,6 +360,59 @@ mod tests {
         );
     }
 
+    /// ESO's documented Secrets Manager store, to providerRef and back: the `AWS` object holds
+    /// the inline spec as it was, and the inline spec comes back from it.
+    #[test]
+    fn an_aws_store_moves_both_ways_unchanged() {
+        let registry = providers::registry();
+        let aws = json!({
+            "service": "SecretsManager", "region": "eu-central-1",
+            "role": "arn:aws:iam::123456789012:role/external-secrets",
+            "auth": {"secretRef": {
+                "accessKeyIDSecretRef": {"name": "awssm-secret", "key": "access-key"},
+                "secretAccessKeySecretRef": {"name": "awssm-secret", "key": "secret-access-key"}}},
+        });
+        let resource = api::providers::aws::DESCRIPTOR
+            .storage_resource(api::provider_kinds::Scope::Namespaced);
+        let converted: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": resource.api_version, "kind": "AWS",
+            "metadata": {"name": "db", "namespace": "team", "labels": {LABEL_CONVERTED_FROM: "db"},
+                         "ownerReferences": [{"apiVersion": "external-secrets.io/v1", "kind": "SecretStore",
+                                              "name": "db", "uid": "uid-db", "controller": true}]},
+            "spec": aws,
+        }))
+        .unwrap();
+        let inline = store(json!({"provider": {"aws": aws}}));
+        let planned = plan(
+            &registry,
+            &inline,
+            Some(&(resource.clone(), converted.clone())),
+            Direction::ProviderRef,
+        );
+        let Plan::Change(change) = planned else {
+            panic!("a change: {planned:?}")
+        };
+        assert_eq!(
+            change.store_patch,
+            Some(json!({"spec": {"provider": null, "providerRef": {
+                "apiVersion": "providers.external-secrets.io/v1alpha1", "kind": "AWS", "name": "db"}}}))
+        );
+        let referencing = store(json!({"providerRef": {
+            "apiVersion": "providers.external-secrets.io/v1alpha1", "kind": "AWS", "name": "db"}}));
+        let Plan::Change(back) = plan(
+            &registry,
+            &referencing,
+            Some(&(resource, converted)),
+            Direction::Inline,
+        ) else {
+            panic!("a change back")
+        };
+        let patch = back
+            .store_patch
+            .expect("the store gets its inline provider back");
+        assert_eq!(patch["spec"]["provider"]["aws"], aws, "{patch}");
+    }
+
     #[test]
     fn refusals_say_what_to_do() {
         let registry = providers::registry();
