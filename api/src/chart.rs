@@ -88,6 +88,8 @@ impl std::error::Error for WriteError {}
 enum Owner {
     Core,
     Provider(&'static Descriptor, Scope),
+    /// A generator kind, by its key under `generators.` in the values.
+    Generator(String),
 }
 
 fn owner(crd: &CustomResourceDefinition) -> Owner {
@@ -100,6 +102,14 @@ fn owner(crd: &CustomResourceDefinition) -> Owner {
                 .expect("every provider CRD comes from a descriptor");
             Owner::Provider(descriptor, scope)
         }
+        None if group == crate::generators::GROUP => {
+            let kind = &crd.spec.names.kind;
+            let mut key = kind.to_lowercase();
+            if kind == "ClusterGenerator" {
+                key = "clusterGenerator".into();
+            }
+            Owner::Generator(key)
+        }
         None => Owner::Core,
     }
 }
@@ -108,6 +118,11 @@ fn crd_template(mut crd: CustomResourceDefinition) -> Result<String, serde_yaml:
     let owner = owner(&crd);
     let condition = match owner {
         Owner::Core => "and .Values.installCRDs .Values.crds.core".to_owned(),
+        Owner::Generator(key) => {
+            format!(
+                "and .Values.installCRDs .Values.crds.generators .Values.generators.{key}.enabled"
+            )
+        }
         Owner::Provider(d, scope) => format!(
             "and .Values.installCRDs .Values.crds.{} (include \"external-secrets.providerEnabled\" (list . {:?}))",
             match scope {

@@ -4,10 +4,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube_core::CustomResourceExt;
 use serde_json::Value;
 
-use crate::{cluster_secrets, external_secret, provider_class, providers, push_secret, store};
+use crate::{
+    cluster_secrets, external_secret, generators, provider_class, providers, push_secret, store,
+};
 
 /// All CRDs, core kinds first (the provider classes last of them), then each provider's two
-/// kinds in the order of [`providers::ALL`].
+/// kinds in the order of [`providers::ALL`], then the generators.
 pub fn all() -> Vec<CustomResourceDefinition> {
     [
         external_secret::ExternalSecret::crd(),
@@ -21,6 +23,12 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     ]
     .into_iter()
     .chain(providers::ALL.iter().flat_map(|d| d.crds()))
+    .chain([
+        generators::Password::crd(),
+        generators::UUID::crd(),
+        generators::Fake::crd(),
+        generators::ClusterGenerator::crd(),
+    ])
     .map(without_nullable)
     .collect()
 }

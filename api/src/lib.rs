@@ -10,6 +10,7 @@ pub mod conversion;
 pub mod crds;
 pub mod duration;
 pub mod external_secret;
+pub mod generators;
 pub mod meta;
 pub mod provider_class;
 pub mod provider_kinds;

@@ -37,6 +37,22 @@ const APP: &str = "app";
 /// Permissions the chart grants the controller that this test does not use, and why they stay.
 pub const UNUSED_ON_PURPOSE: &[(&str, &str)] = &[
     (
+        "get generators.external-secrets.io/passwords",
+        "generators are driven by the e2e suite (generators::), not by this test's scenario",
+    ),
+    (
+        "get generators.external-secrets.io/uuids",
+        "generators are driven by the e2e suite (generators::), not by this test's scenario",
+    ),
+    (
+        "get generators.external-secrets.io/fakes",
+        "generators are driven by the e2e suite (generators::), not by this test's scenario",
+    ),
+    (
+        "get generators.external-secrets.io/clustergenerators",
+        "generators are driven by the e2e suite (generators::), not by this test's scenario",
+    ),
+    (
         "get external-secrets.io/clusterproviderclasses",
         "read only when the watch cache has not seen a class yet (one created a moment ago)",
     ),

@@ -13,6 +13,7 @@ mod eso_docs;
 mod eso_swap;
 mod examples;
 mod first_sync;
+mod generators;
 mod generic;
 mod gitlab;
 mod images;
@@ -197,6 +198,7 @@ fn main() -> ExitCode {
         eso_swap::trials,
         examples::trials,
         first_sync::trials,
+        generators::trials,
         generic::trials,
         gitlab::trials,
         images::trials,

@@ -67,6 +67,21 @@ pub(super) async fn fetch(
 
     for (i, entry) in es.spec.data_from.iter().flatten().enumerate() {
         let field = format!("spec.dataFrom[{i}]");
+        if let Some(generator) = entry
+            .source_ref
+            .as_ref()
+            .and_then(|s| s.generator_ref.as_ref())
+        {
+            let map = super::generate::generated(ctx, &stores.namespace, generator, &field).await?;
+            // Generated keys are named by the generator: a rewrite renames them, as in ESO.
+            let map = if entry.rewrite.as_ref().is_some_and(|r| !r.is_empty()) {
+                rewrite(entry, map, &field)?
+            } else {
+                map
+            };
+            insert_checked(&mut out, map, &field, None, None)?;
+            continue;
+        }
         let over = entry.source_ref.as_ref().and_then(|s| s.store_ref.as_ref());
         let handle = stores.handle(over, &field).await?;
         let kind = handle.identity.kind.as_str();
@@ -136,23 +151,7 @@ pub(super) async fn fetch(
                 message,
             })?
         };
-        // ESO drops keys that are empty (nothing upstream to name them) rather than failing.
-        for (k, v) in map.into_iter().filter(|(k, _)| !k.is_empty()) {
-            let invalid = |message: String| Error::Invalid {
-                field: format!("{field} key {k:?}"),
-                message,
-            };
-            if !valid_key(&k) {
-                return Err(invalid(
-                    "not a valid Secret key (ASCII letters, digits, '-', '_' and '.' only); add a rewrite"
-                        .into(),
-                )
-                .into());
-            }
-            let v = decode(v, strategy.into()).map_err(invalid)?;
-            check_nul(&v, nul).map_err(invalid)?;
-            out.insert(k, v);
-        }
+        insert_checked(&mut out, map, &field, strategy, nul)?;
     }
 
     for (i, entry) in es.spec.data.iter().flatten().enumerate() {
@@ -199,6 +198,34 @@ pub(super) async fn fetch(
         out.insert(entry.secret_key.clone(), value);
     }
     Ok(out)
+}
+
+/// Adds one `dataFrom` entry's keys: each a valid Secret key, decoded and checked for NUL bytes
+/// as the entry says. ESO drops keys that are empty (nothing upstream to name them) rather than
+/// failing.
+fn insert_checked(
+    out: &mut BTreeMap<String, Vec<u8>>,
+    map: BTreeMap<String, Vec<u8>>,
+    field: &str,
+    strategy: Option<api::external_secret::DecodingStrategy>,
+    nul: Option<api::external_secret::NullBytePolicy>,
+) -> Result<(), Error> {
+    for (k, v) in map.into_iter().filter(|(k, _)| !k.is_empty()) {
+        let invalid = |message: String| Error::Invalid {
+            field: format!("{field} key {k:?}"),
+            message,
+        };
+        if !valid_key(&k) {
+            return Err(invalid(
+                "not a valid Secret key (ASCII letters, digits, '-', '_' and '.' only); add a rewrite"
+                    .into(),
+            ));
+        }
+        let v = decode(v, strategy.into()).map_err(invalid)?;
+        check_nul(&v, nul).map_err(invalid)?;
+        out.insert(k, v);
+    }
+    Ok(())
 }
 
 async fn missing(es: &ExternalSecret, ctx: &Context, field: &str) {

@@ -3,6 +3,7 @@
 
 pub mod desired;
 mod fetch;
+mod generate;
 pub mod generic;
 pub mod hash;
 mod merge;
@@ -85,6 +86,13 @@ pub enum Error {
     },
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
+    /// Not terminal: the generator may be created later.
+    #[error("could not read generator {kind} {name:?}: {source}")]
+    ReadGenerator {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
     /// Not terminal: a template can fail on data that a later refresh fixes.
     #[error(transparent)]
     Template(#[from] crate::templating::TemplateError),
@@ -133,6 +141,7 @@ impl crate::outcome::ErrorKind for Error {
             Self::Store(e) => e.kind(),
             Self::Provider { .. } => "Provider",
             Self::Invalid { .. } => "Invalid",
+            Self::ReadGenerator { .. } => "ReadGenerator",
             Self::Template(_) => "Template",
             Self::TemplateSource(_) => "TemplateSource",
             Self::ReadSecret { .. } => "ReadSecret",
