@@ -27,6 +27,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         generators::Password::crd(),
         generators::UUID::crd(),
         generators::Fake::crd(),
+        generators::MFA::crd(),
         generators::ClusterGenerator::crd(),
     ])
     .map(without_nullable)

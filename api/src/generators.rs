@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -94,6 +95,40 @@ pub struct FakeSpec {
     pub data: Option<BTreeMap<String, String>>,
 }
 
+/// ESO's MFA generator: the TOTP code (RFC 6238) of the base32 seed in a Secret of the
+/// ExternalSecret's namespace, under `token`, and the seconds it stays valid, under `timeLeft`.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(crates(kube_core = "::kube_core"))]
+#[kube(
+    group = "generators.external-secrets.io",
+    version = "v1alpha1",
+    kind = "MFA",
+    plural = "mfas",
+    namespaced,
+    category = "external-secrets",
+    category = "external-secrets-generators",
+    derive = "Default",
+    derive = "PartialEq"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MfaSpec {
+    /// The Secret key holding the seed (base32; spaces and case do not matter).
+    pub secret: crate::meta::SecretKeySelector,
+    /// Digits of the code; 6 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length: Option<i64>,
+    /// Seconds a code is valid; 30 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_period: Option<i64>,
+    /// `sha1` (the default), `sha256`, `sha384`, `sha512` or `sha512_256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["sha1", "sha256", "sha384", "sha512", "sha512_256"]))]
+    pub algorithm: Option<String>,
+    /// The time the code is made for; now when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Time>,
+}
+
 /// ESO's ClusterGenerator: a generator of `kind` usable from every namespace, its spec under
 /// `generator.<kind>Spec`. Only the kinds this build serves have a field there, so the API
 /// server refuses a ClusterGenerator of another kind when it is written.
@@ -110,7 +145,7 @@ pub struct FakeSpec {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterGeneratorSpec {
-    #[schemars(extend("enum" = ["Password", "UUID", "Fake"]))]
+    #[schemars(extend("enum" = ["Password", "UUID", "Fake", "MFA"]))]
     pub kind: String,
     pub generator: GeneratorSpec,
 }
@@ -126,8 +161,10 @@ pub struct GeneratorSpec {
     pub uuid_spec: Option<UuidSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fake_spec: Option<FakeSpec>,
+    #[serde(rename = "mfaSpec", default, skip_serializing_if = "Option::is_none")]
+    pub mfa_spec: Option<MfaSpec>,
 }
 
 /// The generator kinds this build serves (each a CRD of its own), as `generatorRef.kind` names
 /// them; `ClusterGenerator` is served besides.
-pub const SERVED: [&str; 3] = ["Password", "UUID", "Fake"];
+pub const SERVED: [&str; 4] = ["Password", "UUID", "Fake", "MFA"];

@@ -2,11 +2,13 @@
 //! the generator object's spec in, the keys and values it makes out. Reading the object, and
 //! where the values go, is the caller's.
 
+mod mfa;
 mod password;
 
 use std::collections::BTreeMap;
+use std::time::SystemTime;
 
-use api::generators::{FakeSpec, PasswordSpec};
+use api::generators::{FakeSpec, MfaSpec, PasswordSpec};
 use serde_json::Value;
 
 pub use password::{Constraints, password};
@@ -16,16 +18,51 @@ pub enum Error {
     #[error("{0}")]
     InvalidSpec(String),
     #[error(
-        "generator kind {0:?} is not served by this build (served: Password, UUID, Fake, ClusterGenerator)"
+        "generator kind {0:?} is not served by this build (served: Password, UUID, Fake, MFA, ClusterGenerator)"
     )]
     Unserved(String),
 }
 
+/// What a generator reads from the cluster, in the namespace it generates for, before it can
+/// make values: the caller reads it, so this crate needs no cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reads {
+    Nothing,
+    SecretKey { name: String, key: String },
+}
+
+/// What the generator of `kind` with `spec` needs [`generate`] to be given.
+pub fn reads(kind: &str, spec: &Value) -> Result<Reads, Error> {
+    if kind != "MFA" {
+        return Ok(Reads::Nothing);
+    }
+    let spec: MfaSpec = serde_json::from_value(spec.clone())
+        .map_err(|e| Error::InvalidSpec(format!("spec: {e}")))?;
+    match (spec.secret.name, spec.secret.key) {
+        (Some(name), Some(key)) if !name.is_empty() && !key.is_empty() => {
+            Ok(Reads::SecretKey { name, key })
+        }
+        _ => Err(Error::InvalidSpec(
+            "spec.secret needs a name and a key".into(),
+        )),
+    }
+}
+
 /// The values the generator of `kind` with `spec` (the object's `spec`, or a ClusterGenerator's
-/// `generator.<kind>Spec`) makes now.
-pub fn generate(kind: &str, spec: &Value) -> Result<BTreeMap<String, Vec<u8>>, Error> {
+/// `generator.<kind>Spec`) makes at `now`; `read` is what [`reads`] asked for.
+pub fn generate(
+    kind: &str,
+    spec: &Value,
+    read: Option<&[u8]>,
+    now: SystemTime,
+) -> Result<BTreeMap<String, Vec<u8>>, Error> {
     let parse_error = |e: serde_json::Error| Error::InvalidSpec(format!("spec: {e}"));
     match kind {
+        "MFA" => {
+            let spec: MfaSpec = serde_json::from_value(spec.clone()).map_err(parse_error)?;
+            let seed = read.ok_or_else(|| Error::InvalidSpec("the seed was not read".into()))?;
+            mfa::generate(&spec, seed, now)
+        }
         "Password" => {
             let spec: PasswordSpec = serde_json::from_value(spec.clone()).map_err(parse_error)?;
             password::generate(&spec)
@@ -57,6 +94,7 @@ pub fn cluster_generator(spec: &Value) -> Result<(String, Value), Error> {
         "Password" => "passwordSpec",
         "UUID" => "uuidSpec",
         "Fake" => "fakeSpec",
+        "MFA" => "mfaSpec",
         other => return Err(Error::Unserved(other.to_owned())),
     };
     let inner = spec
@@ -95,8 +133,8 @@ mod tests {
 
     #[test]
     fn a_uuid_is_version_4_and_new_each_time() {
-        let a = generate("UUID", &json!({})).unwrap();
-        let b = generate("UUID", &json!({})).unwrap();
+        let a = generate("UUID", &json!({}), None, SystemTime::now()).unwrap();
+        let b = generate("UUID", &json!({}), None, SystemTime::now()).unwrap();
         let a = String::from_utf8(a["uuid"].clone()).unwrap();
         assert_ne!(a, String::from_utf8(b["uuid"].clone()).unwrap());
         let parts: Vec<&str> = a.split('-').collect();
@@ -113,7 +151,13 @@ mod tests {
 
     #[test]
     fn fake_returns_its_data_and_cluster_generators_unwrap_their_kind() {
-        let data = generate("Fake", &json!({"data": {"foo": "bar", "baz": "bang"}})).unwrap();
+        let data = generate(
+            "Fake",
+            &json!({"data": {"foo": "bar", "baz": "bang"}}),
+            None,
+            SystemTime::now(),
+        )
+        .unwrap();
         assert_eq!(data["foo"], b"bar");
         assert_eq!(data["baz"], b"bang");
         let (kind, spec) = cluster_generator(&json!({

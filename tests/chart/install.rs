@@ -49,6 +49,10 @@ pub const UNUSED_ON_PURPOSE: &[(&str, &str)] = &[
         "generators are driven by the e2e suite (generators::), not by this test's scenario",
     ),
     (
+        "get generators.external-secrets.io/mfas",
+        "generators are driven by the e2e suite (generators::), not by this test's scenario",
+    ),
+    (
         "get generators.external-secrets.io/clustergenerators",
         "generators are driven by the e2e suite (generators::), not by this test's scenario",
     ),

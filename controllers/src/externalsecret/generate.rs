@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use api::external_secret::{GENERATORS_API_VERSION, GeneratorRef};
-use api::generators::{self, ClusterGenerator, Fake, Password, UUID};
+use api::generators::{self, ClusterGenerator, Fake, MFA, Password, UUID};
+use external_secrets_generators::Reads;
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::DynamicObject;
 use kube::discovery::ApiResource;
@@ -17,6 +19,7 @@ fn resource(kind: &str) -> Option<ApiResource> {
         "Password" => ApiResource::erase::<Password>(&()),
         "UUID" => ApiResource::erase::<UUID>(&()),
         "Fake" => ApiResource::erase::<Fake>(&()),
+        "MFA" => ApiResource::erase::<MFA>(&()),
         "ClusterGenerator" => ApiResource::erase::<ClusterGenerator>(&()),
         _ => return None,
     })
@@ -76,5 +79,37 @@ pub(super) async fn generated(
     } else {
         (kind.clone(), spec)
     };
-    external_secrets_generators::generate(&kind, &spec).map_err(invalid)
+    // What the generator reads is read in the ExternalSecret's namespace, a ClusterGenerator's
+    // too, as in ESO.
+    let read = match external_secrets_generators::reads(&kind, &spec).map_err(invalid)? {
+        Reads::Nothing => None,
+        Reads::SecretKey { name, key } => {
+            let secret = Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+                .get(&name)
+                .await
+                .map_err(|source| Error::ReadGenerator {
+                    kind: "Secret".into(),
+                    name: name.clone(),
+                    source,
+                })?;
+            let value = secret
+                .data
+                .and_then(|mut d| d.remove(&key))
+                .ok_or_else(|| Error::Invalid {
+                    field: field.clone(),
+                    message: format!(
+                        "{kind} {}: Secret {name:?} has no key {key:?}",
+                        reference.name
+                    ),
+                })?;
+            Some(value.0)
+        }
+    };
+    external_secrets_generators::generate(
+        &kind,
+        &spec,
+        read.as_deref(),
+        std::time::SystemTime::now(),
+    )
+    .map_err(invalid)
 }
