@@ -137,7 +137,8 @@ fn reproducible_and_valid(env: &Env) -> Result<()> {
                 "external-secrets-provider-fake",
                 "external-secrets-provider-vault",
                 "external-secrets-provider-gitlab",
-                "external-secrets-provider-kubernetes"
+                "external-secrets-provider-kubernetes",
+                "external-secrets-provider-aws"
             ],
         "images built: {names:?}"
     );
