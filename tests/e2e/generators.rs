@@ -295,46 +295,44 @@ async fn mfa(env: Arc<Env>) -> Result<()> {
     let client = env.client().await;
     let ns = testenv::create_namespace(&client, "generators-mfa").await?;
     const SEED: &str = "JBSWY3DPEHPK3PXP";
-    let yaml = format!(
-        r#"
+    let yaml = r#"
 apiVersion: v1
 kind: Secret
-metadata: {{name: secret}}
-stringData: {{token: "jbsw y3dp ehpk 3pxp"}}
+metadata: {name: secret}
+stringData: {token: "jbsw y3dp ehpk 3pxp"}
 ---
 apiVersion: external-secrets.io/v1
 kind: ExternalSecret
-metadata: {{name: mfa}}
+metadata: {name: mfa}
 spec:
   refreshInterval: 1h
-  target: {{name: mfa}}
-  dataFrom: [{{sourceRef: {{generatorRef: {{kind: MFA, name: my-mfa-generator}}}}}}]
+  target: {name: mfa}
+  dataFrom: [{sourceRef: {generatorRef: {kind: MFA, name: my-mfa-generator}}}]
 ---
 apiVersion: v1
 kind: Secret
-metadata: {{name: rfc-seed}}
-stringData: {{seed: GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ}}
+metadata: {name: rfc-seed}
+stringData: {seed: GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ}
 ---
 apiVersion: generators.external-secrets.io/v1alpha1
 kind: MFA
-metadata: {{name: pinned}}
+metadata: {name: pinned}
 spec:
-  secret: {{name: rfc-seed, key: seed}}
+  secret: {name: rfc-seed, key: seed}
   length: 8
   algorithm: sha1
   when: "1970-01-01T00:00:59Z"
 ---
 apiVersion: external-secrets.io/v1
 kind: ExternalSecret
-metadata: {{name: pinned}}
+metadata: {name: pinned}
 spec:
   refreshInterval: 1h
-  target: {{name: pinned}}
-  dataFrom: [{{sourceRef: {{generatorRef: {{kind: MFA, name: pinned}}}}}}]
-"#
-    );
+  target: {name: pinned}
+  dataFrom: [{sourceRef: {generatorRef: {kind: MFA, name: pinned}}}]
+"#;
     testenv::apply_yaml_in(&client, &ns, doc!("mfa"), true).await?;
-    testenv::apply_yaml_in(&client, &ns, &yaml, true).await?;
+    testenv::apply_yaml_in(&client, &ns, yaml, true).await?;
     let data = secret_data(&client, &ns, "mfa").await?;
     let token = text(&data, "token")?;
     let accepted = python_totps(SEED)?;
