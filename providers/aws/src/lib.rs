@@ -34,6 +34,29 @@ pub use crate::calls::CallLabels;
 use crate::calls::Calls;
 use crate::spec::Service;
 
+/// ESO's `GetSecretMap` for both services: the value must be a JSON object; strings are taken
+/// as text, anything else as its JSON.
+fn as_map(key: &str, value: &[u8]) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
+    let object = provider::json_path::object(value).map_err(|why| {
+        provider::Error::Backend(format!(
+            "unable to unmarshal secret {key}: not a JSON object{why}"
+        ))
+    })?;
+    Ok(object
+        .into_iter()
+        .map(|(k, v)| (k, provider::json_path::json_to_bytes(v)))
+        .collect())
+}
+
+/// A referent cluster store checked on its own has no namespace to read credentials in: a call
+/// through it says so.
+fn no_namespace_yet() -> provider::Error {
+    provider::Error::Credentials {
+        reference: "auth".into(),
+        reason: "a ClusterSecretStore's credentials without a namespace are read in the namespace of the ExternalSecret or PushSecret using it".into(),
+    }
+}
+
 #[derive(Default)]
 pub struct Aws {
     calls: Calls,

@@ -53,10 +53,10 @@ impl ParameterStore {
     }
 
     fn client(&self) -> Result<&Client> {
-        self.client.as_ref().map(|(c, _)| c).ok_or_else(|| Error::Credentials {
-            reference: "auth".into(),
-            reason: "a ClusterSecretStore's credentials without a namespace are read in the namespace of the ExternalSecret or PushSecret using it".into(),
-        })
+        self.client
+            .as_ref()
+            .map(|(c, _)| c)
+            .ok_or_else(crate::no_namespace_yet)
     }
 
     fn name(&self, key: &str) -> String {
@@ -327,17 +327,7 @@ impl SecretsClient for ParameterStore {
     }
 
     async fn get_secret_map(&self, remote: &RemoteRef) -> Result<BTreeMap<String, Vec<u8>>> {
-        let value = self.get_secret(remote).await?;
-        let object = json_path::object(&value).map_err(|why| {
-            Error::Backend(format!(
-                "unable to unmarshal secret {}: not a JSON object{why}",
-                remote.key
-            ))
-        })?;
-        Ok(object
-            .into_iter()
-            .map(|(k, v)| (k, json_path::json_to_bytes(v)))
-            .collect())
+        crate::as_map(&remote.key, &self.get_secret(remote).await?)
     }
 
     async fn get_all_secrets(&self, find: &FindRequest) -> Result<BTreeMap<String, Vec<u8>>> {
