@@ -30,7 +30,7 @@ pub const VERSION: &str = "v1alpha1";
 pub struct PasswordSpec {
     /// Characters in all; 24 when 0 or unset.
     #[serde(default)]
-    #[schemars(extend("default" = 24))]
+    #[schemars(range(min = 0, max = 4096), extend("default" = 24))]
     pub length: i64,
     /// Digits among them; a quarter of `length` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]

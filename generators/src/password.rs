@@ -16,6 +16,10 @@ const UPPER: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 const DIGITS: &str = "0123456789";
 const DEFAULT_SYMBOLS: &str = "~!@#$%^&*()_+`-={}|[]\\:\"<>?,./";
 const DEFAULT_LENGTH: i64 = 24;
+/// Longer is no password; the CRD says the same, and a ClusterGenerator's spec is checked here.
+pub const MAX_LENGTH: i64 = 4096;
+/// The characters of all keys together: hex doubles them, and a Secret holds at most 1 MiB.
+const MAX_TOTAL: usize = 512 * 1024;
 
 /// What one password must be, after ESO's defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,7 +36,12 @@ impl Constraints {
     /// ESO's defaults: 24 characters when `length` is 0, a quarter of them digits and a quarter
     /// symbols when those are unset. Errors name the field.
     pub fn from_spec(spec: &PasswordSpec) -> Result<Self, Error> {
-        let length = if spec.length > 0 {
+        let length = if spec.length > MAX_LENGTH {
+            return Err(Error::InvalidSpec(format!(
+                "spec.length: {} is more than {MAX_LENGTH}",
+                spec.length
+            )));
+        } else if spec.length > 0 {
             spec.length
         } else if spec.length == 0 {
             DEFAULT_LENGTH
@@ -183,6 +192,13 @@ pub(crate) fn generate(spec: &PasswordSpec) -> Result<BTreeMap<String, Vec<u8>>,
         None | Some([]) => vec!["password".to_owned()],
         Some(keys) => keys.to_vec(),
     };
+    if keys.len().saturating_mul(constraints.length) > MAX_TOTAL {
+        return Err(Error::InvalidSpec(format!(
+            "spec.secretKeys: {} keys of {} characters are more than a Secret holds",
+            keys.len(),
+            constraints.length
+        )));
+    }
     let mut out = BTreeMap::new();
     for key in keys {
         if key.is_empty() || out.contains_key(&key) {
@@ -243,6 +259,23 @@ mod tests {
         let mut keys = spec(10, None, None);
         keys.secret_keys = Some(vec!["a".into(), "a".into()]);
         assert!(err(keys).contains("spec.secretKeys"));
+    }
+
+    /// A tenant's generator must not make the operator allocate without bound: a Secret holds
+    /// at most 1 MiB, so neither may the passwords.
+    #[test]
+    fn a_huge_length_or_many_keys_are_refused_at_once() {
+        let started = std::time::Instant::now();
+        let mut huge = spec(1_000_000_000, Some(0), Some(0));
+        huge.allow_repeat = true;
+        let err = generate(&huge).unwrap_err().to_string();
+        assert!(err.contains("spec.length: 1000000000"), "{err}");
+        let mut many = spec(4096, Some(0), Some(0));
+        many.allow_repeat = true;
+        many.secret_keys = Some((0..1000).map(|i| format!("k{i}")).collect());
+        let err = generate(&many).unwrap_err().to_string();
+        assert!(err.contains("spec.secretKeys"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[test]
