@@ -25,6 +25,19 @@ fn resource(kind: &str) -> Option<ApiResource> {
     })
 }
 
+/// A missing object said in a few words, rather than the API server's whole status.
+fn read_failure(kind: &str, name: &str, e: &kube::Error) -> Error {
+    let reason = match e {
+        kube::Error::Api(status) if status.code == 404 => "it does not exist".to_owned(),
+        other => other.to_string(),
+    };
+    Error::ReadGenerator {
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+        reason,
+    }
+}
+
 /// The values the referenced generator makes now. `field` names the `dataFrom` entry.
 pub(super) async fn generated(
     ctx: &Context,
@@ -64,11 +77,7 @@ pub(super) async fn generated(
     let object = api
         .get(&reference.name)
         .await
-        .map_err(|source| Error::ReadGenerator {
-            kind: kind.clone(),
-            name: reference.name.clone(),
-            source,
-        })?;
+        .map_err(|e| read_failure(&kind, &reference.name, &e))?;
     let spec = object.data.get("spec").cloned().unwrap_or_default();
     let invalid = |e: external_secrets_generators::Error| Error::Invalid {
         field: field.clone(),
@@ -87,11 +96,7 @@ pub(super) async fn generated(
             let secret = Api::<Secret>::namespaced(ctx.client.clone(), namespace)
                 .get(&name)
                 .await
-                .map_err(|source| Error::ReadGenerator {
-                    kind: "Secret".into(),
-                    name: name.clone(),
-                    source,
-                })?;
+                .map_err(|e| read_failure("Secret", &name, &e))?;
             let value = secret
                 .data
                 .and_then(|mut d| d.remove(&key))

@@ -87,11 +87,11 @@ pub enum Error {
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
     /// Not terminal: the generator may be created later.
-    #[error("could not read generator {kind} {name:?}: {source}")]
+    #[error("could not read generator {kind} {name:?}: {reason}")]
     ReadGenerator {
         kind: String,
         name: String,
-        source: kube::Error,
+        reason: String,
     },
     /// Not terminal: a template can fail on data that a later refresh fixes.
     #[error(transparent)]
